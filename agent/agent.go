@@ -1,0 +1,70 @@
+// Package agent holds the adapters that turn a task into an agent's command
+// line. An adapter knows its agent's headless and interactive argv and where
+// the agent keeps its login inside its home directory, which git sandbox
+// persists per agent across sandboxes. Adding an agent is one small file
+// that calls register.
+package agent
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/git-sandbox/git-sandbox/usererr"
+)
+
+// Task is what the agent is asked to do.
+type Task struct {
+	// Prompt is the instruction; "" starts the agent interactively.
+	Prompt string
+	// Args are the words after "--" on the command line.
+	Args []string
+	// Terminal reports whether a terminal will be attached.
+	Terminal bool
+}
+
+// Adapter is one agent.
+type Adapter interface {
+	// Name is what --agent selects.
+	Name() string
+	// Argv is the command the container runs.
+	Argv(t Task) ([]string, error)
+	// Interactive reports whether Argv(t) expects a person at a terminal.
+	Interactive(t Task) bool
+	// LoginPaths are the files and directories, relative to the agent's
+	// home, that hold its login; they persist across sandboxes.
+	LoginPaths() []string
+	// Env is extra environment the agent needs inside the container.
+	Env() []string
+}
+
+var adapters = map[string]Adapter{}
+
+func register(a Adapter) { adapters[a.Name()] = a }
+
+// Get returns the adapter called name.
+func Get(name string) (Adapter, error) {
+	a, ok := adapters[name]
+	if !ok {
+		return nil, usererr.New("unknown agent %q", name).
+			Hint("choose one of: %s", strings.Join(Names(), ", "))
+	}
+	return a, nil
+}
+
+// Names lists the known agents.
+func Names() []string {
+	names := make([]string, 0, len(adapters))
+	for n := range adapters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func needTerminal(name string) error {
+	return usererr.New("%s without a prompt is interactive and needs a terminal", name).
+		Hint("give it a task with -p PROMPT, or run git sandbox start from a terminal (or with -d and attach later)")
+}
+
+func errf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -1,0 +1,75 @@
+package agent
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestArgv(t *testing.T) {
+	tests := []struct {
+		agent       string
+		task        Task
+		want        []string
+		interactive bool
+	}{
+		{"claude", Task{Prompt: "fix the login"}, []string{"claude", "--dangerously-skip-permissions", "-p", "fix the login"}, false},
+		{"claude", Task{Terminal: true}, []string{"claude", "--dangerously-skip-permissions"}, true},
+		{"claude", Task{Prompt: "p", Args: []string{"--model", "opus"}}, []string{"claude", "--dangerously-skip-permissions", "-p", "p", "--model", "opus"}, false},
+		{"codex", Task{Prompt: "fix it"}, []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox", "fix it"}, false},
+		{"codex", Task{Terminal: true}, []string{"codex", "--dangerously-bypass-approvals-and-sandbox"}, true},
+		{"codex", Task{Prompt: "p", Args: []string{"-m", "o3"}}, []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox", "-m", "o3", "p"}, false},
+		{"shell", Task{Args: []string{"sh", "-c", "make test > out.txt"}}, []string{"sh", "-c", "make test > out.txt"}, false},
+		{"shell", Task{Prompt: "echo hi"}, []string{"/bin/sh", "-c", "echo hi"}, false},
+		{"shell", Task{Terminal: true}, []string{"/bin/bash", "-l"}, true},
+	}
+	for _, tt := range tests {
+		a, err := Get(tt.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.Argv(tt.task)
+		if err != nil {
+			t.Errorf("%s %+v: %v", tt.agent, tt.task, err)
+			continue
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s %+v: argv = %q, want %q", tt.agent, tt.task, got, tt.want)
+		}
+		if a.Interactive(tt.task) != tt.interactive {
+			t.Errorf("%s %+v: interactive = %v", tt.agent, tt.task, !tt.interactive)
+		}
+	}
+}
+
+func TestShellRefusesBothPromptAndCommand(t *testing.T) {
+	a, _ := Get("shell")
+	if _, err := a.Argv(Task{Prompt: "x", Args: []string{"y"}}); err == nil {
+		t.Error("shell accepted a prompt and a command")
+	}
+}
+
+func TestLoginPaths(t *testing.T) {
+	tests := map[string][]string{
+		"claude": {".claude/.credentials.json", ".claude.json"},
+		"codex":  {".codex/auth.json"},
+		"shell":  nil,
+	}
+	for name, want := range tests {
+		a, _ := Get(name)
+		if got := a.LoginPaths(); !slices.Equal(got, want) {
+			t.Errorf("%s login paths = %q, want %q", name, got, want)
+		}
+	}
+	if a, _ := Get("claude"); !slices.Contains(a.Env(), "IS_SANDBOX=1") {
+		t.Error("claude must be told it runs in a sandbox")
+	}
+}
+
+func TestUnknownAgent(t *testing.T) {
+	if _, err := Get("gpt"); err == nil {
+		t.Error("unknown agent accepted")
+	}
+	if got := Names(); !slices.Equal(got, []string{"claude", "codex", "shell"}) {
+		t.Errorf("Names() = %q", got)
+	}
+}

@@ -1,0 +1,26 @@
+package agent
+
+// claude is Anthropic's Claude Code. Inside the container it may do anything
+// without asking: the container is the sandbox. IS_SANDBOX=1 is how Claude
+// Code is told so, which it requires before skipping permissions as root.
+type claude struct{}
+
+func init() { register(claude{}) }
+
+func (claude) Name() string { return "claude" }
+
+func (claude) Argv(t Task) ([]string, error) {
+	argv := []string{"claude", "--dangerously-skip-permissions"}
+	if t.Prompt != "" {
+		argv = append(argv, "-p", t.Prompt)
+	}
+	return append(argv, t.Args...), nil
+}
+
+func (claude) Interactive(t Task) bool { return t.Prompt == "" }
+
+func (claude) LoginPaths() []string {
+	return []string{".claude/.credentials.json", ".claude.json"}
+}
+
+func (claude) Env() []string { return []string{"IS_SANDBOX=1"} }

@@ -1,0 +1,26 @@
+package agent
+
+// codex is OpenAI's Codex CLI. Its own sandbox cannot work in an
+// unprivileged container and is not needed in one, so it is bypassed.
+type codex struct{}
+
+func init() { register(codex{}) }
+
+func (codex) Name() string { return "codex" }
+
+func (codex) Argv(t Task) ([]string, error) {
+	if t.Prompt != "" {
+		argv := []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox"}
+		argv = append(argv, t.Args...)
+		return append(argv, t.Prompt), nil
+	}
+	return append([]string{"codex", "--dangerously-bypass-approvals-and-sandbox"}, t.Args...), nil
+}
+
+func (codex) Interactive(t Task) bool { return t.Prompt == "" }
+
+func (codex) LoginPaths() []string {
+	return []string{".codex/auth.json"}
+}
+
+func (codex) Env() []string { return nil }

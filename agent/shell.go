@@ -1,0 +1,28 @@
+package agent
+
+// shell runs any command: the words after "--", else the prompt as a shell
+// script, else an interactive shell.
+type shell struct{}
+
+func init() { register(shell{}) }
+
+func (shell) Name() string { return "shell" }
+
+func (shell) Argv(t Task) ([]string, error) {
+	switch {
+	case len(t.Args) > 0 && t.Prompt != "":
+		return nil, errf("the shell agent takes a command after -- or a script with -p, not both")
+	case len(t.Args) > 0:
+		return t.Args, nil
+	case t.Prompt != "":
+		return []string{"/bin/sh", "-c", t.Prompt}, nil
+	default:
+		return []string{"/bin/bash", "-l"}, nil
+	}
+}
+
+func (shell) Interactive(t Task) bool { return len(t.Args) == 0 && t.Prompt == "" }
+
+func (shell) LoginPaths() []string { return nil }
+
+func (shell) Env() []string { return nil }

@@ -1,0 +1,157 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func setup(t *testing.T, user, repo string) (repoDir string) {
+	t.Helper()
+	dir := t.TempDir()
+	userFile := filepath.Join(dir, "user.toml")
+	if user != "" {
+		if err := os.WriteFile(userFile, []byte(user), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("GIT_SANDBOX_CONFIG", userFile)
+	repoDir = filepath.Join(dir, "repo")
+	if err := os.MkdirAll(repoDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if repo != "" {
+		if err := os.WriteFile(filepath.Join(repoDir, RepoFile), []byte(repo), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return repoDir
+}
+
+func TestDefaultsWithoutFiles(t *testing.T) {
+	l, err := Load(setup(t, "", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Image != DefaultImage || l.Network != "bridge" || l.Rescue.Interval.Duration != 2*time.Minute {
+		t.Errorf("defaults = %+v", l.Config)
+	}
+	if l.UserFile != "" || l.RepoFile != "" {
+		t.Errorf("no file should be reported: %q %q", l.UserFile, l.RepoFile)
+	}
+}
+
+func TestUserConfigIsTrusted(t *testing.T) {
+	user := `
+env = ["ANTHROPIC_API_KEY"]
+network = "none"
+runtime = "runsc"
+[[mount]]
+source = "/opt/cache"
+target = "/cache"
+readonly = true
+[limits]
+memory = "2g"
+`
+	l, err := Load(setup(t, user, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Mounts) != 1 || l.Mounts[0].Target != "/cache" || !l.Mounts[0].ReadOnly {
+		t.Errorf("mounts = %+v", l.Mounts)
+	}
+	if l.Runtime != "runsc" || l.Network != "none" || l.Limits.Memory != "2g" || l.Env[0] != "ANTHROPIC_API_KEY" {
+		t.Errorf("config = %+v", l.Config)
+	}
+}
+
+func TestRepoConfigRefusals(t *testing.T) {
+	tests := []struct {
+		name, repo, key string
+	}{
+		{"mount", "[[mount]]\nsource = \"/home/u\"\ntarget = \"/h\"\n", "mount"},
+		{"env", "env = [\"AWS_SECRET_ACCESS_KEY\"]\n", "env"},
+		{"runtime", "runtime = \"runc\"\n", "runtime"},
+		{"privileged", "privileged = true\n", "privileged"},
+		{"cap_add", "cap_add = [\"SYS_ADMIN\"]\n", "cap_add"},
+		{"worktrees_dir", "worktrees_dir = \"/\"\n", "worktrees_dir"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(setup(t, "", tt.repo))
+			if err == nil {
+				t.Fatal("repository config was accepted")
+			}
+			if !strings.Contains(err.Error(), `"`+tt.key+`"`) {
+				t.Errorf("error does not name the key %q: %v", tt.key, err)
+			}
+		})
+	}
+}
+
+func TestRepoConfigNetworkHostIsRefused(t *testing.T) {
+	_, err := Load(setup(t, "", "network = \"host\"\n"))
+	if err == nil || !strings.Contains(err.Error(), "network") {
+		t.Fatalf("network = host accepted or error does not name the key: %v", err)
+	}
+}
+
+func TestRepoConfigMayOnlyTighten(t *testing.T) {
+	user := "network = \"bridge\"\n[limits]\nmemory = \"4g\"\npids = 100\ncpus = 2.0\n"
+	repo := "agent = \"shell\"\nverify = \"make test\"\nnetwork = \"none\"\n[limits]\nmemory = \"16g\"\npids = 50\ncpus = 4.0\n"
+	l, err := Load(setup(t, user, repo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Agent != "shell" || l.Verify != "make test" {
+		t.Errorf("repository choices not applied: %+v", l.Config)
+	}
+	if l.Network != "none" {
+		t.Errorf("network tightening not applied: %q", l.Network)
+	}
+	if l.Limits.Memory != "4g" || l.Limits.CPUs != 2 {
+		t.Errorf("looser limits applied: %+v", l.Limits)
+	}
+	if l.Limits.Pids != 50 {
+		t.Errorf("tighter pids not applied: %d", l.Limits.Pids)
+	}
+	if len(l.Warnings) != 2 {
+		t.Errorf("want a warning per ignored limit, got %q", l.Warnings)
+	}
+}
+
+func TestRepoConfigCannotLoosenNetwork(t *testing.T) {
+	_, err := Load(setup(t, "network = \"none\"\n", "network = \"bridge\"\n"))
+	if err == nil || !strings.Contains(err.Error(), `"network"`) {
+		t.Fatalf("network loosening accepted or key not named: %v", err)
+	}
+	l, err := Load(setup(t, "", "network = \"bridge\"\n"))
+	if err != nil || l.Network != "bridge" {
+		t.Fatalf("restating the user's network refused: %v", err)
+	}
+}
+
+func TestUnknownKey(t *testing.T) {
+	_, err := Load(setup(t, "agnet = \"claude\"\n", ""))
+	if err == nil || !strings.Contains(err.Error(), "agnet") {
+		t.Fatalf("unknown key not reported: %v", err)
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"90s": 90 * time.Second, "2m": 2 * time.Minute, "14d": 14 * 24 * time.Hour, "1w": 7 * 24 * time.Hour,
+	} {
+		got, err := ParseDuration(in)
+		if err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "x", "-1d", "-5s"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/docker/docker/api/types"
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+	"golang.org/x/term"
+)
+
+// Streams are the local ends of an attached session.
+type Streams struct {
+	Stdin  io.Reader // nil: nothing is sent
+	Stdout io.Writer
+	Stderr io.Writer
+	// TTY is set when the container has a terminal; the local terminal is
+	// then put in raw mode and its size follows the window.
+	TTY bool
+	// TerminalFd is the local terminal (stdin's fd) when TTY is set.
+	TerminalFd int
+}
+
+// Attach connects streams to a container. It returns once the container's
+// output ends; call it before Start so no output is missed.
+func (d *Docker) Attach(ctx context.Context, id string, s Streams) (func() error, error) {
+	resp, err := d.api.ContainerAttach(ctx, id, dcontainer.AttachOptions{
+		Stream: true, Stdin: s.Stdin != nil, Stdout: true, Stderr: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attach: %w", err)
+	}
+	return d.pump(ctx, resp, s, func(h, w uint) error {
+		return d.api.ContainerResize(ctx, id, dcontainer.ResizeOptions{Height: h, Width: w})
+	}), nil
+}
+
+// pump copies between a hijacked connection and local streams, handling raw
+// mode and window resizes. The returned function waits for output to end.
+func (d *Docker) pump(ctx context.Context, resp types.HijackedResponse, s Streams, resize func(h, w uint) error) func() error {
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		if s.TTY {
+			_, err = io.Copy(s.Stdout, resp.Reader)
+		} else {
+			_, err = stdcopy.StdCopy(s.Stdout, s.Stderr, resp.Reader)
+		}
+		done <- err
+	}()
+	if s.Stdin != nil {
+		go func() {
+			_, _ = io.Copy(resp.Conn, s.Stdin)
+			_ = resp.CloseWrite()
+		}()
+	}
+	return func() error {
+		var restore func()
+		if s.TTY {
+			restore = rawTerminal(ctx, s.TerminalFd, resize)
+		}
+		err := <-done
+		if restore != nil {
+			restore()
+		}
+		resp.Close()
+		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("attach: %w", err)
+		}
+		return nil
+	}
+}
+
+// rawTerminal puts fd in raw mode, keeps the container's terminal size in
+// step with the window, and returns the function that undoes both.
+func rawTerminal(ctx context.Context, fd int, resize func(h, w uint) error) func() {
+	state, err := term.MakeRaw(fd)
+	if err != nil {
+		state = nil
+	}
+	sync1 := func() {
+		if w, h, err := term.GetSize(fd); err == nil && w > 0 && h > 0 {
+			_ = resize(uint(h), uint(w))
+		}
+	}
+	sync1()
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-winch:
+				sync1()
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(winch)
+		close(stop)
+		wg.Wait()
+		if state != nil {
+			_ = term.Restore(fd, state)
+		}
+	}
+}
+
+// ExecOptions describe a command run in a running container.
+type ExecOptions struct {
+	Argv    []string
+	User    string
+	WorkDir string
+	Env     []string
+	Streams Streams
+}
+
+// Exec runs a command in a running container and returns its exit code.
+func (d *Docker) Exec(ctx context.Context, id string, o ExecOptions) (int, error) {
+	created, err := d.api.ContainerExecCreate(ctx, id, dcontainer.ExecOptions{
+		Cmd: o.Argv, User: o.User, WorkingDir: o.WorkDir, Env: o.Env,
+		Tty: o.Streams.TTY, AttachStdin: o.Streams.Stdin != nil, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return -1, fmt.Errorf("exec: %w", err)
+	}
+	resp, err := d.api.ContainerExecAttach(ctx, created.ID, dcontainer.ExecAttachOptions{Tty: o.Streams.TTY})
+	if err != nil {
+		return -1, fmt.Errorf("exec: %w", err)
+	}
+	wait := d.pump(ctx, resp, o.Streams, func(h, w uint) error {
+		return d.api.ContainerExecResize(ctx, created.ID, dcontainer.ResizeOptions{Height: h, Width: w})
+	})
+	if err := wait(); err != nil {
+		return -1, err
+	}
+	info, err := d.api.ContainerExecInspect(ctx, created.ID)
+	if err != nil {
+		return -1, fmt.Errorf("exec: %w", err)
+	}
+	return info.ExitCode, nil
+}

@@ -1,0 +1,229 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/git-sandbox/git-sandbox/usererr"
+)
+
+// Docker is a connected Docker Engine client.
+type Docker struct {
+	api *client.Client
+}
+
+// Connect opens a client from the environment (DOCKER_HOST and friends),
+// negotiates the API version and checks the daemon answers.
+func Connect(ctx context.Context) (*Docker, error) {
+	api, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, errUnreachable(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := api.Ping(pctx); err != nil {
+		api.Close()
+		return nil, errUnreachable(err)
+	}
+	api.NegotiateAPIVersion(ctx)
+	return &Docker{api: api}, nil
+}
+
+// APIVersion is the negotiated Engine API version.
+func (d *Docker) APIVersion() string { return d.api.ClientVersion() }
+
+// ServerVersion returns the engine's version string.
+func (d *Docker) ServerVersion(ctx context.Context) (string, error) {
+	v, err := d.api.ServerVersion(ctx)
+	if err != nil {
+		return "", err
+	}
+	return v.Version, nil
+}
+
+// Close releases the client.
+func (d *Docker) Close() error { return d.api.Close() }
+
+func errUnreachable(err error) error {
+	host := os.Getenv("DOCKER_HOST")
+	if host == "" {
+		host = client.DefaultDockerHost
+	}
+	return usererr.Wrap(err, "cannot reach the Docker daemon at %s", host).
+		Hint("start Docker (for example: sudo systemctl start docker), or point DOCKER_HOST at a running daemon").
+		Hint("git sandbox doctor checks the whole set-up")
+}
+
+// IsNotFound reports whether err says a container or image does not exist.
+func IsNotFound(err error) bool {
+	return cerrdefs.IsNotFound(err) || client.IsErrNotFound(err)
+}
+
+// Create creates the container described by spec and returns its id.
+func (d *Docker) Create(ctx context.Context, spec *Spec) (string, error) {
+	if err := spec.Validate(); err != nil {
+		return "", fmt.Errorf("container spec: %w", err)
+	}
+	cfg, hc := spec.Docker()
+	resp, err := d.api.ContainerCreate(ctx, cfg, hc, nil, nil, spec.Name)
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			return "", usererr.Wrap(err, "a container named %s already exists", spec.Name).
+				Hint("remove it with docker rm -f %s if it is left over", spec.Name)
+		}
+		if IsNotFound(err) {
+			return "", errImageMissing(spec.Image, false)
+		}
+		return "", fmt.Errorf("create container: %w", err)
+	}
+	return resp.ID, nil
+}
+
+// Start starts a created or stopped container.
+func (d *Docker) Start(ctx context.Context, id string) error {
+	if err := d.api.ContainerStart(ctx, id, dcontainer.StartOptions{}); err != nil {
+		return fmt.Errorf("start container: %w", err)
+	}
+	return nil
+}
+
+// Stop stops a container, killing it after timeout.
+func (d *Docker) Stop(ctx context.Context, id string, timeout time.Duration) error {
+	secs := int(timeout.Seconds())
+	if err := d.api.ContainerStop(ctx, id, dcontainer.StopOptions{Timeout: &secs}); err != nil && !IsNotFound(err) {
+		return fmt.Errorf("stop container: %w", err)
+	}
+	return nil
+}
+
+// Kill sends a signal to the container's main process.
+func (d *Docker) Kill(ctx context.Context, id, signal string) error {
+	return d.api.ContainerKill(ctx, id, signal)
+}
+
+// Remove force-removes a container; a missing one is not an error.
+func (d *Docker) Remove(ctx context.Context, id string) error {
+	err := d.api.ContainerRemove(ctx, id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !IsNotFound(err) {
+		return fmt.Errorf("remove container: %w", err)
+	}
+	return nil
+}
+
+// State is a container's state as ps shows it.
+type State struct {
+	ID       string
+	Name     string
+	Status   string // created, running, exited, paused, restarting, dead
+	Running  bool
+	ExitCode int
+	Started  time.Time
+	Finished time.Time
+	Labels   map[string]string
+	Image    string
+}
+
+// Inspect returns a container's state, or an error satisfying IsNotFound.
+func (d *Docker) Inspect(ctx context.Context, id string) (*State, error) {
+	info, err := d.api.ContainerInspect(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st := &State{ID: info.ID, Name: strings.TrimPrefix(info.Name, "/")}
+	if info.State != nil {
+		st.Status = string(info.State.Status)
+		st.Running = info.State.Running
+		st.ExitCode = info.State.ExitCode
+		st.Started, _ = time.Parse(time.RFC3339Nano, info.State.StartedAt)
+		st.Finished, _ = time.Parse(time.RFC3339Nano, info.State.FinishedAt)
+	}
+	if info.Config != nil {
+		st.Labels = info.Config.Labels
+		st.Image = info.Config.Image
+	}
+	return st, nil
+}
+
+// InspectRaw returns Docker's full inspect document, for tests and doctor.
+func (d *Docker) InspectRaw(ctx context.Context, id string) (dcontainer.InspectResponse, error) {
+	return d.api.ContainerInspect(ctx, id)
+}
+
+// List returns the containers carrying every given label (key=value).
+func (d *Docker) List(ctx context.Context, labels ...string) ([]State, error) {
+	f := filters.NewArgs(filters.Arg("label", LabelManaged))
+	for _, l := range labels {
+		f.Add("label", l)
+	}
+	list, err := d.api.ContainerList(ctx, dcontainer.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	out := make([]State, 0, len(list))
+	for _, c := range list {
+		st := State{ID: c.ID, Status: string(c.State), Running: c.State == "running", Labels: c.Labels, Image: c.Image}
+		if len(c.Names) > 0 {
+			st.Name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// WaitExit returns a channel that yields the container's exit code once it
+// stops. Call it before Start to never miss a fast exit.
+func (d *Docker) WaitExit(ctx context.Context, id string, cond dcontainer.WaitCondition) <-chan WaitResult {
+	out := make(chan WaitResult, 1)
+	respC, errC := d.api.ContainerWait(ctx, id, cond)
+	go func() {
+		select {
+		case r := <-respC:
+			if r.Error != nil && r.Error.Message != "" {
+				out <- WaitResult{Code: int(r.StatusCode), Err: errors.New(r.Error.Message)}
+				return
+			}
+			out <- WaitResult{Code: int(r.StatusCode)}
+		case err := <-errC:
+			out <- WaitResult{Code: -1, Err: err}
+		}
+	}()
+	return out
+}
+
+// WaitResult is a container's exit.
+type WaitResult struct {
+	Code int
+	Err  error
+}
+
+// Logs writes the container's output to stdout and stderr; follow keeps
+// streaming until the container stops or ctx ends.
+func (d *Docker) Logs(ctx context.Context, id string, tty, follow bool, tail string, stdout, stderr io.Writer) error {
+	rc, err := d.api.ContainerLogs(ctx, id, dcontainer.LogsOptions{
+		ShowStdout: true, ShowStderr: true, Follow: follow, Tail: tail,
+	})
+	if err != nil {
+		return fmt.Errorf("container logs: %w", err)
+	}
+	defer rc.Close()
+	if tty {
+		_, err = io.Copy(stdout, rc)
+	} else {
+		_, err = stdcopy.StdCopy(stdout, stderr, rc)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("container logs: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package container
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/pkg/jsonmessage"
+
+	"github.com/git-sandbox/git-sandbox/usererr"
+)
+
+//go:embed image/Dockerfile
+var dockerfile []byte
+
+// Dockerfile returns the embedded Dockerfile of the default image.
+func Dockerfile() []byte { return dockerfile }
+
+// LabelImage marks images built by git sandbox.
+const LabelImage = "git-sandbox.image"
+
+// BuildOptions describe an image build.
+type BuildOptions struct {
+	Tag      string
+	Base     string
+	NoAgents bool
+	NoCache  bool
+	// Progress receives the build's output; TerminalFd/IsTerminal let it
+	// redraw progress lines in place.
+	Progress   io.Writer
+	TerminalFd uintptr
+	IsTerminal bool
+}
+
+// ImageExists reports whether an image is present locally.
+func (d *Docker) ImageExists(ctx context.Context, ref string) (bool, error) {
+	_, err := d.api.ImageInspect(ctx, ref)
+	if err == nil {
+		return true, nil
+	}
+	if IsNotFound(err) {
+		return false, nil
+	}
+	return false, fmt.Errorf("inspect image %s: %w", ref, err)
+}
+
+// Build builds the default image from the embedded Dockerfile. It never
+// pulls a base that is present locally, so it works offline from a local
+// base image.
+func (d *Docker) Build(ctx context.Context, o BuildOptions) error {
+	haveBase, err := d.ImageExists(ctx, o.Base)
+	if err != nil {
+		return err
+	}
+	var ctxTar bytes.Buffer
+	tw := tar.NewWriter(&ctxTar)
+	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), ModTime: time.Unix(0, 0)}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(dockerfile); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	agents := "auto"
+	if o.NoAgents {
+		agents = "none"
+	}
+	resp, err := d.api.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{
+		Tags:        []string{o.Tag},
+		BuildArgs:   map[string]*string{"BASE": &o.Base, "AGENTS": &agents},
+		Remove:      true,
+		ForceRemove: true,
+		NoCache:     o.NoCache,
+		Labels:      map[string]string{LabelImage: "1", LabelImage + ".base": o.Base},
+		Version:     build.BuilderV1,
+	})
+	if err != nil {
+		return d.buildError(o, haveBase, err)
+	}
+	defer resp.Body.Close()
+	out := o.Progress
+	if out == nil {
+		out = io.Discard
+	}
+	if err := jsonmessage.DisplayJSONMessagesStream(resp.Body, out, o.TerminalFd, o.IsTerminal, nil); err != nil {
+		return d.buildError(o, haveBase, err)
+	}
+	return nil
+}
+
+func (d *Docker) buildError(o BuildOptions, haveBase bool, err error) error {
+	if !haveBase {
+		return usererr.Wrap(err, "base image %s is not present locally and could not be pulled: %v", o.Base, err).
+			Hint("build from an image you have: git sandbox image build --base IMAGE (docker images lists them)")
+	}
+	return usererr.Wrap(err, "image build failed: %v", err).
+		Hint("the output above shows the failing step; rerun with --no-cache after fixing it")
+}
+
+func errImageMissing(image string, isDefault bool) error {
+	e := usererr.New("image %s is not present", image)
+	if isDefault {
+		return e.Hint("build it with: git sandbox image build (add --base IMAGE to build offline from a local image)")
+	}
+	return e.Hint("build or pull %s, or use the default image (git sandbox image build) by removing the image setting", image)
+}
+
+// ErrImageMissing is the error for a missing image; isDefault says whether
+// it is the image git sandbox builds itself.
+func ErrImageMissing(image string, isDefault bool) error { return errImageMissing(image, isDefault) }

@@ -1,0 +1,214 @@
+// Package container owns everything git sandbox does with the Docker Engine,
+// through its Go SDK: the run spec (mounts, hardening, labels) built as data
+// first, then image builds, create, start, attach, logs, exec, wait, stop and
+// remove. The API version is negotiated, so Engine API 1.41 (Docker 20.10)
+// and current engines both work.
+package container
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+)
+
+// Label keys stamped on every sandbox container. Docker is where ps looks
+// first; a fact not stamped at creation cannot be recovered later.
+const (
+	LabelManaged  = "git-sandbox"
+	LabelRepo     = "git-sandbox.repo"
+	LabelBranch   = "git-sandbox.branch"
+	LabelBase     = "git-sandbox.base"
+	LabelBaseline = "git-sandbox.baseline"
+	LabelAgent    = "git-sandbox.agent"
+	LabelPrompt   = "git-sandbox.prompt"
+	LabelVerify   = "git-sandbox.verify"
+	LabelWorktree = "git-sandbox.worktree"
+	LabelRole     = "git-sandbox.role"
+	LabelVersion  = "git-sandbox.version"
+)
+
+// Roles of containers, in LabelRole.
+const (
+	RoleAgent  = "agent"
+	RoleVerify = "verify"
+)
+
+// Workspace is where the worktree appears inside the container.
+const Workspace = "/workspace"
+
+// Home is the agent's home inside the container.
+const Home = "/home/sandbox"
+
+// Mount is one bind mount.
+type Mount struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readonly"`
+	// Why says what the mount is for, for --dry-run readers.
+	Why string `json:"why,omitempty"`
+}
+
+// Limits are resource limits.
+type Limits struct {
+	MemoryBytes int64   `json:"memory_bytes"`
+	CPUs        float64 `json:"cpus"`
+	Pids        int64   `json:"pids"`
+}
+
+// Spec is a fully resolved container: everything that will be asked of
+// Docker, as data. --dry-run prints it; Create executes it.
+type Spec struct {
+	Name       string            `json:"name"`
+	Image      string            `json:"image"`
+	Argv       []string          `json:"argv"`
+	Env        []string          `json:"env"`
+	User       string            `json:"user"`
+	WorkDir    string            `json:"workdir"`
+	Hostname   string            `json:"hostname"`
+	Labels     map[string]string `json:"labels"`
+	Mounts     []Mount           `json:"mounts"`
+	Limits     Limits            `json:"limits"`
+	Network    string            `json:"network"`
+	Runtime    string            `json:"runtime,omitempty"`
+	TTY        bool              `json:"tty"`
+	OpenStdin  bool              `json:"open_stdin"`
+	StdinOnce  bool              `json:"stdin_once"`
+	CapDrop    []string          `json:"cap_drop"`
+	Security   []string          `json:"security_opt"`
+	Init       bool              `json:"init"`
+	AutoRemove bool              `json:"auto_remove,omitempty"`
+}
+
+// Hardening is applied to every sandbox container; no option removes it.
+var (
+	hardenCapDrop  = []string{"ALL"}
+	hardenSecurity = []string{"no-new-privileges"}
+)
+
+// Harden stamps the non-negotiable hardening onto s.
+func (s *Spec) Harden() {
+	s.CapDrop = append([]string(nil), hardenCapDrop...)
+	s.Security = append([]string(nil), hardenSecurity...)
+	s.Init = true
+}
+
+// Validate refuses a spec that would break the isolation guarantees.
+func (s *Spec) Validate() error {
+	if s.Network != "none" && s.Network != "bridge" {
+		return fmt.Errorf("network %q: only none and bridge are allowed", s.Network)
+	}
+	if s.User == "" {
+		return fmt.Errorf("container user missing: sandboxes run as the invoking user")
+	}
+	if len(s.CapDrop) != 1 || s.CapDrop[0] != "ALL" || len(s.Security) == 0 || s.Limits.Pids <= 0 {
+		return fmt.Errorf("sandbox hardening missing (cap-drop ALL, no-new-privileges, pids limit)")
+	}
+	seen := map[string]bool{}
+	for _, m := range s.Mounts {
+		if !path.IsAbs(m.Target) {
+			return fmt.Errorf("mount target %q is not absolute", m.Target)
+		}
+		t := path.Clean(m.Target)
+		if seen[t] {
+			return fmt.Errorf("two mounts on %s", t)
+		}
+		seen[t] = true
+		if strings.Contains(m.Source, ",") || strings.Contains(m.Target, ",") {
+			return fmt.Errorf("mount %s -> %s: commas are not supported in mount paths", m.Source, m.Target)
+		}
+	}
+	return nil
+}
+
+// Docker converts the spec into the SDK's create arguments.
+func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
+	cfg := &dcontainer.Config{
+		Image:        s.Image,
+		Cmd:          s.Argv,
+		Env:          s.Env,
+		User:         s.User,
+		WorkingDir:   s.WorkDir,
+		Hostname:     s.Hostname,
+		Labels:       s.Labels,
+		Tty:          s.TTY,
+		OpenStdin:    s.OpenStdin,
+		StdinOnce:    s.StdinOnce,
+		AttachStdin:  s.OpenStdin,
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	pids := s.Limits.Pids
+	init := s.Init
+	hc := &dcontainer.HostConfig{
+		NetworkMode: dcontainer.NetworkMode(s.Network),
+		CapDrop:     s.CapDrop,
+		SecurityOpt: s.Security,
+		Runtime:     s.Runtime,
+		Init:        &init,
+		AutoRemove:  s.AutoRemove,
+		IpcMode:     dcontainer.IPCModePrivate,
+		Resources: dcontainer.Resources{
+			Memory:    s.Limits.MemoryBytes,
+			NanoCPUs:  int64(s.Limits.CPUs * 1e9),
+			PidsLimit: &pids,
+		},
+	}
+	if s.Limits.MemoryBytes > 0 {
+		hc.Resources.MemorySwap = s.Limits.MemoryBytes
+	}
+	for _, m := range s.Mounts {
+		hc.Mounts = append(hc.Mounts, mount.Mount{
+			Type:     mount.TypeBind,
+			Source:   m.Source,
+			Target:   m.Target,
+			ReadOnly: m.ReadOnly,
+		})
+	}
+	return cfg, hc
+}
+
+var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+// Name returns the container name of a sandbox: readable, valid for Docker,
+// and unique per repository and branch.
+func Name(repoID, repoName, branch string) string {
+	sum := sha256.Sum256([]byte(repoID + "\x00" + branch))
+	b := strings.Trim(nameUnsafe.ReplaceAllString(branch, "-"), "-.")
+	r := strings.Trim(nameUnsafe.ReplaceAllString(repoName, "-"), "-.")
+	if len(b) > 40 {
+		b = b[:40]
+	}
+	if len(r) > 24 {
+		r = r[:24]
+	}
+	return fmt.Sprintf("git-sandbox-%s-%s-%s", r, b, hex.EncodeToString(sum[:])[:8])
+}
+
+// Hostname returns a valid hostname for a branch.
+func Hostname(branch string) string {
+	h := strings.Trim(regexp.MustCompile(`[^a-zA-Z0-9-]+`).ReplaceAllString(branch, "-"), "-")
+	if len(h) > 63 {
+		h = strings.Trim(h[:63], "-")
+	}
+	if h == "" {
+		h = "sandbox"
+	}
+	return h
+}
+
+// SortedLabels returns label keys in order, for stable output.
+func SortedLabels(l map[string]string) []string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

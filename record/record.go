@@ -1,0 +1,187 @@
+// Package record owns a sandbox's record file: the trusted copy of what must
+// not be forged. It lives in the state directory, outside every container
+// mount, so the agent can neither read nor change it. Land takes the
+// baseline, the base branch and the verify verdicts from here, never from a
+// file or ref the agent could reach.
+package record
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+)
+
+// Version is the record format version this build writes.
+const Version = 1
+
+// Record describes one sandbox.
+type Record struct {
+	Version int    `json:"version"`
+	Branch  string `json:"branch"`
+	RepoID  string `json:"repo_id"`
+	// CommonDir is the user's repository git directory.
+	CommonDir string `json:"common_dir"`
+	// Base is the branch the work lands on (short name), BaseRef its full
+	// ref, and BaseTip its commit when the sandbox started.
+	Base    string `json:"base"`
+	BaseRef string `json:"base_ref"`
+	BaseTip string `json:"base_tip"`
+	// Start is the commit the sandbox branch was created at.
+	Start string `json:"start"`
+	// Baseline is the snapshot the agent's change is measured from.
+	Baseline string `json:"baseline"`
+	// Worktree and PrivateGitDir are where the sandbox's files and the
+	// agent's repository live on the host.
+	Worktree      string `json:"worktree"`
+	PrivateGitDir string `json:"private_git_dir"`
+	// Container is the container's name.
+	Container string    `json:"container"`
+	Image     string    `json:"image"`
+	Agent     string    `json:"agent"`
+	Prompt    string    `json:"prompt,omitempty"`
+	Verify    string    `json:"verify,omitempty"`
+	Setup     string    `json:"setup,omitempty"`
+	Carried   bool      `json:"carried,omitempty"`
+	Created   time.Time `json:"created"`
+	// Verdicts are verify results keyed by the tree id they verified.
+	Verdicts map[string]Verdict `json:"verdicts,omitempty"`
+}
+
+// Verdict is the result of one verify run.
+type Verdict struct {
+	Tree     string    `json:"tree"`
+	OK       bool      `json:"ok"`
+	ExitCode int       `json:"exit_code"`
+	Command  string    `json:"command"`
+	Time     time.Time `json:"time"`
+}
+
+// ErrNotExist is returned by Load when there is no record.
+var ErrNotExist = errors.New("no sandbox record")
+
+// Load reads a record file.
+func Load(path string) (*Record, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNotExist
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read sandbox record: %w", err)
+	}
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("parse sandbox record %s: %w", path, err)
+	}
+	if r.Version > Version {
+		return nil, fmt.Errorf("sandbox record %s was written by a newer git sandbox (format %d)", path, r.Version)
+	}
+	return &r, nil
+}
+
+// Save writes a record atomically (write, fsync, rename).
+func Save(path string, r *Record) error {
+	r.Version = Version
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("write sandbox record: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".record-*")
+	if err != nil {
+		return fmt.Errorf("write sandbox record: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write sandbox record: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write sandbox record: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write sandbox record: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write sandbox record: %w", err)
+	}
+	return nil
+}
+
+// Update loads the record at path under its lock, applies fn and saves it.
+func Update(path, lockPath string, fn func(*Record) error) (*Record, error) {
+	unlock, err := Lock(lockPath)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	r, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := fn(r); err != nil {
+		return nil, err
+	}
+	return r, Save(path, r)
+}
+
+// Lock takes an exclusive lock on lockPath (created if missing), waiting for
+// other holders. The returned function releases it.
+func Lock(lockPath string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(lockPath), 0o700); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+// List returns the records of every sandbox under repoDir, sorted by
+// branch. Unreadable records are skipped and reported in errs.
+func List(repoDir string, recordName string) (recs []*Record, errs []error) {
+	entries, err := os.ReadDir(repoDir)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		return nil, errs
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		r, err := Load(filepath.Join(repoDir, e.Name(), recordName))
+		if errors.Is(err, ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		recs = append(recs, r)
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Branch < recs[j].Branch })
+	return recs, errs
+}

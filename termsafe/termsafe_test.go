@@ -1,0 +1,36 @@
+package termsafe
+
+import "testing"
+
+func TestString(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+	}{
+		{"plain", "fix-login", "fix-login"},
+		{"unicode kept", "café/ñ", "café/ñ"},
+		{"csi cursor", "a\x1b[2Jb", `a\x1b[2Jb`},
+		{"osc 52 clipboard", "\x1b]52;c;ZXZpbA==\x07", `\x1b]52;c;ZXZpbA==\x07`},
+		{"newline", "a\nb", `a\x0ab`},
+		{"tab", "a\tb", `a\x09b`},
+		{"c1 csi", "a\u009b2Jb", `a\u009b2Jb`},
+		{"invalid utf8", "a\xffb", `a\xffb`},
+		{"bidi override", "a\u202eb", `a\u202eb`},
+		{"backslash is escaped so output is unambiguous", `a\x1b`, `a\\x1b`},
+		{"del", "a\x7fb", `a\x7fb`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := String(tt.in); got != tt.want {
+				t.Errorf("String(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestText(t *testing.T) {
+	in := "subject\n\n\tbody \x1b]0;title\x07 end"
+	want := "subject\n\n\tbody \\x1b]0;title\\x07 end"
+	if got := Text(in); got != want {
+		t.Errorf("Text() = %q, want %q", got, want)
+	}
+}

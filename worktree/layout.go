@@ -1,0 +1,101 @@
+package worktree
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// WorktreeDirName is the last element of every sandbox worktree path.
+const WorktreeDirName = "worktree"
+
+// StateRoot returns the directory that holds every sandbox's state:
+// $GIT_SANDBOX_STATE_DIR, else ${XDG_STATE_HOME:-~/.local/state}/git-sandbox.
+func StateRoot() (string, error) {
+	if d := os.Getenv("GIT_SANDBOX_STATE_DIR"); d != "" {
+		return filepath.Abs(d)
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "git-sandbox"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".local", "state", "git-sandbox"), nil
+}
+
+// Layout names every path of the sandboxes of one repository. Nothing in it
+// is mounted into a container except where a method says so.
+type Layout struct {
+	// Root is the state root (see StateRoot).
+	Root string
+	// RepoID is the repository's Repo.ID.
+	RepoID string
+	// WorktreesDir, when set, holds the worktrees instead of Root.
+	WorktreesDir string
+}
+
+// RepoDir holds the state of every sandbox of the repository.
+func (l Layout) RepoDir() string { return filepath.Join(l.Root, l.RepoID) }
+
+// Dir is one sandbox's state directory. The branch is escaped into a single
+// path element ('%' → %25, '/' → %2F), so a sandbox is one directory entry
+// and listing the repository's sandboxes is one ReadDir.
+func (l Layout) Dir(branch string) string {
+	return filepath.Join(l.RepoDir(), EscapeBranch(branch))
+}
+
+// Worktree is the sandbox's linked worktree, mounted read-write at /workspace.
+func (l Layout) Worktree(branch string) string {
+	if l.WorktreesDir != "" {
+		return filepath.Join(l.WorktreesDir, l.RepoID, EscapeBranch(branch), WorktreeDirName)
+	}
+	return filepath.Join(l.Dir(branch), WorktreeDirName)
+}
+
+// PrivateGitDir is the agent's own repository: mounted read-write, owned by
+// the agent, never opened by a host git process.
+func (l Layout) PrivateGitDir(branch string) string { return filepath.Join(l.Dir(branch), "git") }
+
+// Gitfile is the generated gitfile mounted read-only over /workspace/.git.
+func (l Layout) Gitfile(branch string) string { return filepath.Join(l.Dir(branch), "gitfile") }
+
+// Record is the sandbox's trusted record file.
+func (l Layout) Record(branch string) string { return filepath.Join(l.Dir(branch), "record.json") }
+
+// Lock serialises state changes of one sandbox (snapshots, record writes).
+func (l Layout) Lock(branch string) string { return filepath.Join(l.Dir(branch), "lock") }
+
+// RescueIndex is the private index snapshots are written through.
+func (l Layout) RescueIndex(branch string) string {
+	return filepath.Join(l.Dir(branch), "rescue.index")
+}
+
+// ScratchGitDir is the configuration-free git directory snapshots run in.
+func (l Layout) ScratchGitDir(branch string) string {
+	return filepath.Join(l.Dir(branch), "scratch")
+}
+
+// SupervisorLog is where the detached supervisor writes.
+func (l Layout) SupervisorLog(branch string) string {
+	return filepath.Join(l.Dir(branch), "supervisor.log")
+}
+
+// AgentHome is where an agent's home directory (login, settings) persists
+// across sandboxes; mounted read-write as the container's home.
+func (l Layout) AgentHome(agent string) string {
+	return filepath.Join(l.Root, "agents", agent)
+}
+
+// EscapeBranch turns a branch name into one path element.
+func EscapeBranch(b string) string {
+	b = strings.ReplaceAll(b, "%", "%25")
+	return strings.ReplaceAll(b, "/", "%2F")
+}
+
+// UnescapeBranch reverses EscapeBranch.
+func UnescapeBranch(s string) string {
+	s = strings.ReplaceAll(s, "%2F", "/")
+	return strings.ReplaceAll(s, "%25", "%")
+}

@@ -1,0 +1,255 @@
+// Package worktree owns a sandbox's place in the user's repository: finding
+// the repository and its identity, the state-directory layout of every
+// sandbox, and the linked worktree each sandbox works in (create, find,
+// remove). It also owns the host-path refusals that no flag overrides.
+package worktree
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/git-sandbox/git-sandbox/gitcmd"
+	"github.com/git-sandbox/git-sandbox/usererr"
+)
+
+// Repo is the user's repository as seen from one of its worktrees.
+type Repo struct {
+	// CommonDir is the repository's git directory shared by all worktrees
+	// (absolute, symlinks resolved): where objects, refs and hooks live.
+	CommonDir string
+	// GitDir is the git directory of the worktree the command runs in.
+	GitDir string
+	// WorkTree is the top of the worktree the command runs in.
+	WorkTree string
+	// MainWorkTree is the repository's main worktree.
+	MainWorkTree string
+	// ID is stable for every worktree of one repository and differs for two
+	// clones of the same name: the directory name plus a hash of CommonDir.
+	ID string
+	// Name is the main worktree's directory name, for display.
+	Name string
+}
+
+// Git returns a runner bound to the repository's common git directory with
+// the user's (trusted) configuration and no worktree.
+func (r *Repo) Git() *gitcmd.Runner {
+	return &gitcmd.Runner{GitDir: r.CommonDir}
+}
+
+// GitAt returns a runner bound to one worktree of the repository: gitDir is
+// that worktree's git directory (the common one for the main worktree).
+func (r *Repo) GitAt(gitDir, workTree string) *gitcmd.Runner {
+	return &gitcmd.Runner{GitDir: gitDir, WorkTree: workTree}
+}
+
+// ObjectsDir is the repository's object store.
+func (r *Repo) ObjectsDir() string { return filepath.Join(r.CommonDir, "objects") }
+
+// HooksDir is the repository's hooks directory inside the common dir.
+func (r *Repo) HooksDir() string { return filepath.Join(r.CommonDir, "hooks") }
+
+// Open finds the repository containing dir without running git there first:
+// the walk up to a .git entry happens in Go, and the repository found is then
+// opened with an explicit GIT_DIR. A .git found inside a sandbox's worktree
+// (a nested repository the agent made) is refused, so the host never opens
+// agent-made git metadata by running a command in the wrong directory.
+func Open(ctx context.Context, dir string, sandboxRoots ...string) (*Repo, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = resolved
+	}
+	top, dotgit, err := findDotGit(abs)
+	if err != nil {
+		return nil, err
+	}
+	gitDir, err := resolveDotGit(dotgit)
+	if err != nil {
+		return nil, err
+	}
+	commonDir := gitDir
+	if b, err := os.ReadFile(filepath.Join(gitDir, "commondir")); err == nil {
+		c := strings.TrimSpace(string(b))
+		if !filepath.IsAbs(c) {
+			c = filepath.Join(gitDir, c)
+		}
+		commonDir = filepath.Clean(c)
+	}
+	if resolved, err := filepath.EvalSymlinks(commonDir); err == nil {
+		commonDir = resolved
+	}
+	if err := refuseNestedInSandbox(top, commonDir, sandboxRoots); err != nil {
+		return nil, err
+	}
+	r := &Repo{CommonDir: commonDir, GitDir: gitDir, WorkTree: top}
+	g := &gitcmd.Runner{GitDir: gitDir, WorkTree: top}
+	bare, _ := g.Output(ctx, "config", "--bool", "core.bare")
+	if bare == "true" {
+		return nil, errBare(top)
+	}
+	r.MainWorkTree, err = mainWorkTree(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	r.Name = filepath.Base(r.MainWorkTree)
+	r.ID = repoID(r.Name, commonDir)
+	return r, nil
+}
+
+func errBare(dir string) error {
+	return usererr.New("%s is a bare repository: a sandbox needs a working tree to branch from", dir).
+		Hint("run git sandbox from a clone with a checkout (git clone %s work)", dir)
+}
+
+// findDotGit walks up from dir to the first directory holding a .git entry.
+func findDotGit(dir string) (top, dotgit string, err error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		p := filepath.Join(d, ".git")
+		if fi, err := os.Lstat(p); err == nil && (fi.IsDir() || fi.Mode().IsRegular()) {
+			return d, p, nil
+		}
+		if looksLikeGitDir(d) {
+			return "", "", errBare(d)
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	return "", "", usererr.New("not a git repository: %s", dir).
+		Hint("run git sandbox inside a git checkout, or create one with git init")
+}
+
+func looksLikeGitDir(d string) bool {
+	for _, n := range []string{"HEAD", "objects", "refs"} {
+		if _, err := os.Lstat(filepath.Join(d, n)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveDotGit turns a .git directory or gitfile into a git directory path.
+func resolveDotGit(dotgit string) (string, error) {
+	fi, err := os.Lstat(dotgit)
+	if err != nil {
+		return "", err
+	}
+	if fi.IsDir() {
+		return filepath.EvalSymlinks(dotgit)
+	}
+	b, err := os.ReadFile(dotgit)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	target, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
+	if !ok {
+		return "", usererr.New("%s is not a gitfile", dotgit)
+	}
+	target = strings.TrimSpace(target)
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(filepath.Dir(dotgit), target)
+	}
+	resolved, err := filepath.EvalSymlinks(target)
+	if err != nil {
+		return "", usererr.New("%s points to a missing git directory %s", dotgit, target).
+			Hint("if the worktree was moved, run git worktree repair from the main checkout")
+	}
+	return resolved, nil
+}
+
+// refuseNestedInSandbox refuses a repository found inside a directory where
+// sandboxes live unless it is a sandbox's own worktree root, whose gitfile
+// only the host writes (the container sees a different one mounted over it).
+func refuseNestedInSandbox(top, commonDir string, roots []string) error {
+	for _, root := range roots {
+		if root == "" {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(root); err == nil {
+			root = r
+		}
+		if !within(top, root) && !within(commonDir, root) {
+			continue
+		}
+		if filepath.Base(top) == WorktreeDirName && !within(commonDir, root) {
+			continue
+		}
+		return usererr.New("%s is a repository inside a sandbox's files, not your repository", top).
+			Hint("run git sandbox from your own checkout or from the sandbox worktree's top directory")
+	}
+	return nil
+}
+
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// mainWorkTree returns the repository's main worktree: the first entry of
+// git worktree list.
+func mainWorkTree(ctx context.Context, r *Repo) (string, error) {
+	list, err := List(ctx, r.Git())
+	if err != nil {
+		return "", err
+	}
+	if len(list) == 0 || list[0].Bare {
+		return "", errBare(r.CommonDir)
+	}
+	return list[0].Path, nil
+}
+
+var unsafeIDChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
+func repoID(name, commonDir string) string {
+	sum := sha256.Sum256([]byte(commonDir))
+	n := unsafeIDChars.ReplaceAllString(name, "_")
+	if len(n) > 32 {
+		n = n[:32]
+	}
+	if n == "" || n[0] == '.' || n[0] == '-' {
+		n = "repo" + n
+	}
+	return n + "-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// ValidBranch checks a new branch name with git's own rules.
+func ValidBranch(ctx context.Context, g *gitcmd.Runner, name string) error {
+	if name == "" || strings.HasPrefix(name, "-") {
+		return errInvalidBranch(name)
+	}
+	if _, err := g.Output(ctx, "check-ref-format", "--branch", name); err != nil {
+		return errInvalidBranch(name)
+	}
+	return nil
+}
+
+func errInvalidBranch(name string) error {
+	return usererr.New("invalid branch name %q", name).
+		Hint("use a name git accepts for a branch, such as fix-login or agent/fix-login (see git help check-ref-format)")
+}
+
+// ErrNotFound is returned when a lookup finds nothing.
+var ErrNotFound = errors.New("not found")
+
+// CurrentBranch returns the branch checked out in the given worktree, or ""
+// on a detached HEAD.
+func CurrentBranch(ctx context.Context, g *gitcmd.Runner) (string, error) {
+	out, err := g.Output(ctx, "symbolic-ref", "-q", "--short", "HEAD")
+	if err != nil {
+		if gitcmd.ExitCode(err) == 1 {
+			return "", nil
+		}
+		return "", fmt.Errorf("read HEAD: %w", err)
+	}
+	return out, nil
+}

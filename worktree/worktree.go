@@ -1,0 +1,177 @@
+package worktree
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/git-sandbox/git-sandbox/gitcmd"
+)
+
+// Entry is one worktree of git worktree list --porcelain.
+type Entry struct {
+	Path     string
+	Head     string
+	Branch   string // full ref name, "" when detached
+	Bare     bool
+	Detached bool
+	Locked   bool
+	Prunable bool
+}
+
+// List parses git worktree list --porcelain -z.
+func List(ctx context.Context, g *gitcmd.Runner) ([]Entry, error) {
+	out, err := g.Run(ctx, nil, "worktree", "list", "--porcelain", "-z")
+	if err != nil {
+		return nil, fmt.Errorf("list worktrees: %w", err)
+	}
+	return parseList(out), nil
+}
+
+func parseList(out []byte) []Entry {
+	var list []Entry
+	var cur *Entry
+	for _, field := range strings.Split(string(out), "\x00") {
+		if field == "" {
+			cur = nil
+			continue
+		}
+		key, val, _ := strings.Cut(field, " ")
+		if key == "worktree" {
+			list = append(list, Entry{Path: val})
+			cur = &list[len(list)-1]
+			continue
+		}
+		if cur == nil {
+			continue
+		}
+		switch key {
+		case "HEAD":
+			cur.Head = val
+		case "branch":
+			cur.Branch = val
+		case "bare":
+			cur.Bare = true
+		case "detached":
+			cur.Detached = true
+		case "locked":
+			cur.Locked = true
+		case "prunable":
+			cur.Prunable = true
+		}
+	}
+	return list
+}
+
+// CheckedOutAt returns the worktree that has the branch (full ref name)
+// checked out, if any.
+func CheckedOutAt(ctx context.Context, g *gitcmd.Runner, ref string) (*Entry, error) {
+	list, err := List(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list {
+		if list[i].Branch == ref {
+			return &list[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// AddOptions describe a new linked worktree.
+type AddOptions struct {
+	Path   string // where the worktree goes; its parent is created
+	Branch string // the new branch
+	Start  string // the commit it starts at
+	Reason string // lock reason shown by git worktree list
+}
+
+// Add creates a new branch at Start checked out in a new linked worktree,
+// locked so that git worktree prune and a plain git worktree remove leave it
+// alone. Hooks do not run (the gateway turns them off).
+func Add(ctx context.Context, g *gitcmd.Runner, o AddOptions) error {
+	if err := os.MkdirAll(filepath.Dir(o.Path), 0o700); err != nil {
+		return fmt.Errorf("create worktree parent: %w", err)
+	}
+	args := []string{"worktree", "add", "--quiet", "--no-track", "--lock"}
+	if o.Reason != "" {
+		args = append(args, "--reason", o.Reason)
+	}
+	args = append(args, "-b", o.Branch, o.Path, o.Start)
+	if _, err := g.Run(ctx, nil, args...); err != nil {
+		return fmt.Errorf("create worktree: %w", err)
+	}
+	return nil
+}
+
+// AdminDir returns the git directory git keeps for the linked worktree at
+// path (.git/worktrees/<name>), read from the worktree's own gitfile. That
+// gitfile is written by git on the host and shadowed inside the container,
+// so the agent cannot have changed it; it is still checked to point into
+// the repository.
+func AdminDir(commonDir, path string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(path, ".git"))
+	if err != nil {
+		return "", fmt.Errorf("read worktree gitfile: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	target, ok := strings.CutPrefix(strings.TrimSpace(line), "gitdir:")
+	if !ok {
+		return "", fmt.Errorf("%s/.git is not a gitfile", path)
+	}
+	target = filepath.Clean(strings.TrimSpace(target))
+	if !within(target, filepath.Join(commonDir, "worktrees")) {
+		return "", fmt.Errorf("%s/.git points outside the repository (%s)", path, target)
+	}
+	return target, nil
+}
+
+// Remove deletes a sandbox's linked worktree and git's record of it. The
+// worktree is locked, hence the double --force; its files are deleted
+// without following symlinks. When the directory is already gone only git's
+// record of it is removed: git worktree prune is never run, because it would
+// also prune the user's own worktrees that are merely unmounted.
+func Remove(ctx context.Context, commonDir string, g *gitcmd.Runner, path string) error {
+	if _, err := os.Lstat(path); err == nil {
+		if _, err := g.Run(ctx, nil, "worktree", "remove", "--force", "--force", path); err == nil {
+			return nil
+		}
+		if err := os.RemoveAll(path); err != nil {
+			return fmt.Errorf("remove worktree: %w", err)
+		}
+	}
+	admin, err := adminDirFor(commonDir, path)
+	if err != nil || admin == "" {
+		return err
+	}
+	if err := os.RemoveAll(admin); err != nil {
+		return fmt.Errorf("remove worktree record: %w", err)
+	}
+	return nil
+}
+
+// adminDirFor finds the .git/worktrees/<name> directory whose gitdir file
+// names path, or "" when git has no record of it.
+func adminDirFor(commonDir, path string) (string, error) {
+	base := filepath.Join(commonDir, "worktrees")
+	entries, err := os.ReadDir(base)
+	if os.IsNotExist(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	want := filepath.Join(path, ".git")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(base, e.Name(), "gitdir"))
+		if err != nil {
+			continue
+		}
+		if filepath.Clean(strings.TrimSpace(string(b))) == want {
+			return filepath.Join(base, e.Name()), nil
+		}
+	}
+	return "", nil
+}
