@@ -62,7 +62,9 @@ func Names() []string {
 	return names
 }
 
-func needTerminal(name string) error {
+// NeedTerminal is the error for an interactive agent started without a
+// terminal and without -d.
+func NeedTerminal(name string) error {
 	return usererr.New("%s without a prompt is interactive and needs a terminal", name).
 		Hint("give it a task with -p PROMPT, or run git sandbox start from a terminal (or with -d and attach later)")
 }

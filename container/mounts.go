@@ -18,11 +18,10 @@ func RefuseUnsafeHostPath(kind, path string) (string, error) {
 	if !filepath.IsAbs(path) {
 		return "", usererr.New("%s path %q is not absolute", kind, path)
 	}
-	resolved, err := filepath.EvalSymlinks(path)
+	resolved, err := resolve(path)
 	if err != nil {
 		return "", usererr.Wrap(err, "%s path %s cannot be resolved: %v", kind, path, err)
 	}
-	resolved = filepath.Clean(resolved)
 	if resolved == "/" {
 		return "", refusal(kind, path, resolved, "the filesystem root")
 	}
@@ -38,6 +37,24 @@ func RefuseUnsafeHostPath(kind, path string) (string, error) {
 		return "", refusal(kind, path, resolved, "a daemon socket")
 	}
 	return resolved, nil
+}
+
+// resolve evaluates symlinks in path. A path that does not exist yet (a
+// plan printed before anything is created) is resolved through its nearest
+// existing ancestor.
+func resolve(path string) (string, error) {
+	path = filepath.Clean(path)
+	rest := ""
+	for p := path; ; p = filepath.Dir(p) {
+		r, err := filepath.EvalSymlinks(p)
+		if err == nil {
+			return filepath.Clean(filepath.Join(r, rest)), nil
+		}
+		if !os.IsNotExist(err) || filepath.Dir(p) == p {
+			return "", err
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+	}
 }
 
 func refusal(kind, path, resolved, what string) error {

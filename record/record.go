@@ -40,14 +40,16 @@ type Record struct {
 	Worktree      string `json:"worktree"`
 	PrivateGitDir string `json:"private_git_dir"`
 	// Container is the container's name.
-	Container string    `json:"container"`
-	Image     string    `json:"image"`
-	Agent     string    `json:"agent"`
-	Prompt    string    `json:"prompt,omitempty"`
-	Verify    string    `json:"verify,omitempty"`
-	Setup     string    `json:"setup,omitempty"`
-	Carried   bool      `json:"carried,omitempty"`
-	Created   time.Time `json:"created"`
+	Container string `json:"container"`
+	Image     string `json:"image"`
+	Agent     string `json:"agent"`
+	Prompt    string `json:"prompt,omitempty"`
+	Verify    string `json:"verify,omitempty"`
+	Setup     string `json:"setup,omitempty"`
+	Carried   bool   `json:"carried,omitempty"`
+	// Stopped is set by git sandbox stop and cleared when it runs again.
+	Stopped bool      `json:"stopped,omitempty"`
+	Created time.Time `json:"created"`
 	// Verdicts are verify results keyed by the tree id they verified.
 	Verdicts map[string]Verdict `json:"verdicts,omitempty"`
 }

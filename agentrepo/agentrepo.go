@@ -1,0 +1,211 @@
+// Package agentrepo owns the agent's private repository: the git directory
+// each sandbox's agent commits into, mounted read-write into its container
+// and never opened by a host git process.
+//
+// It creates that repository (alternates to the host object store, the
+// user's refs copied, an index matching the worktree), reads its HEAD with
+// plain file reads confined beneath it, and brings the agent's commits back
+// into the user's repository as checked objects only (see Sync).
+package agentrepo
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/git-sandbox/git-sandbox/gitcmd"
+)
+
+// InitOptions describe a new private repository.
+type InitOptions struct {
+	// GitDir is where the private repository is created.
+	GitDir string
+	// HostCommonDir is the user's repository: its objects become the
+	// private repository's alternate, its hooks its hooks path (both are
+	// mounted read-only at the same paths).
+	HostCommonDir string
+	// Branch is the sandbox branch checked out in the worktree.
+	Branch string
+	// WorktreeIndex is the host's index of the linked worktree; copying it
+	// makes git status in the container clean at start.
+	WorktreeIndex string
+	// UserName and UserEmail become the agent's commit identity.
+	UserName, UserEmail string
+}
+
+// Init creates the private repository. It copies the user's branches and
+// tags (as packed refs) so the agent sees the same history, and nothing of
+// the user's configuration except an identity.
+func Init(ctx context.Context, host *gitcmd.Runner, o InitOptions) error {
+	if _, err := os.Lstat(o.GitDir); err == nil {
+		return fmt.Errorf("create agent repository: %s already exists", o.GitDir)
+	}
+	for _, d := range []string{"objects/info", "objects/pack", "refs/heads", "refs/tags", "info"} {
+		if err := os.MkdirAll(filepath.Join(o.GitDir, d), 0o755); err != nil {
+			return fmt.Errorf("create agent repository: %w", err)
+		}
+	}
+	refs, err := host.Run(ctx, nil, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/", "refs/tags/")
+	if err != nil {
+		return fmt.Errorf("create agent repository: %w", err)
+	}
+	files := map[string][]byte{
+		"HEAD":                    []byte("ref: refs/heads/" + o.Branch + "\n"),
+		"config":                  []byte(privateConfig(o)),
+		"objects/info/alternates": []byte(filepath.Join(o.HostCommonDir, "objects") + "\n"),
+		"packed-refs":             append([]byte("# pack-refs with: sorted \n"), refs...),
+		"description":             []byte("git sandbox: the agent's repository for " + o.Branch + "\n"),
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(o.GitDir, name), b, 0o644); err != nil {
+			return fmt.Errorf("create agent repository: %w", err)
+		}
+	}
+	if o.WorktreeIndex != "" {
+		if err := copyFile(o.WorktreeIndex, filepath.Join(o.GitDir, "index")); err != nil {
+			return fmt.Errorf("create agent repository: copy index: %w", err)
+		}
+	}
+	return nil
+}
+
+func privateConfig(o InitOptions) string {
+	var b strings.Builder
+	b.WriteString("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n")
+	fmt.Fprintf(&b, "\thooksPath = %s\n", quoteConfig(filepath.Join(o.HostCommonDir, "hooks")))
+	if o.UserName != "" || o.UserEmail != "" {
+		b.WriteString("[user]\n")
+		if o.UserName != "" {
+			fmt.Fprintf(&b, "\tname = %s\n", quoteConfig(o.UserName))
+		}
+		if o.UserEmail != "" {
+			fmt.Fprintf(&b, "\temail = %s\n", quoteConfig(o.UserEmail))
+		}
+	}
+	return b.String()
+}
+
+func quoteConfig(s string) string {
+	s = strings.ReplaceAll(s, `\`, `\\`)
+	s = strings.ReplaceAll(s, `"`, `\"`)
+	s = strings.ReplaceAll(s, "\n", " ")
+	return `"` + s + `"`
+}
+
+// Gitfile is the content of the gitfile mounted over /workspace/.git.
+func Gitfile(gitDir string) []byte { return []byte("gitdir: " + gitDir + "\n") }
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+var (
+	hexID   = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+	refName = regexp.MustCompile(`^refs/[A-Za-z0-9._/+@-]+$`)
+)
+
+// ErrNoHead is returned when the agent's HEAD names no commit.
+var ErrNoHead = errors.New("the agent's repository has no HEAD commit")
+
+// Head returns the commit the agent's HEAD points at, and the ref it goes
+// through ("" when detached). It reads files only, confined beneath gitDir
+// (a symlink out of it is not followed), and runs nothing: everything in
+// that directory is the agent's.
+func Head(gitDir string) (commit, ref string, err error) {
+	root, err := os.OpenRoot(gitDir)
+	if err != nil {
+		return "", "", fmt.Errorf("open agent repository: %w", err)
+	}
+	defer root.Close()
+	name := "HEAD"
+	for depth := 0; depth < 5; depth++ {
+		b, err := readSmall(root, name)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", ref, fmt.Errorf("read agent %s: %w", name, err)
+		}
+		if err == nil {
+			line := strings.TrimSpace(string(b))
+			if target, ok := strings.CutPrefix(line, "ref:"); ok {
+				target = strings.TrimSpace(target)
+				if !refName.MatchString(target) || strings.Contains(target, "..") {
+					return "", "", fmt.Errorf("agent HEAD names an invalid ref")
+				}
+				name, ref = target, target
+				continue
+			}
+			if hexID.MatchString(line) {
+				return line, ref, nil
+			}
+			return "", ref, fmt.Errorf("agent %s holds no commit id", name)
+		}
+		if name == "HEAD" {
+			return "", "", ErrNoHead
+		}
+		id, err := packedRef(root, name)
+		if err != nil {
+			return "", ref, err
+		}
+		return id, ref, nil
+	}
+	return "", ref, fmt.Errorf("agent HEAD: too many symbolic refs")
+}
+
+func readSmall(root *os.Root, name string) ([]byte, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	return io.ReadAll(io.LimitReader(f, 4096))
+}
+
+func packedRef(root *os.Root, name string) (string, error) {
+	f, err := root.Open("packed-refs")
+	if errors.Is(err, os.ErrNotExist) {
+		return "", ErrNoHead
+	}
+	if err != nil {
+		return "", fmt.Errorf("read agent packed-refs: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, 64<<20))
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	suffix := []byte(" " + name)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if bytes.HasSuffix(line, suffix) {
+			id := string(line[:len(line)-len(suffix)])
+			if hexID.MatchString(id) {
+				return id, nil
+			}
+		}
+	}
+	return "", ErrNoHead
+}

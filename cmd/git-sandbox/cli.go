@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/git-sandbox/git-sandbox/config"
+	"github.com/git-sandbox/git-sandbox/sandbox"
+	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/worktree"
+)
+
+const description = `Hand a task to an AI coding agent that runs in a Docker container on its own
+linked git worktree, then land the result as one reviewed commit.
+
+The agent gets its own git directory: it can never touch your checkout, your
+other branches, your hooks or your git configuration, and every state of its
+work is kept as a rescue snapshot.`
+
+const exitStatusHelp = `EXIT STATUS
+  0    success
+  1    an error (the message says which)
+  2    the command line could not be parsed
+  3    land: the change conflicts with the base branch; nothing was changed
+  4    refused: the sandbox is running, verify failed or is stale, or unlanded work would be lost
+  124  wait: the timeout passed
+  start (attached) and wait exit with the agent's own exit code.`
+
+// CLI is the command line of git sandbox.
+type CLI struct {
+	Dir string `short:"C" placeholder:"PATH" help:"Run as if git sandbox was started in PATH."`
+
+	Start  StartCmd  `cmd:"" help:"Create a sandbox and run an agent in it (or resume one)."`
+	Ps     PsCmd     `cmd:"" help:"List this repository's sandboxes."`
+	Wait   WaitCmd   `cmd:"" help:"Wait for a sandbox's agent to exit; exit with its code."`
+	Logs   LogsCmd   `cmd:"" help:"Show a sandbox's output."`
+	Attach AttachCmd `cmd:"" help:"Connect your terminal to a running sandbox."`
+	Exec   ExecCmd   `cmd:"" help:"Run a command in a running sandbox."`
+	Stop   StopCmd   `cmd:"" help:"Stop a sandbox's agent (its work is kept)."`
+	Rm     RmCmd     `cmd:"" help:"Remove a sandbox (its snapshots are kept)."`
+	Image  ImageCmd  `cmd:"" help:"Build the sandbox image."`
+	Config ConfigCmd `cmd:"" help:"Show the effective configuration."`
+	Doctor DoctorCmd `cmd:"" help:"Check git, Docker, the image and the configuration."`
+
+	Version VersionCmd `cmd:"" help:"Print the version."`
+
+	Supervise SuperviseCmd `cmd:"" name:"__supervise" hidden:"" help:"Snapshot a running sandbox (started by start)."`
+	Man       ManCmd       `cmd:"" name:"__man" hidden:"" help:"Print the man page."`
+}
+
+// App is what every command's Run receives: the process's streams and
+// lazily opened repository, configuration and Docker client.
+type App struct {
+	Ctx    context.Context
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Dir    string
+	kong   *kong.Kong
+
+	env *sandbox.Env
+}
+
+// IO describes the process's terminal for the sandbox package.
+func (a *App) IO() sandbox.IO { return terminalIO(a.Stdin, a.Stdout, a.Stderr) }
+
+// Env opens the repository in the working directory and loads the
+// configuration, once.
+func (a *App) Env() (*sandbox.Env, error) {
+	if a.env != nil {
+		return a.env, nil
+	}
+	root, err := worktree.StateRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir := a.Dir
+	if dir == "" {
+		if dir, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	userCfg, err := config.Load("")
+	if err != nil {
+		return nil, err
+	}
+	roots := []string{root}
+	if userCfg.WorktreesDir != "" {
+		roots = append(roots, userCfg.WorktreesDir)
+	}
+	repo, err := worktree.Open(a.Ctx, dir, roots...)
+	if err != nil {
+		return nil, err
+	}
+	// The repository's own file is read from its main worktree, never from
+	// a sandbox worktree the agent writes.
+	cfg, err := config.Load(repo.MainWorkTree)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		warnf(a.Stderr, "%s", w)
+	}
+	a.env = sandbox.NewEnv(repo, cfg, root, a.Stdout, a.Stderr)
+	return a.env, nil
+}
+
+// Find opens the environment and the sandbox of branch.
+func (a *App) Find(branch string) (*sandbox.Env, *sandbox.Sandbox, error) {
+	env, err := a.Env()
+	if err != nil {
+		return nil, nil, err
+	}
+	sb, err := env.Find(branch)
+	return env, sb, err
+}
+
+// Main runs git sandbox with args and returns the exit status.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer cancel()
+	var cli CLI
+	exit := -1
+	parser, err := kong.New(&cli,
+		kong.Name("git sandbox"),
+		kong.Description(description),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { exit = code }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, Summary: true}),
+		kong.Help(helpWithExitStatus),
+	)
+	if err != nil {
+		fmt.Fprintf(stderr, "%serror: %v\n", prefix, err)
+		return 1
+	}
+	kctx, err := parser.Parse(args)
+	if exit >= 0 {
+		return exit
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%serror: %v\n", prefix, err)
+		var pe *kong.ParseError
+		if errors.As(err, &pe) {
+			fmt.Fprintf(stderr, "hint: %s --help shows the usage\n", strings.TrimSpace("git sandbox "+commandPath(pe.Context)))
+		}
+		return usererr.ExitUsage
+	}
+	app := &App{Ctx: ctx, Stdin: stdin, Stdout: stdout, Stderr: stderr, Dir: cli.Dir, kong: parser}
+	defer func() {
+		if app.env != nil {
+			app.env.Close()
+		}
+	}()
+	if err := kctx.Run(app); err != nil {
+		printError(stderr, err)
+		return usererr.Code(err)
+	}
+	return 0
+}
+
+func commandPath(ctx *kong.Context) string {
+	if ctx == nil || ctx.Selected() == nil {
+		return ""
+	}
+	return ctx.Selected().Path()
+}
+
+func helpWithExitStatus(options kong.HelpOptions, ctx *kong.Context) error {
+	if err := kong.DefaultHelpPrinter(options, ctx); err != nil {
+		return err
+	}
+	if ctx.Selected() == nil {
+		fmt.Fprintln(ctx.Stdout)
+		fmt.Fprintln(ctx.Stdout, exitStatusHelp)
+	}
+	return nil
+}

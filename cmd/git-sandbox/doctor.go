@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/git-sandbox/git-sandbox/agent"
+	"github.com/git-sandbox/git-sandbox/config"
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/worktree"
+)
+
+// DoctorCmd is git sandbox doctor.
+type DoctorCmd struct{}
+
+// Help is doctor's long help.
+func (c *DoctorCmd) Help() string {
+	return `Checks everything git sandbox needs and says how to fix what is missing: git
+2.38 or newer, this repository, the Docker daemon and its API version, the
+image, the configuration, the state directory, and each agent's login.`
+}
+
+// Run runs the checks.
+func (c *DoctorCmd) Run(app *App) error {
+	failed := 0
+	check := func(ok bool, what, detail, hint string) {
+		mark := "ok  "
+		if !ok {
+			mark = "FAIL"
+			failed++
+		}
+		fmt.Fprintf(app.Stdout, "%s %s", mark, what)
+		if detail != "" {
+			fmt.Fprintf(app.Stdout, ": %s", detail)
+		}
+		fmt.Fprintln(app.Stdout)
+		if !ok && hint != "" {
+			fmt.Fprintf(app.Stdout, "     hint: %s\n", hint)
+		}
+	}
+
+	out, err := exec.Command("git", "version").Output()
+	gv := strings.TrimSpace(string(out))
+	check(err == nil && gitAtLeast(gv, 2, 38), "git", gv, "install git 2.38 or newer (merge-tree --write-tree is needed to land)")
+
+	cfg, err := config.Load("")
+	check(err == nil, "user config", orNone(cfgFile(cfg), config.UserPath()), errText(err))
+	if cfg == nil {
+		cfg = &config.Loaded{Config: config.Defaults()}
+	}
+
+	env, err := app.Env()
+	if err == nil {
+		check(true, "repository", env.Repo.MainWorkTree+" (id "+env.Repo.ID+")", "")
+		cfg = env.Config
+	} else {
+		check(false, "repository", errText(err), "run git sandbox doctor inside a git checkout")
+	}
+
+	root, err := worktree.StateRoot()
+	if err == nil {
+		err = os.MkdirAll(root, 0o700)
+	}
+	check(err == nil, "state directory", root, errText(err))
+
+	d, err := container.Connect(app.Ctx)
+	if err != nil {
+		check(false, "docker", errText(err), "start Docker, or point DOCKER_HOST at a running daemon")
+	} else {
+		defer d.Close()
+		sv, _ := d.ServerVersion(app.Ctx)
+		check(true, "docker", "engine "+sv+", API "+d.APIVersion(), "")
+		ok, err := d.ImageExists(app.Ctx, cfg.Image)
+		hint := "git sandbox image build (add --base IMAGE to build offline from a local image)"
+		if cfg.Image != config.DefaultImage {
+			hint = "build or pull " + cfg.Image
+		}
+		detail := cfg.Image
+		if err != nil {
+			detail = errText(err)
+		} else if !ok && cfg.Image == config.DefaultImage {
+			detail += " is missing (start builds it from " + cfg.BaseImage + ")"
+		}
+		check(err == nil && (ok || cfg.Image == config.DefaultImage), "image", detail, hint)
+	}
+
+	for _, name := range agent.Names() {
+		a, _ := agent.Get(name)
+		paths := a.LoginPaths()
+		if len(paths) == 0 {
+			continue
+		}
+		home := worktree.Layout{Root: root}.AgentHome(name)
+		found := ""
+		for _, p := range paths {
+			if _, err := os.Stat(filepath.Join(home, p)); err == nil {
+				found = p
+			}
+		}
+		if found != "" {
+			fmt.Fprintf(app.Stdout, "ok   %s login: %s\n", name, filepath.Join(home, found))
+		} else {
+			fmt.Fprintf(app.Stdout, "info %s: not logged in yet (log in once inside a sandbox; it persists in %s)\n", name, home)
+		}
+	}
+	if failed > 0 {
+		return usererr.New("%d check(s) failed", failed).Hint("fix the FAIL lines above")
+	}
+	return nil
+}
+
+func cfgFile(c *config.Loaded) string {
+	if c == nil {
+		return ""
+	}
+	return c.UserFile
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// gitAtLeast parses "git version 2.39.5" and compares.
+func gitAtLeast(v string, major, minor int) bool {
+	f := strings.Fields(v)
+	if len(f) < 3 {
+		return false
+	}
+	parts := strings.SplitN(f[2], ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	maj, err1 := strconv.Atoi(parts[0])
+	min, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return maj > major || maj == major && min >= minor
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/git-sandbox/git-sandbox/sandbox"
+	"github.com/git-sandbox/git-sandbox/termsafe"
+)
+
+// PsCmd is git sandbox ps.
+type PsCmd struct {
+	JSON bool `help:"Print a JSON array."`
+}
+
+// Help is ps's long help.
+func (c *PsCmd) Help() string {
+	return `One row per sandbox of this repository: branch, state (running, exited with its
+code, stopped, container missing; unknown while Docker is unreachable), agent,
+base branch, age, files changed since the baseline, and worktree.`
+}
+
+// Run lists sandboxes.
+func (c *PsCmd) Run(app *App) error {
+	env, err := app.Env()
+	if err != nil {
+		return err
+	}
+	list, err := env.Statuses(app.Ctx)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		enc := json.NewEncoder(app.Stdout)
+		enc.SetIndent("", "  ")
+		if list == nil {
+			list = []sandbox.Status{}
+		}
+		return enc.Encode(list)
+	}
+	if len(list) == 0 {
+		infof(app.Stderr, "no sandboxes in this repository")
+		fmt.Fprintln(app.Stderr, "hint: git sandbox start BRANCH -p \"TASK\" creates one")
+		return nil
+	}
+	rows := [][]string{{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "WORKTREE"}}
+	for _, s := range list {
+		state := s.State
+		if s.State == sandbox.StateExited && s.ExitCode != nil {
+			state = "exited (" + strconv.Itoa(*s.ExitCode) + ")"
+		}
+		rows = append(rows, []string{
+			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
+			age(time.Since(s.Created)), strconv.Itoa(s.Changes), s.Worktree,
+		})
+	}
+	table(app.Stdout, rows)
+	return nil
+}
+
+func age(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+}

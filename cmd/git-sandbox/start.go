@@ -1,0 +1,158 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/sandbox"
+	"github.com/git-sandbox/git-sandbox/termsafe"
+	"github.com/git-sandbox/git-sandbox/usererr"
+)
+
+// StartCmd is git sandbox start.
+type StartCmd struct {
+	Branch  string   `arg:"" help:"The sandbox's branch (created from --base)."`
+	Command []string `arg:"" optional:"" help:"For --agent shell: the command to run, after --."`
+
+	Base    string   `help:"Branch (or commit) to start from and land on; default: the current branch." placeholder:"REF"`
+	Carry   bool     `help:"Bring this checkout's uncommitted work along, as part of the baseline."`
+	Agent   string   `short:"a" help:"Agent: claude, codex or shell (default from config: claude)."`
+	Prompt  string   `short:"p" help:"The task. With it the agent runs headless; without it, interactively."`
+	Verify  string   `help:"Command that decides whether the work is done (run by verify and land)." placeholder:"CMD"`
+	Detach  bool     `short:"d" help:"Return at once; the agent runs in the background."`
+	Env     []string `short:"e" help:"Pass an environment variable: KEY (the host's value) or KEY=VALUE." placeholder:"KEY[=VAL]"`
+	Image   string   `help:"Container image (default from config: git-sandbox:latest)."`
+	Network string   `help:"Container network: none or bridge (default from config: bridge)." enum:",none,bridge" default:""`
+	Runtime string   `help:"OCI runtime, such as runsc or kata-runtime."`
+	Memory  string   `help:"Memory limit, such as 4g."`
+	CPUs    float64  `name:"cpus" help:"CPU limit, such as 1.5."`
+	Pids    int64    `help:"Process limit."`
+	DryRun  bool     `help:"Print the plan (mounts, labels, argv, limits) and change nothing."`
+	JSON    bool     `help:"With --dry-run: print the plan as JSON."`
+}
+
+// Help is start's long help.
+func (c *StartCmd) Help() string {
+	return `Creates branch BRANCH from --base (default: the current branch) in a linked
+worktree under the state directory, takes the baseline snapshot, gives the agent
+its own git directory, and runs the agent in a hardened container: your user id,
+no capabilities, no new privileges, pid/memory/CPU limits, no Docker socket.
+
+Without -d, start stays in the foreground until the agent exits and exits with
+its code; from a terminal the agent gets a real TTY. With -d it returns at once.
+Either way a supervisor takes a snapshot every rescue.interval.
+
+Starting a sandbox that exists resumes it: its container starts again and keeps
+what was installed outside /workspace.
+
+Examples:
+  git sandbox start fix-login --agent claude -p "fix the login redirect"
+  git sandbox start t2 -d --agent shell -- sh -c 'make test > out.txt'`
+}
+
+// Run starts the sandbox.
+func (c *StartCmd) Run(app *App) error {
+	if c.JSON && !c.DryRun {
+		return usererr.New("--json goes with --dry-run").Hint("git sandbox ps --json lists sandboxes as JSON")
+	}
+	env, err := app.Env()
+	if err != nil {
+		return err
+	}
+	res, err := env.Start(app.Ctx, sandbox.StartOptions{
+		Branch: c.Branch, Base: c.Base, Carry: c.Carry, Agent: c.Agent, Prompt: c.Prompt,
+		Verify: c.Verify, Args: c.Command, Detach: c.Detach, DryRun: c.DryRun, Env: c.Env,
+		Image: c.Image, Network: c.Network, Runtime: c.Runtime, Memory: c.Memory, CPUs: c.CPUs,
+		Pids: c.Pids, IO: app.IO(),
+	})
+	if err != nil {
+		return err
+	}
+	if c.DryRun {
+		return printPlan(app, res.Plan, c.JSON)
+	}
+	name := termsafe.String(c.Branch)
+	if c.Detach {
+		verb := "started"
+		if res.Resumed {
+			verb = "resumed"
+		}
+		infof(app.Stderr, "%s sandbox %s (container %s)", verb, name, res.Sandbox.Container)
+		fmt.Fprintf(app.Stderr, "hint: git sandbox logs -f %s follows it; git sandbox wait %s waits for it\n", name, name)
+		return nil
+	}
+	infof(app.Stderr, "agent in %s exited with code %d", name, res.ExitCode)
+	fmt.Fprintf(app.Stderr, "hint: git sandbox diff %s shows the change; git sandbox land %s lands it\n", name, name)
+	if res.ExitCode != 0 {
+		return usererr.ExitStatus(res.ExitCode)
+	}
+	return nil
+}
+
+func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(app.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	}
+	w := app.Stdout
+	s := p.Container
+	fmt.Fprintf(w, "sandbox   %s\n", termsafe.String(p.Branch))
+	fmt.Fprintf(w, "base      %s (%s)\n", termsafe.String(p.Base), p.BaseCommit)
+	fmt.Fprintf(w, "worktree  %s\n", p.Worktree)
+	fmt.Fprintf(w, "agent git %s\n", p.PrivateGitDir)
+	fmt.Fprintf(w, "record    %s\n", p.Record)
+	fmt.Fprintf(w, "carry     %v\n", p.Carry)
+	if p.Setup != "" {
+		fmt.Fprintf(w, "setup     %s\n", termsafe.String(p.Setup))
+	}
+	if p.Verify != "" {
+		fmt.Fprintf(w, "verify    %s\n", termsafe.String(p.Verify))
+	}
+	fmt.Fprintf(w, "snapshots every %s\n", p.Interval)
+	fmt.Fprintf(w, "\ncontainer %s\n", s.Name)
+	fmt.Fprintf(w, "  image    %s\n", s.Image)
+	fmt.Fprintf(w, "  argv     %s\n", termsafe.String(fmt.Sprintf("%q", s.Argv)))
+	fmt.Fprintf(w, "  user     %s\n", s.User)
+	fmt.Fprintf(w, "  network  %s\n", s.Network)
+	if s.Runtime != "" {
+		fmt.Fprintf(w, "  runtime  %s\n", s.Runtime)
+	}
+	fmt.Fprintf(w, "  limits   memory=%d bytes cpus=%g pids=%d\n", s.Limits.MemoryBytes, s.Limits.CPUs, s.Limits.Pids)
+	fmt.Fprintf(w, "  hardening cap-drop=%v security-opt=%v init=%v\n", s.CapDrop, s.Security, s.Init)
+	fmt.Fprintf(w, "  tty      %v (stdin %v)\n", s.TTY, s.OpenStdin)
+	fmt.Fprintf(w, "  mounts\n")
+	for _, m := range s.Mounts {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
+		}
+		fmt.Fprintf(w, "    %s %s -> %s  (%s)\n", mode, m.Source, m.Target, m.Why)
+	}
+	fmt.Fprintf(w, "  env\n")
+	for _, e := range s.Env {
+		fmt.Fprintf(w, "    %s\n", termsafe.String(redactEnv(e)))
+	}
+	fmt.Fprintf(w, "  labels\n")
+	for _, k := range container.SortedLabels(s.Labels) {
+		fmt.Fprintf(w, "    %s=%s\n", k, termsafe.String(s.Labels[k]))
+	}
+	return nil
+}
+
+// redactEnv hides values passed from the host environment: a plan is for
+// reading and pasting, and a token in it would leak.
+func redactEnv(kv string) string {
+	for _, safe := range []string{"HOME=", "USER=", "LOGNAME=", "GIT_SANDBOX", "TERM=", "IS_SANDBOX="} {
+		if len(kv) >= len(safe) && kv[:len(safe)] == safe {
+			return kv
+		}
+	}
+	for i := 0; i < len(kv); i++ {
+		if kv[i] == '=' {
+			return kv[:i+1] + "…"
+		}
+	}
+	return kv
+}

@@ -1,0 +1,357 @@
+// Package rescue owns snapshots: commits of a sandbox worktree's whole state
+// (tracked, modified and untracked files; not ignored ones), written through
+// a private index kept in the state directory into the user's object store
+// and chained under refs/sandbox/<branch>/. A snapshot never touches the
+// worktree's own index, HEAD or files, so it is safe while the agent works.
+//
+// The git that takes a snapshot runs in a scratch git directory with no
+// system, global or repository configuration: a .gitattributes the agent
+// wrote cannot name a filter or driver that runs. The private index
+// persists, so an unchanged file is not read again, and an unchanged tree
+// writes no commit.
+package rescue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/git-sandbox/git-sandbox/gitcmd"
+	"github.com/git-sandbox/git-sandbox/record"
+)
+
+// Reason says why a snapshot was taken.
+type Reason string
+
+// Reasons for snapshots.
+const (
+	ReasonStart    Reason = "start"
+	ReasonSetup    Reason = "setup"
+	ReasonInterval Reason = "interval"
+	ReasonExit     Reason = "exit"
+	ReasonStop     Reason = "stop"
+	ReasonLand     Reason = "land"
+	ReasonRemove   Reason = "rm"
+	ReasonManual   Reason = "manual"
+	ReasonRestore  Reason = "restore"
+)
+
+// Trailer keys written into every snapshot's message.
+const (
+	trailerBranch   = "Sandbox-Branch"
+	trailerReason   = "Sandbox-Reason"
+	trailerChanges  = "Sandbox-Changes"
+	trailerBaseline = "Sandbox-Baseline"
+	trailerHead     = "Sandbox-Agent-Head"
+	trailerSkipped  = "Sandbox-Skipped"
+	trailerStart    = "Sandbox-Start"
+)
+
+// RefPrefix is where every sandbox ref lives.
+const RefPrefix = "refs/sandbox/"
+
+// Refs names the refs of one sandbox.
+type Refs struct{ Branch string }
+
+// Baseline is the snapshot taken at start.
+func (r Refs) Baseline() string { return RefPrefix + r.Branch + "/baseline" }
+
+// Rescue is the newest snapshot.
+func (r Refs) Rescue() string { return RefPrefix + r.Branch + "/rescue" }
+
+// Agent is the agent's commits, brought back as checked objects.
+func (r Refs) Agent() string { return RefPrefix + r.Branch + "/agent" }
+
+// Ended is where an ended sandbox's chain is kept when a new sandbox of
+// the same branch starts.
+func (r Refs) Ended(stamp string) string { return RefPrefix + r.Branch + "/ended/" + stamp }
+
+// Snapshotter takes snapshots of one sandbox.
+type Snapshotter struct {
+	// CommonDir is the user's repository.
+	CommonDir string
+	// Branch is the sandbox branch.
+	Branch string
+	// Worktree is the sandbox worktree.
+	Worktree string
+	// Index is the private index file; Scratch the configuration-free git
+	// directory; Lock serialises snapshots of this sandbox.
+	Index, Scratch, Lock string
+	// ExcludesFile is the user's core.excludesFile (from their trusted
+	// config), honoured so what they always ignore stays out; may be "".
+	ExcludesFile string
+	// Start is the commit the sandbox branch began at.
+	Start string
+	// Baseline is the baseline snapshot, "" until it is taken.
+	Baseline string
+	// AgentHead returns the agent's current HEAD commit ("" if none); may
+	// be nil.
+	AgentHead func() string
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+// Snapshot is one snapshot commit.
+type Snapshot struct {
+	ID       string    `json:"id"`
+	Tree     string    `json:"tree"`
+	Branch   string    `json:"branch"`
+	Time     time.Time `json:"time"`
+	Reason   Reason    `json:"reason"`
+	Changes  int       `json:"changes"`
+	Baseline string    `json:"baseline"`
+	Start    string    `json:"start,omitempty"`
+	Head     string    `json:"agent_head,omitempty"`
+	// Skipped are worktree paths git refused to store (for example .GIT/x).
+	Skipped []string `json:"skipped,omitempty"`
+	// Ref is the chain ref the snapshot was found through (list only).
+	Ref string `json:"ref,omitempty"`
+}
+
+// Taken is the result of Take.
+type Taken struct {
+	Snapshot
+	// New is false when the tree was unchanged and no commit was written.
+	New bool
+}
+
+func (s *Snapshotter) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Snapshotter) host() *gitcmd.Runner { return &gitcmd.Runner{GitDir: s.CommonDir} }
+
+// isolated is the configuration-free git that reads the worktree.
+func (s *Snapshotter) isolated(env ...string) *gitcmd.Runner {
+	excludes := s.ExcludesFile
+	if excludes == "" {
+		excludes = "/dev/null"
+	}
+	return &gitcmd.Runner{
+		GitDir:    s.Scratch,
+		WorkTree:  s.Worktree,
+		IndexFile: s.Index,
+		ObjectDir: filepath.Join(s.CommonDir, "objects"),
+		Isolated:  true,
+		Config: []string{
+			"core.excludesFile=" + excludes,
+			"core.attributesFile=/dev/null",
+			"core.symlinks=true",
+			"core.fileMode=true",
+			"core.ignoreCase=false",
+			"core.autocrlf=false",
+			"core.safecrlf=false",
+			"core.checkStat=default",
+			"core.splitIndex=false",
+			"index.skipHash=false",
+			"gc.auto=0",
+			"maintenance.auto=false",
+		},
+		Env: env,
+	}
+}
+
+// ensureScratch creates the scratch git directory, copying the
+// repository's info/exclude (trusted: it is the user's) into it.
+func (s *Snapshotter) ensureScratch() error {
+	if _, err := os.Stat(filepath.Join(s.Scratch, "HEAD")); err == nil {
+		return nil
+	}
+	for _, d := range []string{"objects", "refs", "info"} {
+		if err := os.MkdirAll(filepath.Join(s.Scratch, d), 0o700); err != nil {
+			return err
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(s.CommonDir, "info", "exclude")); err == nil {
+		if err := os.WriteFile(filepath.Join(s.Scratch, "info", "exclude"), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(s.Scratch, "HEAD"), []byte("ref: refs/heads/snapshot\n"), 0o600)
+}
+
+// SeedIndex copies an index (the worktree's own, just after checkout) as
+// the private index, so the first snapshot only hashes what differs.
+func (s *Snapshotter) SeedIndex(from string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return fmt.Errorf("seed snapshot index: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(s.Index), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(s.Index, b, 0o600)
+}
+
+// Take snapshots the worktree. An unchanged tree writes nothing and returns
+// the previous snapshot with New false (except for the baseline, which is
+// always written).
+func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
+	unlock, err := record.Lock(s.Lock)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := s.ensureScratch(); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	if _, err := os.Lstat(s.Worktree); err != nil {
+		return nil, fmt.Errorf("snapshot: worktree %s: %w", s.Worktree, err)
+	}
+	g := s.isolated()
+	skipped, err := s.addAll(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := g.Output(ctx, "write-tree")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	refs := Refs{s.Branch}
+	isBaseline := reason == ReasonStart || reason == ReasonSetup
+	prev, prevTree := s.current(ctx, refs.Rescue())
+	if reason != ReasonStart && prev != "" && prevTree == tree {
+		snap, err := Read(ctx, s.host(), prev)
+		if err != nil {
+			return nil, err
+		}
+		return &Taken{Snapshot: *snap}, nil
+	}
+	now := s.now()
+	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: s.Start, Skipped: skipped}
+	if !isBaseline {
+		snap.Baseline = s.Baseline
+	}
+	parents := []string{}
+	if prev != "" && reason != ReasonStart {
+		parents = append(parents, prev)
+	} else if s.Start != "" {
+		parents = append(parents, s.Start)
+	}
+	if s.AgentHead != nil {
+		snap.Head = s.AgentHead()
+		// The agent's head becomes a parent only once its objects are in the
+		// user's store (brought back by sync, or the user's own commit).
+		if snap.Head != "" && snap.Head != s.Start && s.hasCommit(ctx, snap.Head) {
+			parents = append(parents, snap.Head)
+		}
+	}
+	if snap.Baseline != "" {
+		n, err := countChanges(ctx, s.host(), snap.Baseline, tree)
+		if err != nil {
+			return nil, err
+		}
+		snap.Changes = n
+	}
+	args := []string{"commit-tree", tree}
+	for _, p := range parents {
+		args = append(args, "-p", p)
+	}
+	stamp := strconv.FormatInt(now.Unix(), 10) + " +0000"
+	cg := s.isolated(
+		"GIT_AUTHOR_NAME=git sandbox", "GIT_AUTHOR_EMAIL=git-sandbox@localhost", "GIT_AUTHOR_DATE="+stamp,
+		"GIT_COMMITTER_NAME=git sandbox", "GIT_COMMITTER_EMAIL=git-sandbox@localhost", "GIT_COMMITTER_DATE="+stamp,
+	)
+	id, err := cg.Run(ctx, strings.NewReader(message(snap)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	snap.ID = strings.TrimSpace(string(id))
+	upd := []string{"update-ref", "-m", "git sandbox snapshot: " + string(reason), refs.Rescue(), snap.ID}
+	if reason != ReasonStart {
+		upd = append(upd, prevOrZero(prev))
+	}
+	if _, err := s.host().Run(ctx, nil, upd...); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	if isBaseline {
+		if _, err := s.host().Run(ctx, nil, "update-ref", refs.Baseline(), snap.ID); err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+	}
+	return &Taken{Snapshot: snap, New: true}, nil
+}
+
+func prevOrZero(prev string) string {
+	if prev == "" {
+		return strings.Repeat("0", 40)
+	}
+	return prev
+}
+
+// addAll stages the whole worktree into the private index. Paths git
+// refuses to store (a .GIT directory, unreadable files) are skipped and
+// returned, so one hostile file cannot stop every later snapshot.
+func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner) ([]string, error) {
+	_, err := g.Run(ctx, nil, "add", "--all", "--ignore-errors", "--", ".")
+	if err == nil {
+		return nil, nil
+	}
+	var ge *gitcmd.Error
+	if !errors.As(err, &ge) || ge.Code != 1 {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	var skipped []string
+	for _, line := range strings.Split(ge.Stderr, "\n") {
+		for _, pre := range []string{"error: unable to add '", "error: unable to index file '"} {
+			if p, ok := strings.CutPrefix(line, pre); ok {
+				skipped = append(skipped, strings.TrimSuffix(strings.TrimSuffix(p, "' to index"), "'"))
+			}
+		}
+	}
+	if len(skipped) == 0 {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return skipped, nil
+}
+
+// current returns the chain tip and its tree, or "" when there is none.
+func (s *Snapshotter) current(ctx context.Context, ref string) (id, tree string) {
+	out, err := s.host().Lines(ctx, "rev-parse", "--quiet", ref, ref+"^{tree}")
+	if err != nil || len(out) != 2 {
+		return "", ""
+	}
+	return out[0], out[1]
+}
+
+func (s *Snapshotter) hasCommit(ctx context.Context, id string) bool {
+	_, err := s.host().Run(ctx, nil, "cat-file", "-e", id+"^{commit}")
+	return err == nil
+}
+
+func countChanges(ctx context.Context, g *gitcmd.Runner, from, toTree string) (int, error) {
+	out, err := g.Run(ctx, nil, "diff-tree", "-r", "--no-renames", "--name-only", "-z", from+"^{tree}", toTree)
+	if err != nil {
+		return 0, fmt.Errorf("count changes: %w", err)
+	}
+	return len(gitcmd.SplitLines(out)), nil
+}
+
+func message(s Snapshot) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "git sandbox snapshot of %s (%s)\n\n", s.Branch, s.Reason)
+	fmt.Fprintf(&b, "%s: %s\n", trailerBranch, s.Branch)
+	fmt.Fprintf(&b, "%s: %s\n", trailerReason, s.Reason)
+	fmt.Fprintf(&b, "%s: %d\n", trailerChanges, s.Changes)
+	if s.Baseline != "" {
+		fmt.Fprintf(&b, "%s: %s\n", trailerBaseline, s.Baseline)
+	}
+	if s.Start != "" {
+		fmt.Fprintf(&b, "%s: %s\n", trailerStart, s.Start)
+	}
+	if s.Head != "" {
+		fmt.Fprintf(&b, "%s: %s\n", trailerHead, s.Head)
+	}
+	for _, p := range s.Skipped {
+		fmt.Fprintf(&b, "%s: %s\n", trailerSkipped, strconv.Quote(p))
+	}
+	return b.String()
+}

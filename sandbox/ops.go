@@ -1,0 +1,370 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	dcontainer "github.com/docker/docker/api/types/container"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/record"
+	"github.com/git-sandbox/git-sandbox/rescue"
+	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/worktree"
+)
+
+// States a sandbox can be in, as ps shows them.
+const (
+	StateRunning = "running"
+	StateExited  = "exited"
+	StateStopped = "stopped"
+	StateCreated = "created"
+	StateMissing = "container missing"
+	StateUnknown = "unknown"
+)
+
+// Status is one row of ps.
+type Status struct {
+	Branch    string    `json:"branch"`
+	State     string    `json:"state"`
+	ExitCode  *int      `json:"exit_code"`
+	Agent     string    `json:"agent"`
+	Base      string    `json:"base"`
+	Created   time.Time `json:"created"`
+	Worktree  string    `json:"worktree"`
+	Baseline  string    `json:"baseline"`
+	Container string    `json:"container"`
+	Changes   int       `json:"changes"`
+	Snapshot  string    `json:"snapshot"`
+	Prompt    string    `json:"prompt,omitempty"`
+	Verify    string    `json:"verify,omitempty"`
+}
+
+// Statuses reports every sandbox of the repository. Records are the source
+// of truth for which sandboxes exist; Docker adds their state in one call,
+// and when it is unreachable the state is unknown rather than an error.
+func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
+	sbs, errs := e.All()
+	for _, err := range errs {
+		fmt.Fprintf(e.Stderr, "git sandbox: warning: %v\n", err)
+	}
+	byName := map[string]container.State{}
+	dockerUp := false
+	if d, err := e.Docker(ctx); err == nil {
+		list, err := d.List(ctx, container.LabelRepo+"="+e.Repo.ID)
+		if err == nil {
+			dockerUp = true
+			for _, c := range list {
+				byName[c.Name] = c
+			}
+		}
+	}
+	tips := e.rescueTips(ctx)
+	out := make([]Status, 0, len(sbs))
+	for _, sb := range sbs {
+		st := Status{
+			Branch: sb.Branch, Agent: sb.Agent, Base: sb.Base, Created: sb.Created,
+			Worktree: sb.Worktree, Baseline: sb.Baseline, Container: sb.Container,
+			Prompt: sb.Prompt, Verify: sb.Verify,
+		}
+		if t, ok := tips[sb.Refs().Rescue()]; ok {
+			st.Changes, st.Snapshot = t.changes, t.id
+		}
+		c, ok := byName[sb.Container]
+		switch {
+		case !dockerUp:
+			st.State = StateUnknown
+		case !ok:
+			st.State = StateMissing
+		case c.Running:
+			st.State = StateRunning
+		case c.Status == "created":
+			st.State = StateCreated
+		default:
+			if ins, err := sb.ContainerState(ctx); err == nil && ins != nil {
+				code := ins.ExitCode
+				st.ExitCode = &code
+			}
+			st.State = StateExited
+			if sb.Stopped {
+				st.State = StateStopped
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+type tip struct {
+	id      string
+	changes int
+}
+
+// rescueTips reads every sandbox's newest snapshot and its change count in
+// one git call.
+func (e *Env) rescueTips(ctx context.Context) map[string]tip {
+	out := map[string]tip{}
+	lines, err := e.Git().Lines(ctx, "for-each-ref",
+		"--format=%(refname) %(objectname) %(contents:trailers:key=Sandbox-Changes,valueonly,separator=)", rescue.RefPrefix)
+	if err != nil {
+		return out
+	}
+	for _, line := range lines {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		t := tip{id: f[1]}
+		if len(f) == 3 {
+			t.changes, _ = strconv.Atoi(f[2])
+		}
+		out[f[0]] = t
+	}
+	return out
+}
+
+// Wait blocks until the sandbox's agent exits and returns its exit code.
+// A timeout of 0 waits for ever.
+func (s *Sandbox) Wait(ctx context.Context, timeout time.Duration) (int, error) {
+	d, err := s.env.Docker(ctx)
+	if err != nil {
+		return -1, err
+	}
+	st, err := s.ContainerState(ctx)
+	if err != nil {
+		return -1, err
+	}
+	if st == nil {
+		return -1, errMissing(s)
+	}
+	if !st.Running {
+		if st.Status == "created" {
+			return -1, usererr.New("sandbox %s has not started", s.Display()).
+				Hint("git sandbox start %s runs it", s.Display())
+		}
+		return st.ExitCode, nil
+	}
+	wctx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	res := <-d.WaitExit(wctx, s.Container, dcontainer.WaitConditionNotRunning)
+	if res.Err != nil {
+		if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+			return -1, usererr.New("sandbox %s is still running after %s", s.Display(), timeout).
+				Hint("wait again, or stop it with git sandbox stop %s", s.Display()).
+				WithCode(usererr.ExitTimeout)
+		}
+		return -1, fmt.Errorf("wait: %w", res.Err)
+	}
+	return res.Code, nil
+}
+
+func errMissing(s *Sandbox) error {
+	return usererr.New("sandbox %s has no container any more", s.Display()).
+		Hint("git sandbox rescue list %s shows its snapshots; git sandbox rm %s cleans up", s.Display(), s.Display())
+}
+
+// Running reports whether the sandbox's container runs. Docker being
+// unreachable is an error: callers that delete must not guess.
+func (s *Sandbox) Running(ctx context.Context) (bool, error) {
+	st, err := s.ContainerState(ctx)
+	if err != nil {
+		return false, err
+	}
+	return st != nil && st.Running, nil
+}
+
+// Stop stops the agent's container and takes a snapshot.
+func (s *Sandbox) Stop(ctx context.Context, timeout time.Duration) (*rescue.Taken, error) {
+	d, err := s.env.Docker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.ContainerState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil && st.Running {
+		if err := s.Update(func(r *record.Record) error { r.Stopped = true; return nil }); err != nil {
+			return nil, err
+		}
+		if err := d.Stop(ctx, s.Container, timeout); err != nil {
+			return nil, err
+		}
+	}
+	return s.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonStop)
+}
+
+// RemoveOptions control rm.
+type RemoveOptions struct {
+	// Force removes a running sandbox and one with work that differs from
+	// its baseline (the snapshots stay).
+	Force bool
+	// Reason is recorded on the last snapshot (rm, land).
+	Reason rescue.Reason
+}
+
+// Remove deletes the sandbox: container, worktree, branch, private
+// repository and state. A final snapshot is taken first, and the rescue
+// chain stays until pruned.
+func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, error) {
+	d, err := s.env.Docker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.ContainerState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st != nil && st.Running {
+		if !o.Force {
+			return nil, usererr.New("sandbox %s is still running", s.Display()).
+				Hint("stop it first (git sandbox stop %s), or remove it anyway with --force", s.Display()).
+				WithCode(usererr.ExitRefused)
+		}
+		if err := d.Stop(ctx, s.Container, 5*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	var last *rescue.Taken
+	if _, err := os.Lstat(s.Worktree); err == nil {
+		reason := o.Reason
+		if reason == "" {
+			reason = rescue.ReasonRemove
+		}
+		last, err = s.Snapshotter().Take(ctx, reason)
+		if err != nil {
+			return nil, usererr.Wrap(err, "cannot take the final snapshot of %s: %v", s.Display(), err).
+				Hint("nothing was removed; fix the cause or copy the worktree %s by hand", s.Worktree)
+		}
+		if last.Changes > 0 && !o.Force {
+			return nil, usererr.New("sandbox %s has %d changed files that were not landed", s.Display(), last.Changes).
+				Hint("git sandbox diff %s shows them; git sandbox land %s lands them", s.Display(), s.Display()).
+				Hint("git sandbox rm --force %s removes it anyway (snapshot %s keeps the work)", s.Display(), shortID(last.ID)).
+				WithCode(usererr.ExitRefused)
+		}
+	}
+	return last, s.teardown(ctx, d)
+}
+
+// teardown removes everything of the sandbox except its snapshot refs.
+func (s *Sandbox) teardown(ctx context.Context, d *container.Docker) error {
+	ctx = context.WithoutCancel(ctx)
+	g := s.env.Git()
+	var errs []error
+	if err := d.Remove(ctx, s.Container); err != nil {
+		errs = append(errs, err)
+	}
+	if err := worktree.Remove(ctx, s.env.Repo.CommonDir, g, s.Worktree); err != nil {
+		errs = append(errs, err)
+	}
+	if head, err := g.Output(ctx, "rev-parse", "--verify", "--quiet", "refs/heads/"+s.Branch); err == nil && head != "" {
+		if _, err := g.Run(ctx, nil, "update-ref", "-m", "git sandbox: remove sandbox", "-d", "refs/heads/"+s.Branch, head); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	_, _ = g.Run(ctx, nil, "update-ref", "-d", s.Refs().Agent())
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := os.RemoveAll(s.env.Layout.Dir(s.Branch)); err != nil {
+		return fmt.Errorf("remove sandbox state: %w", err)
+	}
+	return nil
+}
+
+// Logs writes the agent's output.
+func (s *Sandbox) Logs(ctx context.Context, follow bool, tail string, stdout, stderr io.Writer) error {
+	d, err := s.env.Docker(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := d.InspectRaw(ctx, s.Container)
+	if container.IsNotFound(err) {
+		return errMissing(s)
+	}
+	if err != nil {
+		return err
+	}
+	return d.Logs(ctx, s.Container, info.Config != nil && info.Config.Tty, follow, tail, stdout, stderr)
+}
+
+// Attach connects the terminal to the running agent.
+func (s *Sandbox) Attach(ctx context.Context, io IO) error {
+	d, err := s.env.Docker(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := d.InspectRaw(ctx, s.Container)
+	if container.IsNotFound(err) {
+		return errMissing(s)
+	}
+	if err != nil {
+		return err
+	}
+	if info.State == nil || !info.State.Running {
+		return usererr.New("sandbox %s is not running", s.Display()).
+			Hint("git sandbox start %s resumes it; git sandbox logs %s shows what it printed", s.Display(), s.Display())
+	}
+	tty := info.Config.Tty
+	if tty && !io.StdinIsTerminal {
+		return usererr.New("sandbox %s has a terminal and this command has none", s.Display()).
+			Hint("attach from a terminal, or read its output with git sandbox logs -f %s", s.Display())
+	}
+	streams := container.Streams{Stdout: io.Stdout, Stderr: io.Stderr, TTY: tty, TerminalFd: io.StdinFd}
+	if info.Config.OpenStdin && (io.StdinIsTerminal || io.StdinIsPipe) {
+		streams.Stdin = io.Stdin
+	}
+	wait, err := d.Attach(ctx, s.Container, streams)
+	if err != nil {
+		return err
+	}
+	return wait()
+}
+
+// Exec runs a command in the running sandbox as the sandbox user, in
+// /workspace, and returns its exit code.
+func (s *Sandbox) Exec(ctx context.Context, argv []string, io IO) (int, error) {
+	d, err := s.env.Docker(ctx)
+	if err != nil {
+		return -1, err
+	}
+	st, err := s.ContainerState(ctx)
+	if err != nil {
+		return -1, err
+	}
+	if st == nil {
+		return -1, errMissing(s)
+	}
+	if !st.Running {
+		return -1, usererr.New("sandbox %s is not running", s.Display()).
+			Hint("git sandbox start -d %s runs it again; exec needs a running sandbox", s.Display())
+	}
+	if len(argv) == 0 {
+		if !io.StdinIsTerminal {
+			return -1, usererr.New("an interactive shell needs a terminal").
+				Hint("give a command: git sandbox exec %s -- CMD", s.Display())
+		}
+		argv = []string{"/bin/bash", "-l"}
+	}
+	streams := container.Streams{Stdout: io.Stdout, Stderr: io.Stderr, TTY: io.StdinIsTerminal, TerminalFd: io.StdinFd}
+	if io.StdinIsTerminal || io.StdinIsPipe {
+		streams.Stdin = io.Stdin
+	}
+	env := []string{"HOME=" + container.Home}
+	if io.StdinIsTerminal {
+		env = append(env, "TERM="+firstNonEmpty(os.Getenv("TERM"), "xterm-256color"))
+	}
+	return d.Exec(ctx, s.Container, container.ExecOptions{
+		Argv: argv, User: fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()), WorkDir: container.Workspace, Env: env, Streams: streams,
+	})
+}

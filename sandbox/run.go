@@ -1,0 +1,222 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	dcontainer "github.com/docker/docker/api/types/container"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/record"
+	"github.com/git-sandbox/git-sandbox/rescue"
+	"github.com/git-sandbox/git-sandbox/usererr"
+)
+
+// resume starts an existing sandbox's container again. Its container keeps
+// what was installed outside /workspace; a container that is gone is an
+// error that says how to recover the work.
+func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartResult, error) {
+	d, err := e.Docker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := sb.ContainerState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, usererr.New("sandbox %s has no container any more", sb.Display()).
+			Hint("its work is safe: git sandbox rescue list %s shows the snapshots", sb.Display()).
+			Hint("git sandbox rm %s removes the rest, then start it again", sb.Display())
+	}
+	if st.Running {
+		return nil, usererr.New("sandbox %s is already running", sb.Display()).
+			Hint("git sandbox attach %s connects to it; git sandbox logs %s shows its output", sb.Display(), sb.Display()).
+			WithCode(usererr.ExitRefused)
+	}
+	if _, err := container.RefuseUnsafeHostPath("sandbox worktree", sb.Worktree); err != nil {
+		return nil, err
+	}
+	if sb.Stopped {
+		if err := sb.Update(func(r *record.Record) error { r.Stopped = false; return nil }); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(o.IO.Stderr, "git sandbox: resuming %s\n", sb.Display())
+	code, err := e.run(ctx, d, sb, o.Detach, o.IO)
+	return &StartResult{Sandbox: sb, Resumed: true, ExitCode: code}, err
+}
+
+// run starts the sandbox's container. Detached, it returns at once;
+// attached, it streams the agent until it exits and returns its exit code.
+// Either way a supervisor process takes periodic snapshots, so work is
+// saved even if this process is killed.
+func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach bool, io IO) (int, error) {
+	info, err := d.InspectRaw(ctx, sb.Container)
+	if err != nil {
+		return -1, fmt.Errorf("inspect container: %w", err)
+	}
+	tty := info.Config != nil && info.Config.Tty
+	openStdin := info.Config != nil && info.Config.OpenStdin
+	if detach {
+		if err := d.Start(ctx, sb.Container); err != nil {
+			return -1, err
+		}
+		if err := e.spawnSupervisor(sb.Branch); err != nil {
+			fmt.Fprintf(io.Stderr, "git sandbox: warning: no supervisor, so no periodic snapshots: %v\n", err)
+		}
+		return 0, nil
+	}
+	if tty && !io.StdinIsTerminal {
+		return -1, usererr.New("sandbox %s has a terminal and this command has none", sb.Display()).
+			Hint("run it from a terminal, or with -d and follow it with git sandbox logs -f %s", sb.Display())
+	}
+	streams := container.Streams{Stdout: io.Stdout, Stderr: io.Stderr, TTY: tty, TerminalFd: io.StdinFd}
+	if openStdin && (io.StdinIsTerminal || io.StdinIsPipe) {
+		streams.Stdin = io.Stdin
+	}
+	waitC := d.WaitExit(ctx, sb.Container, dcontainer.WaitConditionNextExit)
+	pump, err := d.Attach(ctx, sb.Container, streams)
+	if err != nil {
+		return -1, err
+	}
+	if err := d.Start(ctx, sb.Container); err != nil {
+		return -1, err
+	}
+	if err := e.spawnSupervisor(sb.Branch); err != nil {
+		fmt.Fprintf(io.Stderr, "git sandbox: warning: no supervisor, so no periodic snapshots: %v\n", err)
+	}
+	stopSignals := forwardSignals(ctx, d, sb.Container, tty)
+	_ = pump()
+	res := <-waitC
+	stopSignals()
+	if res.Err != nil {
+		return -1, fmt.Errorf("wait for the agent: %w", res.Err)
+	}
+	if _, err := sb.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonExit); err != nil {
+		fmt.Fprintf(io.Stderr, "git sandbox: warning: final snapshot failed: %v\n", err)
+	}
+	return res.Code, nil
+}
+
+// forwardSignals passes Ctrl-C and termination to the agent while no
+// terminal carries them (with a terminal, Ctrl-C is a keystroke the agent
+// receives itself).
+func forwardSignals(ctx context.Context, d *container.Docker, id string, tty bool) func() {
+	ch := make(chan os.Signal, 2)
+	if tty {
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGHUP)
+	} else {
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-ch:
+				name := "SIGTERM"
+				if s == os.Interrupt {
+					name = "SIGINT"
+				}
+				_ = d.Kill(context.WithoutCancel(ctx), id, name)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
+}
+
+// SupervisorCommand is the hidden command name that runs Supervise.
+const SupervisorCommand = "__supervise"
+
+// spawnSupervisor starts the supervisor as its own session, detached from
+// this process and its terminal, so it outlives an attached start that is
+// killed.
+func (e *Env) spawnSupervisor(branch string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logPath := e.Layout.SupervisorLog(branch)
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := &exec.Cmd{
+		Path:   exe,
+		Args:   []string{"git-sandbox", SupervisorCommand, "--interval", e.Config.Rescue.Interval.String(), "--", branch},
+		Dir:    e.Repo.MainWorkTree,
+		Env:    append(os.Environ(), "GIT_SANDBOX_STATE_DIR="+e.Layout.Root),
+		Stdout: logf,
+		Stderr: logf,
+		SysProcAttr: &syscall.SysProcAttr{
+			Setsid: true,
+		},
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return cmd.Process.Release()
+}
+
+// Supervise takes a snapshot every interval while the sandbox's agent runs
+// and a last one when it exits. Only one supervisor runs per sandbox; a
+// second one waits for the first to finish.
+func (e *Env) Supervise(ctx context.Context, branch string, interval time.Duration) error {
+	unlock, err := record.Lock(filepath.Join(e.Layout.Dir(branch), "supervisor.lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	sb, err := e.Find(branch)
+	if err != nil {
+		return err
+	}
+	d, err := e.Docker(ctx)
+	if err != nil {
+		return err
+	}
+	if interval <= 0 {
+		interval = 2 * time.Minute
+	}
+	snap := sb.Snapshotter()
+	st, err := sb.ContainerState(ctx)
+	if err != nil || st == nil || !st.Running {
+		_, serr := snap.Take(ctx, rescue.ReasonExit)
+		return errors.Join(err, serr)
+	}
+	waitC := d.WaitExit(ctx, sb.Container, dcontainer.WaitConditionNotRunning)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if t, err := snap.Take(ctx, rescue.ReasonInterval); err != nil {
+				fmt.Fprintf(e.Stderr, "%s snapshot failed: %v\n", time.Now().Format(time.RFC3339), err)
+			} else if t.New {
+				fmt.Fprintf(e.Stderr, "%s snapshot %s (%d changes)\n", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes)
+			}
+		case res := <-waitC:
+			t, err := snap.Take(context.WithoutCancel(ctx), rescue.ReasonExit)
+			if err != nil {
+				return fmt.Errorf("final snapshot: %w", err)
+			}
+			fmt.Fprintf(e.Stderr, "%s agent exited with code %d; snapshot %s\n", time.Now().Format(time.RFC3339), res.Code, shortID(t.ID))
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

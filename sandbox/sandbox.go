@@ -1,0 +1,211 @@
+// Package sandbox composes the pieces of one sandbox's life: start (branch,
+// worktree, baseline snapshot, record, private repository, container),
+// resume, the supervisor that snapshots while the agent runs, status for
+// ps, wait, stop and rm. Each piece is owned elsewhere (worktree, rescue,
+// agentrepo, container, record); this package decides their order and
+// undoes a half-made sandbox when a step fails.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/git-sandbox/git-sandbox/agentrepo"
+	"github.com/git-sandbox/git-sandbox/config"
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/gitcmd"
+	"github.com/git-sandbox/git-sandbox/record"
+	"github.com/git-sandbox/git-sandbox/rescue"
+	"github.com/git-sandbox/git-sandbox/termsafe"
+	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/worktree"
+)
+
+// Env is what every operation works with. Docker is connected lazily: ps
+// and rescue work while the daemon is down.
+type Env struct {
+	Repo   *worktree.Repo
+	Layout worktree.Layout
+	Config *config.Loaded
+	// Stdout and Stderr receive progress and messages.
+	Stdout, Stderr io.Writer
+
+	dockerOnce sync.Once
+	docker     *container.Docker
+	dockerErr  error
+}
+
+// NewEnv builds an Env for the repository.
+func NewEnv(repo *worktree.Repo, cfg *config.Loaded, stateRoot string, stdout, stderr io.Writer) *Env {
+	return &Env{
+		Repo:   repo,
+		Layout: worktree.Layout{Root: stateRoot, RepoID: repo.ID, WorktreesDir: cfg.WorktreesDir},
+		Config: cfg,
+		Stdout: stdout,
+		Stderr: stderr,
+	}
+}
+
+// Docker connects to the daemon on first use.
+func (e *Env) Docker(ctx context.Context) (*container.Docker, error) {
+	e.dockerOnce.Do(func() { e.docker, e.dockerErr = container.Connect(ctx) })
+	return e.docker, e.dockerErr
+}
+
+// SetDocker installs an already connected client (commands that connected
+// before the Env existed).
+func (e *Env) SetDocker(d *container.Docker) {
+	e.dockerOnce.Do(func() { e.docker = d })
+}
+
+// Close releases the Docker client.
+func (e *Env) Close() {
+	if e.docker != nil {
+		e.docker.Close()
+	}
+}
+
+// Git is the user's repository with its own (trusted) configuration.
+func (e *Env) Git() *gitcmd.Runner { return e.Repo.Git() }
+
+// Sandbox is one existing sandbox.
+type Sandbox struct {
+	*record.Record
+	env *Env
+}
+
+// Find loads the sandbox of a branch.
+func (e *Env) Find(branch string) (*Sandbox, error) {
+	r, err := record.Load(e.Layout.Record(branch))
+	if errors.Is(err, record.ErrNotExist) {
+		return nil, errNoSandbox(branch)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Sandbox{Record: r, env: e}, nil
+}
+
+// ErrNotFound is in the chain of the error Find returns for a branch that
+// has no sandbox.
+var ErrNotFound = errors.New("no such sandbox")
+
+func errNoSandbox(branch string) error {
+	return usererr.Wrap(ErrNotFound, "no sandbox %s in this repository", termsafe.String(branch)).
+		Hint("git sandbox ps lists them; git sandbox start %s creates it", termsafe.String(branch))
+}
+
+// All loads every sandbox of the repository.
+func (e *Env) All() ([]*Sandbox, []error) {
+	recs, errs := record.List(e.Layout.RepoDir(), filepath.Base(e.Layout.Record("x")))
+	out := make([]*Sandbox, len(recs))
+	for i, r := range recs {
+		out[i] = &Sandbox{Record: r, env: e}
+	}
+	return out, errs
+}
+
+// Refs names the sandbox's refs.
+func (s *Sandbox) Refs() rescue.Refs { return rescue.Refs{Branch: s.Branch} }
+
+// Snapshotter returns the sandbox's snapshotter.
+func (s *Sandbox) Snapshotter() *rescue.Snapshotter {
+	return s.env.snapshotter(s.Branch, s.Worktree, s.Start, s.Baseline, s.PrivateGitDir)
+}
+
+func (e *Env) snapshotter(branch, wt, start, baseline, privateGit string) *rescue.Snapshotter {
+	l := e.Layout
+	return &rescue.Snapshotter{
+		CommonDir:    e.Repo.CommonDir,
+		Branch:       branch,
+		Worktree:     wt,
+		Index:        l.RescueIndex(branch),
+		Scratch:      l.ScratchGitDir(branch),
+		Lock:         l.Lock(branch),
+		ExcludesFile: e.excludesFile(),
+		Start:        start,
+		Baseline:     baseline,
+		AgentHead: func() string {
+			if privateGit == "" {
+				return ""
+			}
+			id, _, err := agentrepo.Head(privateGit)
+			if err != nil {
+				return ""
+			}
+			return id
+		},
+	}
+}
+
+// excludesFile returns the user's core.excludesFile (their own trusted
+// config), expanded, or "" when unset or missing.
+func (e *Env) excludesFile() string {
+	out, err := e.Git().Output(context.Background(), "config", "--path", "--get", "core.excludesFile")
+	if err != nil || out == "" {
+		if xdg := os.Getenv("XDG_CONFIG_HOME"); xdg != "" {
+			out = filepath.Join(xdg, "git", "ignore")
+		} else if home, herr := os.UserHomeDir(); herr == nil {
+			out = filepath.Join(home, ".config", "git", "ignore")
+		}
+	}
+	if _, err := os.Stat(out); err != nil {
+		return ""
+	}
+	return out
+}
+
+// Update changes the sandbox's record under its lock.
+func (s *Sandbox) Update(fn func(*record.Record) error) error {
+	r, err := record.Update(s.env.Layout.Record(s.Branch), s.env.Layout.Lock(s.Branch)+".record", fn)
+	if err != nil {
+		return err
+	}
+	s.Record = r
+	return nil
+}
+
+// ContainerState returns the sandbox's container, or nil when it is gone.
+func (s *Sandbox) ContainerState(ctx context.Context) (*container.State, error) {
+	d, err := s.env.Docker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := d.Inspect(ctx, s.Container)
+	if container.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inspect container: %w", err)
+	}
+	return st, nil
+}
+
+// Display returns the branch escaped for printing.
+func (s *Sandbox) Display() string { return termsafe.String(s.Branch) }
+
+// shortID abbreviates a commit id for messages.
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+func quoteArgv(argv []string) string {
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>*?()[]{}") {
+			parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		} else {
+			parts[i] = a
+		}
+	}
+	return strings.Join(parts, " ")
+}
