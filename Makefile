@@ -1,0 +1,61 @@
+# git sandbox — build, install, test.
+#
+#   make build     bin/git-sandbox
+#   make install   the binary and its man page (git help sandbox) under PREFIX
+#   make test      unit and end-to-end tests (builds the offline test image once)
+#   make check     vet, staticcheck, gofmt and race-enabled unit tests
+#   make bench     speed ratios against the raw git and Docker commands
+
+GO         ?= go
+PREFIX     ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
+BINDIR     ?= $(PREFIX)/bin
+MANDIR     ?= $(PREFIX)/share/man
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS    := -X github.com/git-sandbox/git-sandbox/version.Version=$(VERSION)
+STATICCHECK_VERSION ?= v0.8.2
+# The offline base image the tests build their sandbox image from.
+TEST_BASE_IMAGE ?= git-sandbox-test-base:bookworm
+export GIT_SANDBOX_TEST_BASE_IMAGE := $(TEST_BASE_IMAGE)
+
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v /e2e)
+
+.PHONY: build install uninstall test test-unit test-e2e test-image check bench clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/git-sandbox ./cmd/git-sandbox
+
+install: build
+	install -d $(BINDIR) $(MANDIR)/man1
+	install -m 0755 bin/git-sandbox $(BINDIR)/git-sandbox
+	bin/git-sandbox __man > $(MANDIR)/man1/git-sandbox.1
+	-mandb -q >/dev/null 2>&1
+	@echo "installed $(BINDIR)/git-sandbox and $(MANDIR)/man1/git-sandbox.1"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "note: add $(BINDIR) to PATH so git finds git-sandbox";; esac
+
+uninstall:
+	rm -f $(BINDIR)/git-sandbox $(MANDIR)/man1/git-sandbox.1
+
+test-image:
+	./e2e/testimage/build.sh $(TEST_BASE_IMAGE)
+
+test: test-image
+	$(GO) test -count=1 -timeout 40m ./...
+
+test-unit:
+	$(GO) test -count=1 $(UNIT_PKGS)
+
+test-e2e: test-image
+	$(GO) test -count=1 -timeout 40m -v ./e2e
+
+check:
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
+	$(GO) test -race -count=1 $(UNIT_PKGS)
+
+bench: test-image
+	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e
+
+clean:
+	rm -rf bin

@@ -1,0 +1,466 @@
+// Package e2e runs the real git-sandbox binary against real git
+// repositories and a real Docker daemon. Nothing here is mocked: every
+// sandbox is a real container started from an image built offline from a
+// debootstrap base (see testimage/build.sh).
+//
+// Without a reachable Docker daemon the suite fails. Only `go test -short`
+// outside CI skips it, and says so.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	// binDir holds the git-sandbox binary built for this run.
+	binDir string
+	// testImage is the sandbox image every test uses.
+	testImage = "git-sandbox:latest"
+	// baseImage is the offline base it is built from.
+	baseImage = envOr("GIT_SANDBOX_TEST_BASE_IMAGE", "git-sandbox-test-base:bookworm")
+	// repoRoot is the project's source tree.
+	repoRoot string
+)
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	flag.Parse()
+	ci := os.Getenv("CI") == "true"
+	if err := exec.Command("docker", "info").Run(); err != nil {
+		if testing.Short() && !ci {
+			fmt.Println("e2e: SKIPPED (-short and no Docker daemon): nothing here was tested")
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: the Docker daemon is unreachable (%v)\n", err)
+		fmt.Fprintln(os.Stderr, "e2e: these tests need a real daemon; start one (.ci/run does) and run make test")
+		return 1
+	}
+	_, file, _, _ := runtime.Caller(0)
+	repoRoot = filepath.Dir(filepath.Dir(file))
+	tmp, err := os.MkdirTemp("", "git-sandbox-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	// World-readable, so the non-root test user can run the binary.
+	_ = os.Chmod(tmp, 0o755)
+	binDir = tmp
+	build := exec.Command("go", "build", "-o", filepath.Join(binDir, "git-sandbox"), "./cmd/git-sandbox")
+	build.Dir = repoRoot
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: build git-sandbox: %v\n", err)
+		return 1
+	}
+	if err := ensureImages(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: %v\n", err)
+		return 1
+	}
+	code := m.Run()
+	cleanupLeftovers()
+	return code
+}
+
+// ensureImages builds the offline base (once, cached by tag) and the
+// sandbox image from it with the binary under test (cached by Docker's
+// build cache).
+func ensureImages() error {
+	if err := exec.Command("docker", "image", "inspect", baseImage).Run(); err != nil {
+		cmd := exec.Command(filepath.Join(repoRoot, "e2e", "testimage", "build.sh"), baseImage)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("build the test base image: %v", err)
+		}
+	}
+	cmd := exec.Command(filepath.Join(binDir, "git-sandbox"), "image", "build", "--base", baseImage, "--tag", testImage, "--no-agents")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git sandbox image build: %v\n%s", err, out.String())
+	}
+	return nil
+}
+
+// labelPrefix marks every container this run created (through the repo
+// ids of its test repositories).
+var createdRepos sync.Map
+
+func cleanupLeftovers() {
+	createdRepos.Range(func(k, _ any) bool {
+		removeContainers(k.(string))
+		return true
+	})
+}
+
+func removeContainers(repoID string) {
+	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=git-sandbox.repo="+repoID).Output()
+	ids := strings.Fields(string(out))
+	if len(ids) > 0 {
+		_ = exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
+	}
+}
+
+// Env is one test's world: a home, config and state directories, and a
+// git repository with one commit on main.
+type Env struct {
+	t     *testing.T
+	Root  string // the test's temporary directory
+	Home  string
+	Repo  string // the main checkout
+	State string // the state root
+	vars  []string
+	// Cred, when set, runs commands as another user.
+	Cred *userCred
+}
+
+type userCred struct{ uid, gid, dockerGid uint32 }
+
+// NewEnv makes a fresh world for one test. The git config has no
+// identity leaks from the developer: HOME, XDG dirs and GIT_CONFIG_GLOBAL
+// all point inside the test directory.
+func NewEnv(t *testing.T) *Env {
+	t.Helper()
+	root := t.TempDir()
+	return newEnvAt(t, root, nil)
+}
+
+func newEnvAt(t *testing.T, root string, cred *userCred) *Env {
+	e := &Env{t: t, Root: root, Home: filepath.Join(root, "home"), Cred: cred}
+	e.State = filepath.Join(e.Home, ".local", "state", "git-sandbox")
+	for _, d := range []string{e.Home, filepath.Join(e.Home, ".config", "git-sandbox")} {
+		must(t, os.MkdirAll(d, 0o755))
+	}
+	gitconfig := filepath.Join(e.Home, ".gitconfig")
+	must(t, os.WriteFile(gitconfig, []byte("[user]\n\tname = Test User\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n"), 0o644))
+	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n", baseImage)
+	e.vars = []string{
+		"PATH=" + binDir + ":" + os.Getenv("PATH"),
+		"HOME=" + e.Home,
+		"XDG_CONFIG_HOME=" + filepath.Join(e.Home, ".config"),
+		"XDG_STATE_HOME=" + filepath.Join(e.Home, ".local", "state"),
+		"GIT_CONFIG_GLOBAL=" + gitconfig,
+		"GIT_CONFIG_NOSYSTEM=1",
+		"LANG=C.UTF-8",
+		"TERM=dumb",
+	}
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		e.vars = append(e.vars, "DOCKER_HOST="+h)
+	}
+	e.Repo = filepath.Join(root, "repo")
+	must(t, os.MkdirAll(e.Repo, 0o755))
+	if cred != nil {
+		chownTree(t, root, cred)
+	}
+	e.Git("init", "-q")
+	e.WriteFile("README.md", "hello\n")
+	e.Git("add", "README.md")
+	e.Git("commit", "-q", "-m", "initial commit")
+	t.Cleanup(func() {
+		if id := e.RepoID(); id != "" {
+			removeContainers(id)
+		}
+	})
+	return e
+}
+
+// WriteConfig replaces the user's config file.
+func (e *Env) WriteConfig(format string, args ...any) {
+	p := filepath.Join(e.Home, ".config", "git-sandbox", "config.toml")
+	must(e.t, os.WriteFile(p, []byte(fmt.Sprintf(format, args...)), 0o644))
+	if e.Cred != nil {
+		must(e.t, os.Chown(p, int(e.Cred.uid), int(e.Cred.gid)))
+	}
+}
+
+// RepoID computes the repository id the way git sandbox does, so the
+// test can find its containers even when a command failed.
+func (e *Env) RepoID() string {
+	common, err := filepath.EvalSymlinks(filepath.Join(e.Repo, ".git"))
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(common))
+	id := filepath.Base(e.Repo) + "-" + hex.EncodeToString(sum[:])[:12]
+	createdRepos.Store(id, true)
+	return id
+}
+
+// Result is a finished command.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+}
+
+// Run runs a command in dir with the test's environment.
+func (e *Env) Run(dir string, extraEnv []string, name string, args ...string) Result {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(append([]string{}, e.vars...), extraEnv...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if e.Cred != nil {
+		setCred(cmd, e.Cred)
+	}
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else {
+			e.t.Fatalf("%s %q: %v", name, args, err)
+		}
+	}
+	return Result{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
+}
+
+// Sandbox runs `git sandbox ARGS` in the main checkout.
+func (e *Env) Sandbox(args ...string) Result {
+	e.t.Helper()
+	return e.Run(e.Repo, nil, "git", append([]string{"sandbox"}, args...)...)
+}
+
+// MustSandbox runs git sandbox and fails the test unless it exits 0.
+func (e *Env) MustSandbox(args ...string) Result {
+	e.t.Helper()
+	r := e.Sandbox(args...)
+	if r.Code != 0 {
+		e.t.Fatalf("git sandbox %s: %s", strings.Join(args, " "), r)
+	}
+	return r
+}
+
+// Git runs git in the main checkout and returns trimmed stdout.
+func (e *Env) Git(args ...string) string {
+	e.t.Helper()
+	return e.GitIn(e.Repo, args...)
+}
+
+// GitIn runs git in dir and fails the test on error.
+func (e *Env) GitIn(dir string, args ...string) string {
+	e.t.Helper()
+	r := e.Run(dir, nil, "git", args...)
+	if r.Code != 0 {
+		e.t.Fatalf("git %s: %s", strings.Join(args, " "), r)
+	}
+	return strings.TrimSpace(r.Stdout)
+}
+
+// WriteFile writes a file in the main checkout.
+func (e *Env) WriteFile(rel, content string) {
+	e.t.Helper()
+	p := filepath.Join(e.Repo, rel)
+	must(e.t, os.MkdirAll(filepath.Dir(p), 0o755))
+	must(e.t, os.WriteFile(p, []byte(content), 0o644))
+	if e.Cred != nil {
+		must(e.t, os.Chown(p, int(e.Cred.uid), int(e.Cred.gid)))
+	}
+}
+
+// PsEntry is one object of ps --json.
+type PsEntry struct {
+	Branch    string `json:"branch"`
+	State     string `json:"state"`
+	ExitCode  *int   `json:"exit_code"`
+	Agent     string `json:"agent"`
+	Base      string `json:"base"`
+	Worktree  string `json:"worktree"`
+	Baseline  string `json:"baseline"`
+	Container string `json:"container"`
+	Changes   int    `json:"changes"`
+}
+
+// Ps returns ps --json.
+func (e *Env) Ps() []PsEntry {
+	e.t.Helper()
+	r := e.MustSandbox("ps", "--json")
+	var list []PsEntry
+	if err := json.Unmarshal([]byte(r.Stdout), &list); err != nil {
+		e.t.Fatalf("ps --json: %v\n%s", err, r.Stdout)
+	}
+	return list
+}
+
+// PsOf returns the ps entry of branch.
+func (e *Env) PsOf(branch string) PsEntry {
+	e.t.Helper()
+	for _, p := range e.Ps() {
+		if p.Branch == branch {
+			return p
+		}
+	}
+	e.t.Fatalf("ps has no sandbox %s", branch)
+	return PsEntry{}
+}
+
+// Worktree returns a sandbox's worktree path.
+func (e *Env) Worktree(branch string) string {
+	return e.PsOf(branch).Worktree
+}
+
+// PrivateGitDir returns a sandbox's private git directory.
+func (e *Env) PrivateGitDir(branch string) string {
+	return filepath.Join(filepath.Dir(e.Worktree(branch)), "git")
+}
+
+// HostState captures everything of the host repository an attack must not
+// change: config, hooks, every ref outside refs/sandbox/, and the files of
+// the main checkout.
+func (e *Env) HostState() map[string]string {
+	e.t.Helper()
+	st := map[string]string{}
+	gitDir := filepath.Join(e.Repo, ".git")
+	for _, name := range []string{"config", "HEAD", "packed-refs", "info/exclude", "info/attributes", "info/grafts", "shallow", "objects/info/alternates", "FETCH_HEAD", "ORIG_HEAD", "COMMIT_EDITMSG"} {
+		b, err := os.ReadFile(filepath.Join(gitDir, name))
+		if err == nil {
+			st[".git/"+name] = string(b)
+		} else {
+			st[".git/"+name] = "<absent>"
+		}
+	}
+	for _, dir := range []string{"hooks", "refs"} {
+		_ = filepath.WalkDir(filepath.Join(gitDir, dir), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			rel, _ := filepath.Rel(gitDir, p)
+			if strings.HasPrefix(rel, "refs/sandbox") {
+				return filepath.SkipDir
+			}
+			info, _ := d.Info()
+			if d.IsDir() {
+				st[".git/"+rel+"/"] = info.Mode().String()
+				return nil
+			}
+			b, _ := os.ReadFile(p)
+			st[".git/"+rel] = info.Mode().String() + " " + string(b)
+			return nil
+		})
+	}
+	refs := e.Run(e.Repo, nil, "git", "for-each-ref", "--format=%(objectname) %(refname)")
+	for _, line := range strings.Split(refs.Stdout, "\n") {
+		if line != "" && !strings.Contains(line, " refs/sandbox/") {
+			st["ref "+line] = "present"
+		}
+	}
+	_ = filepath.WalkDir(e.Repo, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		rel, _ := filepath.Rel(e.Repo, p)
+		if rel == ".git" {
+			return filepath.SkipDir
+		}
+		if d.Type().IsRegular() {
+			b, _ := os.ReadFile(p)
+			st["checkout/"+rel] = string(b)
+		}
+		return nil
+	})
+	return st
+}
+
+// AssertSameHostState fails when any host state differs from before. The
+// sandbox branches named in allowed may have been created, moved or deleted.
+func (e *Env) AssertSameHostState(before map[string]string, allowed ...string) {
+	e.t.Helper()
+	after := e.HostState()
+	skip := func(k string) bool {
+		for _, b := range allowed {
+			if strings.HasSuffix(k, " refs/heads/"+b) || k == ".git/refs/heads/"+b {
+				return true
+			}
+		}
+		return false
+	}
+	var diffs []string
+	for k, v := range before {
+		if skip(k) {
+			continue
+		}
+		if after[k] != v {
+			diffs = append(diffs, fmt.Sprintf("changed: %s\n  before: %q\n  after:  %q", k, trunc(v), trunc(after[k])))
+		}
+	}
+	for k, v := range after {
+		if _, ok := before[k]; !ok && !skip(k) {
+			diffs = append(diffs, fmt.Sprintf("added: %s = %q", k, trunc(v)))
+		}
+	}
+	sort.Strings(diffs)
+	if len(diffs) > 0 {
+		e.t.Errorf("the host repository changed:\n%s", strings.Join(diffs, "\n"))
+	}
+}
+
+func trunc(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Inspect returns docker inspect of a container as a generic document.
+func Inspect(t *testing.T, name string) map[string]any {
+	t.Helper()
+	out, err := exec.Command("docker", "inspect", name).Output()
+	if err != nil {
+		t.Fatalf("docker inspect %s: %v", name, err)
+	}
+	var docs []map[string]any
+	must(t, json.Unmarshal(out, &docs))
+	return docs[0]
+}
+
+// Eventually polls cond until it holds or the timeout passes.
+func Eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+}
