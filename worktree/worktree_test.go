@@ -68,4 +68,3 @@ func TestParseList(t *testing.T) {
 		t.Errorf("entry 2 = %+v", got[2])
 	}
 }
-
