@@ -67,7 +67,7 @@ func errUnreachable(err error) error {
 
 // IsNotFound reports whether err says a container or image does not exist.
 func IsNotFound(err error) bool {
-	return cerrdefs.IsNotFound(err) || client.IsErrNotFound(err)
+	return cerrdefs.IsNotFound(err)
 }
 
 // Create creates the container described by spec and returns its id.

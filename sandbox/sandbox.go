@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/git-sandbox/git-sandbox/agentrepo"
@@ -196,16 +195,4 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
-}
-
-func quoteArgv(argv []string) string {
-	parts := make([]string, len(argv))
-	for i, a := range argv {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>*?()[]{}") {
-			parts[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		} else {
-			parts[i] = a
-		}
-	}
-	return strings.Join(parts, " ")
 }
