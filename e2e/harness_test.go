@@ -130,7 +130,7 @@ func removeContainers(repoID string) {
 // Env is one test's world: a home, config and state directories, and a
 // git repository with one commit on main.
 type Env struct {
-	t     *testing.T
+	t     testing.TB
 	Root  string // the test's temporary directory
 	Home  string
 	Repo  string // the main checkout
@@ -145,13 +145,13 @@ type userCred struct{ uid, gid, dockerGid uint32 }
 // NewEnv makes a fresh world for one test. The git config has no
 // identity leaks from the developer: HOME, XDG dirs and GIT_CONFIG_GLOBAL
 // all point inside the test directory.
-func NewEnv(t *testing.T) *Env {
+func NewEnv(t testing.TB) *Env {
 	t.Helper()
 	root := t.TempDir()
 	return newEnvAt(t, root, nil)
 }
 
-func newEnvAt(t *testing.T, root string, cred *userCred) *Env {
+func newEnvAt(t testing.TB, root string, cred *userCred) *Env {
 	e := &Env{t: t, Root: root, Home: filepath.Join(root, "home"), Cred: cred}
 	e.State = filepath.Join(e.Home, ".local", "state", "git-sandbox")
 	for _, d := range []string{e.Home, filepath.Join(e.Home, ".config", "git-sandbox")} {
@@ -433,7 +433,7 @@ func trunc(s string) string {
 	return s
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -441,7 +441,7 @@ func must(t *testing.T, err error) {
 }
 
 // Inspect returns docker inspect of a container as a generic document.
-func Inspect(t *testing.T, name string) map[string]any {
+func Inspect(t testing.TB, name string) map[string]any {
 	t.Helper()
 	out, err := exec.Command("docker", "inspect", name).Output()
 	if err != nil {
@@ -453,7 +453,7 @@ func Inspect(t *testing.T, name string) map[string]any {
 }
 
 // Eventually polls cond until it holds or the timeout passes.
-func Eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {

@@ -15,7 +15,7 @@ func setCred(cmd *exec.Cmd, c *userCred) {
 	}}
 }
 
-func chownTree(t *testing.T, root string, c *userCred) {
+func chownTree(t testing.TB, root string, c *userCred) {
 	t.Helper()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
