@@ -46,6 +46,7 @@ type CLI struct {
 	Exec   ExecCmd   `cmd:"" help:"Run a command in a running sandbox."`
 	Stop   StopCmd   `cmd:"" help:"Stop a sandbox's agent (its work is kept)."`
 	Rm     RmCmd     `cmd:"" help:"Remove a sandbox (its snapshots are kept)."`
+	Rescue RescueCmd `cmd:"" help:"Snapshots: list, show, restore, take, prune."`
 	Image  ImageCmd  `cmd:"" help:"Build the sandbox image."`
 	Config ConfigCmd `cmd:"" help:"Show the effective configuration."`
 	Doctor DoctorCmd `cmd:"" help:"Check git, Docker, the image and the configuration."`

@@ -55,7 +55,7 @@ func writeMan(w io.Writer, app *kong.Application) {
 				walk(child)
 				continue
 			}
-			fmt.Fprintf(w, ".SS \"git sandbox %s\"\n", roff(child.Path()+" "+child.Summary()))
+			fmt.Fprintf(w, ".SS \"git sandbox %s\"\n", roff(child.Summary()))
 			fmt.Fprintln(w, roff(child.Help))
 			if child.Detail != "" {
 				fmt.Fprintln(w, ".PP")

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/git-sandbox/git-sandbox/config"
+	"github.com/git-sandbox/git-sandbox/rescue"
+	"github.com/git-sandbox/git-sandbox/review"
+	"github.com/git-sandbox/git-sandbox/termsafe"
+	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/worktree"
+)
+
+// RescueCmd groups the snapshot commands.
+type RescueCmd struct {
+	List     RescueListCmd     `cmd:"" help:"List every snapshot, newest first."`
+	Show     RescueShowCmd     `cmd:"" help:"Show what a snapshot holds, against its baseline."`
+	Restore  RescueRestoreCmd  `cmd:"" help:"Bring a snapshot back as a new branch, or into its sandbox."`
+	Snapshot RescueSnapshotCmd `cmd:"" help:"Take a snapshot of a sandbox now."`
+	Prune    RescuePruneCmd    `cmd:"" help:"Delete the snapshots of removed sandboxes older than a given age."`
+}
+
+// RescueListCmd is git sandbox rescue list.
+type RescueListCmd struct {
+	Branch string `arg:"" optional:"" help:"Only this sandbox's snapshots."`
+	JSON   bool   `help:"Print a JSON array."`
+}
+
+// Help is rescue list's long help.
+func (c *RescueListCmd) Help() string {
+	return `Every snapshot of every sandbox of this repository, live or removed: its id,
+sandbox, time, why it was taken (start, setup, interval, exit, stop, land, rm,
+manual, restore) and how many files differed from the baseline.`
+}
+
+// Run lists snapshots.
+func (c *RescueListCmd) Run(app *App) error {
+	env, err := app.Env()
+	if err != nil {
+		return err
+	}
+	list, err := rescue.List(app.Ctx, env.Git(), c.Branch)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		if list == nil {
+			list = []rescue.Snapshot{}
+		}
+		enc := json.NewEncoder(app.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	if len(list) == 0 {
+		infof(app.Stderr, "no snapshots")
+		return nil
+	}
+	rows := [][]string{{"SNAPSHOT", "SANDBOX", "TIME", "REASON", "CHANGES", "NOTE"}}
+	for _, s := range list {
+		note := ""
+		if len(s.Skipped) > 0 {
+			note = fmt.Sprintf("%d path(s) git cannot store were skipped", len(s.Skipped))
+		}
+		if strings.Contains(s.Ref, "/ended/") {
+			note = strings.TrimSpace(note + " ended sandbox")
+		}
+		rows = append(rows, []string{s.ID[:12], termsafe.String(s.Branch), s.Time.Local().Format("2006-01-02 15:04:05"), string(s.Reason), strconv.Itoa(s.Changes), note})
+	}
+	table(app.Stdout, rows)
+	return nil
+}
+
+// RescueShowCmd is git sandbox rescue show.
+type RescueShowCmd struct {
+	Snapshot string `arg:"" help:"Snapshot id (as rescue list prints it)."`
+	Stat     bool   `help:"Only the files changed and how much."`
+}
+
+// Run shows a snapshot.
+func (c *RescueShowCmd) Run(app *App) error {
+	env, err := app.Env()
+	if err != nil {
+		return err
+	}
+	g := env.Git()
+	s, err := rescue.Resolve(app.Ctx, g, c.Snapshot)
+	if err != nil {
+		return err
+	}
+	w := app.Stdout
+	fmt.Fprintf(w, "snapshot %s\n", s.ID)
+	fmt.Fprintf(w, "sandbox  %s\n", termsafe.String(s.Branch))
+	fmt.Fprintf(w, "time     %s\n", s.Time.Local().Format(time.RFC3339))
+	fmt.Fprintf(w, "reason   %s\n", s.Reason)
+	fmt.Fprintf(w, "baseline %s\n", s.Baseline)
+	if s.Head != "" {
+		fmt.Fprintf(w, "agent    %s (the agent's HEAD then)\n", s.Head)
+	}
+	fmt.Fprintf(w, "changes  %d files since the baseline\n", s.Changes)
+	for _, p := range s.Skipped {
+		fmt.Fprintf(w, "skipped  %s (git cannot store this path)\n", termsafe.String(p))
+	}
+	fmt.Fprintln(w)
+	format := review.FormatPatch
+	if c.Stat {
+		format = review.FormatStat
+	}
+	patch, err := review.Patch(app.Ctx, g, s.Baseline, s.ID, format)
+	if err != nil {
+		return err
+	}
+	return review.Render(w, patch, review.UseColor(isTerminal(w)))
+}
+
+// RescueRestoreCmd is git sandbox rescue restore.
+type RescueRestoreCmd struct {
+	Snapshot string `arg:"" help:"Snapshot id (as rescue list prints it)."`
+	Branch   string `help:"Create this branch holding the snapshot's files (no sandbox needed)." placeholder:"NEW" xor:"where" required:""`
+	Worktree bool   `help:"Put the snapshot's files back into its sandbox's worktree." xor:"where" required:""`
+	Force    bool   `help:"Replace an existing branch, or overwrite the worktree's current files."`
+}
+
+// Help is rescue restore's long help.
+func (c *RescueRestoreCmd) Help() string {
+	return `--branch NEW makes a branch with one commit on top of where the sandbox started,
+whose files are exactly the snapshot's. --worktree writes the snapshot's files
+back into the sandbox (which must not be running); its current state is taken
+as a snapshot first. Nothing is overwritten without --force.`
+}
+
+// Run restores a snapshot.
+func (c *RescueRestoreCmd) Run(app *App) error {
+	env, err := app.Env()
+	if err != nil {
+		return err
+	}
+	g := env.Git()
+	s, err := rescue.Resolve(app.Ctx, g, c.Snapshot)
+	if err != nil {
+		return err
+	}
+	if c.Branch != "" {
+		if err := worktree.ValidBranch(app.Ctx, g, c.Branch); err != nil {
+			return err
+		}
+		commit, err := rescue.RestoreBranch(app.Ctx, g, s, c.Branch, c.Force)
+		if err != nil {
+			return err
+		}
+		infof(app.Stderr, "restored snapshot %s of %s as branch %s (%s)", s.ID[:12], termsafe.String(s.Branch), termsafe.String(c.Branch), commit[:12])
+		return nil
+	}
+	sb, err := env.Find(s.Branch)
+	if err != nil {
+		return usererr.New("sandbox %s no longer exists", termsafe.String(s.Branch)).
+			Hint("restore into a branch instead: git sandbox rescue restore %s --branch NEW", s.ID[:12])
+	}
+	if running, err := sb.Running(app.Ctx); err != nil || running {
+		if err != nil {
+			return err
+		}
+		return usererr.New("sandbox %s is running", sb.Display()).
+			Hint("stop it first: git sandbox stop %s", sb.Display()).WithCode(usererr.ExitRefused)
+	}
+	cur, changed, err := sb.Snapshotter().RestoreWorktree(app.Ctx, s, c.Force)
+	if err != nil {
+		return err
+	}
+	if len(changed) == 0 {
+		infof(app.Stderr, "the worktree of %s already holds snapshot %s", sb.Display(), s.ID[:12])
+		return nil
+	}
+	if !c.Force {
+		return usererr.New("restoring would change %d file(s) in the worktree of %s", len(changed), sb.Display()).
+			Hint("its current state is saved as snapshot %s; rerun with --force to restore", cur.ID[:12]).
+			WithCode(usererr.ExitRefused)
+	}
+	infof(app.Stderr, "restored snapshot %s into %s (%d files; the state before is snapshot %s)", s.ID[:12], sb.Display(), len(changed), cur.ID[:12])
+	return nil
+}
+
+// RescueSnapshotCmd is git sandbox rescue snapshot.
+type RescueSnapshotCmd struct {
+	Branch string `arg:"" help:"The sandbox."`
+}
+
+// Run takes a snapshot.
+func (c *RescueSnapshotCmd) Run(app *App) error {
+	_, sb, err := app.Find(c.Branch)
+	if err != nil {
+		return err
+	}
+	t, err := sb.Snapshotter().Take(app.Ctx, rescue.ReasonManual)
+	if err != nil {
+		return err
+	}
+	if !t.New {
+		infof(app.Stderr, "nothing changed since snapshot %s", t.ID[:12])
+	} else {
+		infof(app.Stderr, "snapshot %s (%d changes since the baseline)", t.ID[:12], t.Changes)
+	}
+	for _, p := range t.Skipped {
+		warnf(app.Stderr, "skipped %s: git cannot store this path", termsafe.String(p))
+	}
+	fmt.Fprintln(app.Stdout, t.ID)
+	return nil
+}
+
+// RescuePruneCmd is git sandbox rescue prune.
+type RescuePruneCmd struct {
+	OlderThan string `required:"" help:"Age of the newest snapshot of a chain, such as 14d or 36h." placeholder:"AGE"`
+	DryRun    bool   `help:"Only list what would be deleted."`
+}
+
+// Help is rescue prune's long help.
+func (c *RescuePruneCmd) Help() string {
+	return `Deletes the snapshot refs of sandboxes that no longer exist when their newest
+snapshot is older than --older-than. A live sandbox's snapshots are never
+pruned. git gc later frees the space.`
+}
+
+// Run prunes.
+func (c *RescuePruneCmd) Run(app *App) error {
+	age, err := config.ParseDuration(c.OlderThan)
+	if err != nil {
+		return usererr.New("--older-than %q: %v", c.OlderThan, err).Hint("use a duration such as 14d, 36h or 90m")
+	}
+	env, err := app.Env()
+	if err != nil {
+		return err
+	}
+	live := func(branch string) bool { _, err := env.Find(branch); return err == nil }
+	pruned, err := rescue.Prune(app.Ctx, env.Git(), age, time.Now(), live, c.DryRun)
+	if err != nil {
+		return err
+	}
+	verb := "pruned"
+	if c.DryRun {
+		verb = "would prune"
+	}
+	for _, p := range pruned {
+		infof(app.Stderr, "%s %d snapshot(s) of %s (newest %s)", verb, p.Count, termsafe.String(p.Branch), p.Newest.Local().Format("2006-01-02 15:04"))
+	}
+	if len(pruned) == 0 {
+		infof(app.Stderr, "nothing to prune")
+	}
+	return nil
+}

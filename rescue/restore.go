@@ -1,0 +1,161 @@
+package rescue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/git-sandbox/git-sandbox/gitcmd"
+	"github.com/git-sandbox/git-sandbox/record"
+	"github.com/git-sandbox/git-sandbox/termsafe"
+	"github.com/git-sandbox/git-sandbox/usererr"
+)
+
+// Resolve turns what the user typed (a full or abbreviated snapshot id, or
+// a ref such as refs/sandbox/t1/rescue) into a snapshot.
+func Resolve(ctx context.Context, g *gitcmd.Runner, name string) (*Snapshot, error) {
+	if strings.HasPrefix(name, "-") {
+		return nil, errNotSnapshot(name)
+	}
+	id, err := g.Output(ctx, "rev-parse", "--verify", "--quiet", name+"^{commit}")
+	if err != nil || id == "" {
+		return nil, errNotSnapshot(name)
+	}
+	s, err := Read(ctx, g, id)
+	if err != nil {
+		return nil, errNotSnapshot(name)
+	}
+	return s, nil
+}
+
+func errNotSnapshot(name string) error {
+	return usererr.New("%s is not a snapshot", termsafe.String(name)).
+		Hint("git sandbox rescue list shows the snapshots and their ids")
+}
+
+// RestoreBranch creates branch at a new commit whose tree is the snapshot's
+// and whose parent is the commit the sandbox started from, so the branch
+// reads as one commit of the agent's work on top of where it began. It
+// needs no sandbox. An existing branch is replaced only with force, and
+// never while it is checked out.
+func RestoreBranch(ctx context.Context, g *gitcmd.Runner, s *Snapshot, branch string, force bool) (string, error) {
+	ref := "refs/heads/" + branch
+	old, _ := g.Output(ctx, "rev-parse", "--verify", "--quiet", ref)
+	if old != "" && !force {
+		return "", usererr.New("branch %s already exists", termsafe.String(branch)).
+			Hint("choose another name, or replace it with --force").
+			WithCode(usererr.ExitRefused)
+	}
+	if old != "" {
+		wts, err := g.Output(ctx, "worktree", "list", "--porcelain")
+		if err == nil && strings.Contains(wts+"\n", "branch "+ref+"\n") {
+			return "", usererr.New("branch %s is checked out; it cannot be replaced", termsafe.String(branch)).
+				Hint("restore into a new branch instead").WithCode(usererr.ExitRefused)
+		}
+	}
+	args := []string{"commit-tree", s.Tree}
+	if s.Start != "" {
+		if _, err := g.Run(ctx, nil, "cat-file", "-e", s.Start+"^{commit}"); err == nil {
+			args = append(args, "-p", s.Start)
+		}
+	}
+	msg := fmt.Sprintf("Restore snapshot %s of sandbox %s\n\nThe worktree of sandbox %s as it was at %s (%s).\n\nSandbox-Snapshot: %s\n",
+		short(s.ID), s.Branch, s.Branch, s.Time.Format(time.RFC3339), s.Reason, s.ID)
+	id, err := g.Run(ctx, strings.NewReader(msg), args...)
+	if err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	commit := strings.TrimSpace(string(id))
+	expect := old
+	if expect == "" {
+		expect = strings.Repeat("0", 40)
+	}
+	if _, err := g.Run(ctx, nil, "update-ref", "-m", "git sandbox rescue restore "+short(s.ID), ref, commit, expect); err != nil {
+		return "", fmt.Errorf("restore: %w", err)
+	}
+	return commit, nil
+}
+
+// RestoreWorktree makes the sandbox worktree hold exactly the snapshot's
+// files. The current state is snapshotted first; without force nothing is
+// changed when the worktree differs from the snapshot. The files are
+// written by the configuration-free git, so no filter runs.
+func (s *Snapshotter) RestoreWorktree(ctx context.Context, snap *Snapshot, force bool) (current *Taken, changed []string, err error) {
+	cur, err := s.Take(ctx, ReasonRestore)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cur.Tree == snap.Tree {
+		return cur, nil, nil
+	}
+	out, err := s.host().Run(ctx, nil, "diff-tree", "-r", "--no-renames", "--name-only", "-z", cur.Tree, snap.Tree)
+	if err != nil {
+		return cur, nil, fmt.Errorf("restore: %w", err)
+	}
+	changed = gitcmd.SplitLines(out)
+	if !force {
+		return cur, changed, nil
+	}
+	unlock, err := record.Lock(s.Lock)
+	if err != nil {
+		return cur, changed, err
+	}
+	defer unlock()
+	if _, err := s.isolated().Run(ctx, nil, "read-tree", "-m", "-u", cur.Tree, snap.Tree); err != nil {
+		return cur, changed, fmt.Errorf("restore: %w", err)
+	}
+	return cur, changed, nil
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// Prunable is a chain prune would delete.
+type Prunable struct {
+	Ref    string
+	Branch string
+	Newest time.Time
+	Count  int
+}
+
+// Prune deletes the snapshot chains of sandboxes that no longer exist whose
+// newest snapshot is older than age. live reports whether a branch still has
+// a sandbox; its chain is never pruned. With dryRun nothing is deleted.
+func Prune(ctx context.Context, g *gitcmd.Runner, age time.Duration, now time.Time, live func(branch string) bool, dryRun bool) ([]Prunable, error) {
+	chains, err := Chains(ctx, g, "")
+	if err != nil {
+		return nil, err
+	}
+	var out []Prunable
+	var cmds strings.Builder
+	for _, c := range chains {
+		if len(c.Snapshots) == 0 {
+			continue
+		}
+		tip := c.Snapshots[0]
+		isLive := c.Ref == Refs{tip.Branch}.Rescue() && live(tip.Branch)
+		if isLive || now.Sub(tip.Time) < age {
+			continue
+		}
+		out = append(out, Prunable{Ref: c.Ref, Branch: tip.Branch, Newest: tip.Time, Count: len(c.Snapshots)})
+		prefix := strings.TrimSuffix(c.Ref, "rescue")
+		for _, name := range []string{"rescue", "baseline", "agent"} {
+			ref := prefix + name
+			if id, err := g.Output(ctx, "rev-parse", "--verify", "--quiet", ref); err == nil && id != "" {
+				fmt.Fprintf(&cmds, "delete %s %s\n", ref, id)
+			}
+		}
+	}
+	if dryRun || cmds.Len() == 0 {
+		return out, nil
+	}
+	if _, err := g.Run(ctx, strings.NewReader("start\n"+cmds.String()+"prepare\ncommit\n"), "update-ref", "--stdin"); err != nil {
+		return nil, fmt.Errorf("prune: %w", err)
+	}
+	return out, nil
+}
