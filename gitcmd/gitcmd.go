@@ -176,6 +176,10 @@ func (r *Runner) Environ(readOnly bool) []string {
 	return env
 }
 
+// trace, when GIT_SANDBOX_TRACE is set, prints every git command and how
+// long it took to stderr.
+var trace = os.Getenv("GIT_SANDBOX_TRACE") != ""
+
 // Run runs git and returns its stdout. stdin may be nil.
 func (r *Runner) Run(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
 	cmd := r.Command(ctx, args...)
@@ -183,7 +187,12 @@ func (r *Runner) Run(ctx context.Context, stdin io.Reader, args ...string) ([]by
 	cmd.Stdin = stdin
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
+	start := time.Now()
+	err := cmd.Run()
+	if trace {
+		fmt.Fprintf(os.Stderr, "trace: %6.1fms git %s\n", float64(time.Since(start).Microseconds())/1000, strings.Join(args, " "))
+	}
+	if err != nil {
 		code := -1
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
