@@ -264,6 +264,12 @@ func (s *Sandbox) teardown(ctx context.Context, d *container.Docker) error {
 	if err := d.Remove(ctx, s.Container); err != nil {
 		errs = append(errs, err)
 	}
+	// Verify containers of this sandbox too.
+	if others, err := d.List(ctx, container.LabelRepo+"="+s.RepoID, container.LabelBranch+"="+s.Branch); err == nil {
+		for _, c := range others {
+			_ = d.Remove(ctx, c.ID)
+		}
+	}
 	if err := worktree.Remove(ctx, s.env.Repo.CommonDir, g, s.Worktree); err != nil {
 		errs = append(errs, err)
 	}

@@ -214,6 +214,13 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 				return fmt.Errorf("final snapshot: %w", err)
 			}
 			fmt.Fprintf(e.Stderr, "%s agent exited with code %d; snapshot %s\n", time.Now().Format(time.RFC3339), res.Code, shortID(t.ID))
+			if sb.Verify != "" {
+				v, err := sb.RunVerify(context.WithoutCancel(ctx), t, IO{Stdout: e.Stderr, Stderr: e.Stderr})
+				if err != nil {
+					return fmt.Errorf("verify: %w", err)
+				}
+				fmt.Fprintf(e.Stderr, "%s verify on tree %s: ok=%v exit code %d\n", time.Now().Format(time.RFC3339), shortID(t.Tree), v.OK, v.ExitCode)
+			}
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

@@ -21,14 +21,16 @@ func String(s string) string {
 	return escape(s, false)
 }
 
-// Text is String for multi-line text: newlines and tabs are kept, every other
-// control character is escaped.
+// Text is String for multi-line text such as diffs and messages: newlines
+// and tabs are kept, every other control character is escaped, and a
+// backslash stays a backslash (readability wins over telling a typed "\x1b"
+// from an escaped one: neither acts on the terminal).
 func Text(s string) string {
 	return escape(s, true)
 }
 
 func escape(s string, keepLines bool) string {
-	if isPlain(s) {
+	if isPlain(s, keepLines) {
 		return s
 	}
 	var b strings.Builder
@@ -40,7 +42,7 @@ func escape(s string, keepLines bool) string {
 			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case keepLines && (r == '\n' || r == '\t'):
 			b.WriteRune(r)
-		case r == '\\':
+		case r == '\\' && !keepLines:
 			b.WriteString(`\\`)
 		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(&b, `\x%02x`, r)
@@ -58,10 +60,10 @@ func escape(s string, keepLines bool) string {
 
 // isPlain reports whether s is printable ASCII with no backslash, the common
 // case that needs no copy.
-func isPlain(s string) bool {
+func isPlain(s string, keepLines bool) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c < 0x20 || c >= 0x7f || c == '\\' {
+		if c < 0x20 || c >= 0x7f || c == '\\' && !keepLines {
 			return false
 		}
 	}

@@ -34,3 +34,9 @@ func TestText(t *testing.T) {
 		t.Errorf("Text() = %q, want %q", got, want)
 	}
 }
+
+func TestTextKeepsBackslash(t *testing.T) {
+	if got := Text(`\ No newline at end of file`); got != `\ No newline at end of file` {
+		t.Errorf("Text = %q", got)
+	}
+}

@@ -46,6 +46,10 @@ type CLI struct {
 	Exec   ExecCmd   `cmd:"" help:"Run a command in a running sandbox."`
 	Stop   StopCmd   `cmd:"" help:"Stop a sandbox's agent (its work is kept)."`
 	Rm     RmCmd     `cmd:"" help:"Remove a sandbox (its snapshots are kept)."`
+	Diff   DiffCmd   `cmd:"" help:"Show exactly what land would apply, with review flags."`
+	Land   LandCmd   `cmd:"" help:"Land the sandbox's work as one commit on its base branch."`
+	Sync   SyncCmd   `cmd:"" help:"Bring the agent's commits back onto the sandbox branch."`
+	Verify VerifyCmd `cmd:"" help:"Run the verify command on the sandbox's work now."`
 	Rescue RescueCmd `cmd:"" help:"Snapshots: list, show, restore, take, prune."`
 	Image  ImageCmd  `cmd:"" help:"Build the sandbox image."`
 	Config ConfigCmd `cmd:"" help:"Show the effective configuration."`

@@ -1,0 +1,180 @@
+package agentrepo
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/git-sandbox/git-sandbox/gitcmd"
+)
+
+func TestCheckName(t *testing.T) {
+	bad := []string{".git", ".GIT", ".Git ", ".git.", "git~1", "GIT~1", ".g\u200cit", ".git::$INDEX_ALLOCATION", "..", ".", "", "a/b"}
+	for _, n := range bad {
+		if CheckName(n) == nil {
+			t.Errorf("CheckName(%q) accepted", n)
+		}
+	}
+	for _, n := range []string{".github", ".gitignore", "git", "x.git", ".gitmodules", "main.go"} {
+		if err := CheckName(n); err != nil {
+			t.Errorf("CheckName(%q) = %v", n, err)
+		}
+	}
+	if CheckPath("src/.GIT/hooks/post-checkout") == nil {
+		t.Error("CheckPath accepted a .GIT component")
+	}
+}
+
+func TestCheckGitmodules(t *testing.T) {
+	if err := CheckGitmodules([]byte("[submodule \"a\"]\n\tpath = lib/a\n\turl = https://example.com/a.git\n")); err != nil {
+		t.Errorf("a plain .gitmodules was refused: %v", err)
+	}
+	for _, bad := range []string{
+		"[submodule \"a\"]\n\tpath = lib/a\r\n\turl = x\n",
+		"[submodule \"a\"]\n\tpath = lib/a\n\turl = --upload-pack=evil\n",
+		"[submodule \"a\"]\n\tpath = .git/hooks\n",
+		"[submodule \"a\"]\n\tpath = ../../outside\n",
+	} {
+		if CheckGitmodules([]byte(bad)) == nil {
+			t.Errorf("CheckGitmodules accepted %q", bad)
+		}
+	}
+	if !IsGitmodules(".GITMODULES ") || !IsGitmodules(".gitmodules\r") || IsGitmodules(".gitmodules.bak") {
+		t.Error("IsGitmodules")
+	}
+}
+
+func git(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@x")
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// setup makes a host repository with one commit and an agent repository
+// created by Init, plus a worktree for the agent to commit from.
+func setup(t *testing.T) (host *gitcmd.Runner, hostDir, priv, wt string) {
+	t.Helper()
+	t.Setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	root := t.TempDir()
+	hostDir = filepath.Join(root, "host")
+	git(t, root, nil, "init", "-q", "-b", "main", hostDir)
+	os.WriteFile(filepath.Join(hostDir, "a.txt"), []byte("a\n"), 0o644)
+	git(t, hostDir, nil, "add", ".")
+	git(t, hostDir, nil, "commit", "-qm", "init")
+	git(t, hostDir, nil, "branch", "sb")
+	host = &gitcmd.Runner{GitDir: filepath.Join(hostDir, ".git")}
+	priv = filepath.Join(root, "priv")
+	wt = filepath.Join(root, "wt")
+	os.MkdirAll(wt, 0o755)
+	git(t, hostDir, nil, "--work-tree", wt, "checkout", "sb", "--", ".")
+	if err := Init(context.Background(), host, InitOptions{GitDir: priv, HostCommonDir: filepath.Join(hostDir, ".git"), Branch: "sb"}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(wt, ".git"), Gitfile(priv), 0o644)
+	git(t, wt, nil, "read-tree", "HEAD")
+	return host, hostDir, priv, wt
+}
+
+func TestInitAndHead(t *testing.T) {
+	_, hostDir, priv, wt := setup(t)
+	want := git(t, hostDir, nil, "rev-parse", "sb")
+	got, ref, err := Head(priv)
+	if err != nil || got != want || ref != "refs/heads/sb" {
+		t.Fatalf("Head = %q %q %v, want %q", got, ref, err, want)
+	}
+	if st := git(t, wt, nil, "status", "--porcelain"); st != "" {
+		t.Errorf("status in the agent's worktree: %q", st)
+	}
+	// The agent commits; its HEAD moves, loose ref.
+	os.WriteFile(filepath.Join(wt, "b.txt"), []byte("b\n"), 0o644)
+	git(t, wt, nil, "add", "b.txt")
+	git(t, wt, nil, "commit", "-qm", "b")
+	c := git(t, wt, nil, "rev-parse", "HEAD")
+	if got, _, _ := Head(priv); got != c {
+		t.Errorf("Head after commit = %q, want %q", got, c)
+	}
+}
+
+func TestHeadDoesNotFollowSymlinksOut(t *testing.T) {
+	_, _, priv, _ := setup(t)
+	outside := filepath.Join(t.TempDir(), "ref")
+	os.WriteFile(outside, []byte(strings.Repeat("ab", 20)+"\n"), 0o644)
+	os.Remove(filepath.Join(priv, "refs", "heads", "sb"))
+	os.Remove(filepath.Join(priv, "packed-refs"))
+	if err := os.Symlink(outside, filepath.Join(priv, "refs", "heads", "sb")); err != nil {
+		t.Fatal(err)
+	}
+	if id, _, err := Head(priv); err == nil {
+		t.Errorf("Head followed a symlink out of the agent's repository: %q", id)
+	}
+}
+
+func TestSyncBringsCommitsBack(t *testing.T) {
+	host, hostDir, priv, wt := setup(t)
+	os.MkdirAll(filepath.Join(wt, "d"), 0o755)
+	os.WriteFile(filepath.Join(wt, "d", "c.txt"), []byte("c\n"), 0o644)
+	git(t, wt, nil, "add", ".")
+	git(t, wt, nil, "commit", "-qm", "c")
+	os.WriteFile(filepath.Join(wt, "e.txt"), []byte("e\n"), 0o644)
+	git(t, wt, nil, "add", ".")
+	git(t, wt, nil, "commit", "-qm", "e")
+	head := git(t, wt, nil, "rev-parse", "HEAD")
+	res, err := Sync(context.Background(), host, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Head != head || res.Objects == 0 {
+		t.Errorf("Sync = %+v", res)
+	}
+	if got := git(t, hostDir, nil, "log", "--format=%s", head); got != "e\nc\ninit" {
+		t.Errorf("host log of the agent's head = %q", got)
+	}
+	git(t, hostDir, nil, "fsck", "--strict", "--no-dangling")
+	// Again: nothing new.
+	if res, err := Sync(context.Background(), host, priv); err != nil || res.Objects != 0 {
+		t.Errorf("second Sync = %+v, %v", res, err)
+	}
+}
+
+func TestSyncRefusesDotGitTree(t *testing.T) {
+	host, hostDir, priv, wt := setup(t)
+	blob := git(t, wt, nil, "hash-object", "-w", "--stdin")
+	_ = blob
+	b := strings.TrimSpace(git(t, wt, []string{}, "hash-object", "-w", filepath.Join(wt, "a.txt")))
+	hooks := mktree(t, wt, "100644 blob "+b+"\tpost-checkout\n")
+	dotgit := mktree(t, wt, "040000 tree "+hooks+"\thooks\n")
+	root := mktree(t, wt, "040000 tree "+dotgit+"\t.GIT\n100644 blob "+b+"\ta.txt\n")
+	c := git(t, wt, nil, "commit-tree", root, "-p", "HEAD", "-m", "evil")
+	git(t, wt, nil, "update-ref", "refs/heads/sb", c)
+	_, err := Sync(context.Background(), host, priv)
+	if err == nil || !strings.Contains(err.Error(), ".git") {
+		t.Fatalf("Sync accepted a .GIT tree: %v", err)
+	}
+	if out := exec.Command("git", "-C", hostDir, "cat-file", "-e", c).Run(); out == nil {
+		t.Errorf("the evil commit reached the host store")
+	}
+}
+
+func mktree(t *testing.T, dir, spec string) string {
+	t.Helper()
+	cmd := exec.Command("git", "mktree", "--missing")
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(spec)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("mktree: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/git-sandbox/git-sandbox/rescue"
+	"github.com/git-sandbox/git-sandbox/review"
+	"github.com/git-sandbox/git-sandbox/termsafe"
+)
+
+// DiffCmd is git sandbox diff.
+type DiffCmd struct {
+	Branch   string `arg:"" help:"The sandbox."`
+	Stat     bool   `help:"Only the files changed and how much." xor:"format"`
+	NameOnly bool   `help:"Only the names of the files changed." xor:"format"`
+}
+
+// Help is diff's long help.
+func (c *DiffCmd) Help() string {
+	return `Shows exactly what land would apply: the change from the sandbox's baseline to a
+snapshot taken now (committed and uncommitted work alike; work that was there at
+start is not part of it). The agent's commits are brought back first.
+
+Paths to look at twice are listed first: symlinks (and where they point),
+gitlinks and .gitmodules, executable bits, CI workflows, hooks,
+package-manager and build scripts, editor and agent settings. Colour on a
+terminal unless NO_COLOR is set; changed words are highlighted.`
+}
+
+// Run shows the change.
+func (c *DiffCmd) Run(app *App) error {
+	env, sb, err := app.Find(c.Branch)
+	if err != nil {
+		return err
+	}
+	if running, err := sb.Running(app.Ctx); err == nil && running {
+		warnf(app.Stderr, "%s is still running: its work may still change", sb.Display())
+	}
+	final, _, err := sb.Final(app.Ctx, rescue.ReasonManual)
+	if err != nil {
+		return err
+	}
+	g := env.Git()
+	changes, err := review.Changes(app.Ctx, g, sb.Baseline, final.ID)
+	if err != nil {
+		return err
+	}
+	if len(changes) == 0 {
+		infof(app.Stderr, "nothing to land: %s has no changes since its baseline", sb.Display())
+		return nil
+	}
+	flags := review.Flags(changes, func(id string) string {
+		out, err := g.Run(app.Ctx, nil, "cat-file", "blob", id)
+		if err != nil {
+			return ""
+		}
+		return termsafe.String(string(out))
+	})
+	color := review.UseColor(isTerminal(app.Stdout))
+	flagOut := app.Stdout
+	format := review.FormatPatch
+	switch {
+	case c.Stat:
+		format = review.FormatStat
+	case c.NameOnly:
+		format = review.FormatNameOnly
+		flagOut = app.Stderr
+		color = false
+	}
+	printFlags(flagOut, flags, color && flagOut == app.Stdout)
+	for _, p := range final.Skipped {
+		warnf(app.Stderr, "%s cannot be stored by git and would not land", termsafe.String(p))
+	}
+	patch, err := review.Patch(app.Ctx, g, sb.Baseline, final.ID, format)
+	if err != nil {
+		return err
+	}
+	return review.Render(app.Stdout, patch, color)
+}
+
+func printFlags(w io.Writer, flags []review.Flag, color bool) {
+	if len(flags) == 0 {
+		return
+	}
+	on, off := "", ""
+	if color {
+		on, off = "\x1b[1;33m", "\x1b[0m"
+	}
+	fmt.Fprintf(w, "%slook at these twice:%s\n", on, off)
+	for _, f := range flags {
+		fmt.Fprintf(w, "  %s! %s%s: %s\n", on, termsafe.String(f.Path), off, termsafe.String(f.Reason))
+	}
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/git-sandbox/git-sandbox/sandbox"
+	"github.com/git-sandbox/git-sandbox/termsafe"
+)
+
+// LandCmd is git sandbox land.
+type LandCmd struct {
+	Branch  string `arg:"" help:"The sandbox."`
+	Message string `short:"m" help:"Commit message (default: the prompt's first line)." placeholder:"MSG"`
+	Onto    string `help:"Land on this branch instead of the sandbox's base." placeholder:"REF"`
+	Merge   bool   `help:"Keep the agent's commits, under a merge commit."`
+	Keep    bool   `help:"Keep the sandbox after landing (the next land starts from here)."`
+	Force   bool   `help:"Land although verify failed or ran on other work."`
+	DryRun  bool   `help:"Show what would land and change nothing."`
+}
+
+// Help is land's long help.
+func (c *LandCmd) Help() string {
+	return `Applies the sandbox's change — baseline to a final snapshot, so uncommitted work
+lands too and work present at start does not — onto the base branch's current
+tip with a 3-way merge, as one commit with trailers naming the sandbox, the
+agent and the baseline. The base ref moves by compare-and-swap; when the base is
+checked out, its files and index follow, and local changes elsewhere stay.
+
+Refuses while the agent runs, when verify failed or ran on other work (--force
+overrides that only), and when the base's checkout has local changes where the
+change writes. A conflict changes nothing and exits with status 3.
+
+Afterwards the container, worktree, branch and agent repository are removed
+(unless --keep); the snapshots stay.`
+}
+
+// Run lands.
+func (c *LandCmd) Run(app *App) error {
+	_, sb, err := app.Find(c.Branch)
+	if err != nil {
+		return err
+	}
+	res, err := sb.Land(app.Ctx, sandbox.LandOptions{
+		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, IO: app.IO(),
+	})
+	if err != nil {
+		return err
+	}
+	p := res.Plan
+	onto := termsafe.String(strings.TrimPrefix(p.Ref, "refs/heads/"))
+	if p.Empty {
+		infof(app.Stderr, "nothing to land: %s changes nothing on %s", sb.Display(), onto)
+		return nil
+	}
+	verb := "landed"
+	if c.DryRun {
+		verb = "would land"
+	}
+	if res.Verdict != nil {
+		state := "passed"
+		if !res.Verdict.OK {
+			state = fmt.Sprintf("FAILED (exit code %d), landed with --force", res.Verdict.ExitCode)
+		}
+		infof(app.Stderr, "verify %s on this tree", state)
+	}
+	for _, f := range p.Flags {
+		fmt.Fprintf(app.Stderr, "  ! %s: %s\n", termsafe.String(f.Path), termsafe.String(f.Reason))
+	}
+	if c.DryRun {
+		fmt.Fprintf(app.Stdout, "%s\n", termsafe.Text(strings.TrimRight(p.Message, "\n")))
+		fmt.Fprintln(app.Stdout)
+		for _, ch := range p.Changes {
+			fmt.Fprintf(app.Stdout, "%c\t%s\n", ch.Status, termsafe.String(ch.Path))
+		}
+		infof(app.Stderr, "%s %s on %s (%s): %d file(s); nothing was changed", verb, sb.Display(), onto, p.Tip[:12], len(p.Changes))
+		return nil
+	}
+	infof(app.Stderr, "%s %s on %s as %s: %d file(s)", verb, sb.Display(), onto, res.Commit[:12], len(p.Changes))
+	if p.Checkout != nil {
+		infof(app.Stderr, "updated the checkout %s", p.Checkout.Path)
+	}
+	if res.Cleaned {
+		infof(app.Stderr, "removed the sandbox; its snapshots stay (git sandbox rescue list %s)", sb.Display())
+	}
+	fmt.Fprintln(app.Stdout, res.Commit)
+	return nil
+}

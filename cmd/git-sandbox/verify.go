@@ -1,0 +1,34 @@
+package main
+
+import "github.com/git-sandbox/git-sandbox/usererr"
+
+// VerifyCmd is git sandbox verify.
+type VerifyCmd struct {
+	Branch string `arg:"" help:"The sandbox."`
+}
+
+// Help is verify's long help.
+func (c *VerifyCmd) Help() string {
+	return `Runs the sandbox's verify command in a fresh container on a snapshot of its
+worktree taken now, and records the verdict with the snapshot's tree, outside
+the agent's reach. land uses the verdict: it refuses a failed one, and one
+recorded for other work. Exits with the verify command's status.`
+}
+
+// Run verifies.
+func (c *VerifyCmd) Run(app *App) error {
+	_, sb, err := app.Find(c.Branch)
+	if err != nil {
+		return err
+	}
+	v, snap, err := sb.VerifyNow(app.Ctx, app.IO())
+	if err != nil {
+		return err
+	}
+	if v.OK {
+		infof(app.Stderr, "verify passed on %s (tree %s)", sb.Display(), snap.Tree[:12])
+		return nil
+	}
+	infof(app.Stderr, "verify FAILED on %s (tree %s): exit code %d", sb.Display(), snap.Tree[:12], v.ExitCode)
+	return usererr.ExitStatus(v.ExitCode)
+}

@@ -1,0 +1,253 @@
+// Package land applies a sandbox's change to its base branch: the change
+// baseline → final snapshot, 3-way merged onto the base branch's current
+// tip with the baseline as merge base, on trees and never in a checkout;
+// one commit (or a merge keeping the agent's commits); the base ref moved
+// by compare-and-swap; and a checkout of the base branch brought along
+// when it is clean where the change touches it.
+//
+// Works with git 2.38 and later: git 2.39 has merge-tree --write-tree but
+// not --merge-base, so the merge base is forced by merging two throwaway
+// commits whose only parent is the baseline.
+package land
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/git-sandbox/git-sandbox/agentrepo"
+	"github.com/git-sandbox/git-sandbox/gitcmd"
+	"github.com/git-sandbox/git-sandbox/review"
+	"github.com/git-sandbox/git-sandbox/termsafe"
+	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/worktree"
+)
+
+// Plan is a computed land, not yet applied.
+type Plan struct {
+	// Ref is the branch landed on (refs/heads/…) and Tip its commit.
+	Ref, Tip string
+	// Baseline and Final are the snapshots the change runs between.
+	Baseline, Final string
+	// Tree is the merged tree the new commit gets.
+	Tree string
+	// Changes are the paths the new commit changes on the base, with flags.
+	Changes []review.Entry
+	Flags   []review.Flag
+	// Checkout is the worktree that has Ref checked out, if any.
+	Checkout *worktree.Entry
+	// Parents of the new commit.
+	Parents []string
+	// Message of the new commit.
+	Message string
+	// Empty is set when there is nothing to land.
+	Empty bool
+}
+
+// Options describe a land.
+type Options struct {
+	// Ref is the branch to land on (full ref name).
+	Ref string
+	// Baseline and Final are the snapshot commits.
+	Baseline, Final string
+	// AgentHead, with Merge, is kept as the second parent.
+	AgentHead string
+	Merge     bool
+	// Message is the commit message.
+	Message string
+	// Forbidden is a ref that may not be landed on (the sandbox's own branch).
+	Forbidden string
+}
+
+// Prepare computes the land without changing anything: the merged tree,
+// the commit's parents and message, and which checkout must follow. A
+// conflict is an error with exit status 3 listing the paths; local changes
+// in the base's checkout that overlap the change are an error too.
+func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
+	if o.Ref == o.Forbidden {
+		return nil, usererr.New("cannot land a sandbox onto its own branch").Hint("land onto another branch with --onto BRANCH")
+	}
+	tip, err := g.Output(ctx, "rev-parse", "--verify", "--quiet", o.Ref+"^{commit}")
+	if err != nil || tip == "" {
+		return nil, usererr.New("branch %s does not exist", termsafe.String(strings.TrimPrefix(o.Ref, "refs/heads/"))).
+			Hint("land onto an existing branch with --onto BRANCH")
+	}
+	p := &Plan{Ref: o.Ref, Tip: tip, Baseline: o.Baseline, Final: o.Final, Message: o.Message}
+	trees, err := g.Lines(ctx, "rev-parse", o.Baseline+"^{tree}", o.Final+"^{tree}", tip+"^{tree}")
+	if err != nil || len(trees) != 3 {
+		return nil, fmt.Errorf("land: read trees: %w", err)
+	}
+	baseTree, finalTree, tipTree := trees[0], trees[1], trees[2]
+	if baseTree == finalTree {
+		p.Empty = true
+		return p, nil
+	}
+	p.Tree, err = merge(ctx, g, o.Baseline, tipTree, finalTree)
+	if err != nil {
+		return nil, err
+	}
+	if p.Tree == tipTree {
+		p.Empty = true
+		return p, nil
+	}
+	p.Changes, err = review.Changes(ctx, g, tip, p.Tree)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range p.Changes {
+		if c.Status == 'D' {
+			continue
+		}
+		if err := agentrepo.CheckPath(c.Path); err != nil {
+			return nil, usererr.Wrap(err, "refusing to land: %v", err).WithCode(usererr.ExitRefused)
+		}
+		if agentrepo.IsGitmodules(c.Path[strings.LastIndex(c.Path, "/")+1:]) {
+			content, err := g.Run(ctx, nil, "cat-file", "blob", c.NewID)
+			if err == nil {
+				err = agentrepo.CheckGitmodules(content)
+			}
+			if err != nil {
+				return nil, usererr.Wrap(err, "refusing to land %s: %v", termsafe.String(c.Path), err).WithCode(usererr.ExitRefused)
+			}
+		}
+	}
+	p.Flags = review.Flags(p.Changes, func(id string) string {
+		out, err := g.Run(ctx, nil, "cat-file", "blob", id)
+		if err != nil {
+			return ""
+		}
+		return termsafe.String(string(out))
+	})
+	p.Parents = []string{tip}
+	if o.Merge {
+		p.Parents = append(p.Parents, o.AgentHead)
+	}
+	p.Checkout, err = worktree.CheckedOutAt(ctx, g, o.Ref)
+	if err != nil {
+		return nil, err
+	}
+	if p.Checkout != nil {
+		if err := checkLocalChanges(ctx, p); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// merge applies baseline → final onto the tip's tree with the baseline as
+// the merge base, and returns the merged tree.
+func merge(ctx context.Context, g *gitcmd.Runner, baseline, tipTree, finalTree string) (string, error) {
+	ours, err := g.Run(ctx, strings.NewReader("land: base side\n"), "commit-tree", tipTree, "-p", baseline)
+	if err != nil {
+		return "", fmt.Errorf("land: %w", err)
+	}
+	theirs, err := g.Run(ctx, strings.NewReader("land: sandbox side\n"), "commit-tree", finalTree, "-p", baseline)
+	if err != nil {
+		return "", fmt.Errorf("land: %w", err)
+	}
+	out, err := g.Run(ctx, nil, "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z",
+		strings.TrimSpace(string(ours)), strings.TrimSpace(string(theirs)))
+	fields := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+	if err != nil {
+		if gitcmd.ExitCode(err) == 1 && len(fields) > 0 {
+			return "", conflictError(fields[1:])
+		}
+		return "", fmt.Errorf("land: %w", err)
+	}
+	return fields[0], nil
+}
+
+func conflictError(paths []string) error {
+	seen := map[string]bool{}
+	var list []string
+	for _, p := range paths {
+		if p != "" && !seen[p] {
+			seen[p] = true
+			list = append(list, termsafe.String(p))
+		}
+	}
+	sort.Strings(list)
+	e := usererr.New("the change conflicts with the base branch in %d path(s): %s", len(list), strings.Join(list, ", ")).
+		WithCode(usererr.ExitConflict)
+	return e.Hint("nothing was changed; resolve it in the sandbox (for example, have the agent rebase its work) and land again").
+		Hint("or land the agent's branch by hand: git sandbox sync BRANCH, then merge it yourself")
+}
+
+// checkLocalChanges refuses when the base's checkout has local changes
+// (staged, unstaged or untracked) at a path the land changes.
+func checkLocalChanges(ctx context.Context, p *Plan) error {
+	wt := p.Checkout.Path
+	g := &gitcmd.Runner{GitDir: gitDirOf(ctx, wt), WorkTree: wt}
+	out, err := g.Run(ctx, nil, "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames")
+	if err != nil {
+		return fmt.Errorf("land: status of %s: %w", wt, err)
+	}
+	var dirty []string
+	for _, rec := range strings.Split(string(out), "\x00") {
+		if len(rec) > 3 {
+			dirty = append(dirty, rec[3:])
+		}
+	}
+	var overlap []string
+	for _, c := range p.Changes {
+		for _, d := range dirty {
+			if d == c.Path || strings.HasPrefix(c.Path, d+"/") || strings.HasPrefix(d, c.Path+"/") {
+				overlap = append(overlap, termsafe.String(c.Path))
+				break
+			}
+		}
+	}
+	if len(overlap) > 0 {
+		return usererr.New("%s has local changes where the land would write: %s", wt, strings.Join(overlap, ", ")).
+			Hint("commit or stash them (git stash -u), then land again; nothing was changed").
+			WithCode(usererr.ExitRefused)
+	}
+	return nil
+}
+
+// gitDirOf returns a worktree's git directory.
+func gitDirOf(ctx context.Context, wt string) string {
+	g := &gitcmd.Runner{GitDir: wt + "/.git", WorkTree: wt}
+	if d, err := g.Output(ctx, "rev-parse", "--absolute-git-dir"); err == nil {
+		return d
+	}
+	return wt + "/.git"
+}
+
+// ErrMoved is returned when the base moved while landing.
+var ErrMoved = errors.New("the base branch moved while landing")
+
+// Apply creates the commit, updates the base's checkout (files and index,
+// leaving local changes elsewhere alone) and moves the ref by
+// compare-and-swap. When the ref moved in between, the checkout is put
+// back and nothing has changed.
+func Apply(ctx context.Context, g *gitcmd.Runner, p *Plan, reflog string) (string, error) {
+	args := []string{"commit-tree", p.Tree}
+	for _, par := range p.Parents {
+		args = append(args, "-p", par)
+	}
+	out, err := g.Run(ctx, strings.NewReader(p.Message), args...)
+	if err != nil {
+		return "", fmt.Errorf("land: %w", err)
+	}
+	commit := strings.TrimSpace(string(out))
+	var co *gitcmd.Runner
+	if p.Checkout != nil {
+		co = &gitcmd.Runner{GitDir: gitDirOf(ctx, p.Checkout.Path), WorkTree: p.Checkout.Path}
+		if _, err := co.Run(ctx, nil, "read-tree", "-m", "-u", p.Tip, commit); err != nil {
+			return "", usererr.Wrap(err, "cannot update the checkout %s: %v", p.Checkout.Path, err).
+				Hint("nothing was landed; commit or stash local changes there and land again").
+				WithCode(usererr.ExitRefused)
+		}
+	}
+	if _, err := g.Run(ctx, nil, "update-ref", "-m", reflog, p.Ref, commit, p.Tip); err != nil {
+		if co != nil {
+			_, _ = co.Run(context.WithoutCancel(ctx), nil, "read-tree", "-m", "-u", commit, p.Tip)
+		}
+		return "", usererr.Wrap(ErrMoved, "%s moved while landing; nothing was changed", termsafe.String(strings.TrimPrefix(p.Ref, "refs/heads/"))).
+			Hint("land again")
+	}
+	return commit, nil
+}

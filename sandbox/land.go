@@ -1,0 +1,309 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/git-sandbox/git-sandbox/agentrepo"
+	"github.com/git-sandbox/git-sandbox/gitcmd"
+	"github.com/git-sandbox/git-sandbox/land"
+	"github.com/git-sandbox/git-sandbox/record"
+	"github.com/git-sandbox/git-sandbox/rescue"
+	"github.com/git-sandbox/git-sandbox/termsafe"
+	"github.com/git-sandbox/git-sandbox/usererr"
+)
+
+// SyncResult is what Sync brought back.
+type SyncResult struct {
+	agentrepo.SyncResult
+	// Moved is set when the host branch was moved to the agent's head.
+	Moved bool
+}
+
+// Sync brings the agent's commits back as checked objects, records them
+// under refs/sandbox/<branch>/agent and, with moveBranch, moves the host
+// branch to them (so it can be inspected or pushed).
+func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error) {
+	g := s.env.Git()
+	res, err := agentrepo.Sync(ctx, g, s.PrivateGitDir)
+	if err != nil {
+		return nil, err
+	}
+	out := &SyncResult{SyncResult: *res}
+	if res.Head == "" {
+		return out, nil
+	}
+	if res.Ref != "" && res.Ref != "refs/heads/"+s.Branch {
+		// The agent switched branches; its HEAD is still what it worked on.
+		fmt.Fprintf(s.env.Stderr, "git sandbox: note: the agent's HEAD is on %s, not %s\n", termsafe.String(res.Ref), s.Display())
+	}
+	if err := casRef(ctx, g, s.Refs().Agent(), res.Head, "git sandbox sync"); err != nil {
+		return nil, err
+	}
+	if !moveBranch {
+		return out, nil
+	}
+	ref := "refs/heads/" + s.Branch
+	old, _ := g.Output(ctx, "rev-parse", "--verify", "--quiet", ref)
+	if old == res.Head {
+		return out, nil
+	}
+	if _, err := g.Run(ctx, nil, "update-ref", "-m", "git sandbox sync", ref, res.Head, old); err != nil {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	out.Moved = true
+	// The sandbox worktree's host-side index follows its branch, so git
+	// status there compares against the agent's commits. Only the index is
+	// written: no file of the worktree is read.
+	if admin, err := adminDir(s); err == nil {
+		wg := &gitcmd.Runner{GitDir: admin}
+		_, _ = wg.Run(ctx, nil, "read-tree", res.Head)
+	}
+	return out, nil
+}
+
+func adminDir(s *Sandbox) (string, error) {
+	b, err := os.ReadFile(filepath.Join(s.Worktree, ".git"))
+	if err != nil {
+		return "", err
+	}
+	d := strings.TrimSpace(strings.TrimPrefix(strings.SplitN(string(b), "\n", 2)[0], "gitdir:"))
+	if !strings.HasPrefix(d, filepath.Join(s.CommonDir, "worktrees")+"/") {
+		return "", fmt.Errorf("unexpected gitfile in %s", s.Worktree)
+	}
+	return d, nil
+}
+
+// casRef moves ref to id, whatever it pointed at, but only if nobody moved
+// it between the read and the write.
+func casRef(ctx context.Context, g *gitcmd.Runner, ref, id, msg string) error {
+	old, _ := g.Output(ctx, "rev-parse", "--verify", "--quiet", ref)
+	if old == id {
+		return nil
+	}
+	if old == "" {
+		old = strings.Repeat("0", 40)
+	}
+	if _, err := g.Run(ctx, nil, "update-ref", "-m", msg, ref, id, old); err != nil {
+		return fmt.Errorf("update %s: %w", ref, err)
+	}
+	return nil
+}
+
+// Final takes the snapshot a review or land works on and brings the
+// agent's commits back first.
+func (s *Sandbox) Final(ctx context.Context, reason rescue.Reason) (*rescue.Taken, *SyncResult, error) {
+	sync, err := s.Sync(ctx, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := s.Snapshotter().Take(ctx, reason)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, sync, nil
+}
+
+// LandOptions are land's flags.
+type LandOptions struct {
+	Onto    string
+	Message string
+	Merge   bool
+	Keep    bool
+	Force   bool
+	DryRun  bool
+	// Verify runs the verify command when land has to (stdout/stderr of
+	// the caller receive its output).
+	IO IO
+}
+
+// LandResult is what land did or would do.
+type LandResult struct {
+	Plan    *land.Plan
+	Commit  string
+	Final   *rescue.Taken
+	Verdict *record.Verdict
+	// VerifyRan is set when land ran verify itself.
+	VerifyRan bool
+	Cleaned   bool
+}
+
+// Land applies the sandbox's change onto its base branch as one commit.
+func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) {
+	if running, err := s.Running(ctx); err != nil {
+		return nil, err
+	} else if running {
+		return nil, usererr.New("sandbox %s is still running", s.Display()).
+			Hint("wait for it (git sandbox wait %s) or stop it (git sandbox stop %s); land works on a stable snapshot", s.Display(), s.Display()).
+			WithCode(usererr.ExitRefused)
+	}
+	ontoName := o.Onto
+	if ontoName == "" {
+		ontoName = s.Base
+	}
+	if ontoName == "" {
+		return nil, usererr.New("sandbox %s started from a commit, not a branch: land needs to know where to go", s.Display()).
+			Hint("name the branch: git sandbox land %s --onto BRANCH", s.Display())
+	}
+	ref := ontoName
+	if !strings.HasPrefix(ref, "refs/") {
+		ref = "refs/heads/" + ref
+	}
+	final, sync, err := s.Final(ctx, rescue.ReasonLand)
+	if err != nil {
+		return nil, err
+	}
+	if len(final.Skipped) > 0 {
+		return nil, usererr.New("the sandbox holds %d path(s) git cannot store, such as %s", len(final.Skipped), termsafe.String(final.Skipped[0])).
+			Hint("remove or rename them in the sandbox (git sandbox start %s, then fix), and land again; nothing was landed", s.Display()).
+			WithCode(usererr.ExitRefused)
+	}
+	res := &LandResult{Final: final}
+	if o.Merge && (sync.Head == "" || sync.Head == s.Start) {
+		return nil, usererr.New("the agent made no commits: there is nothing for --merge to keep").
+			Hint("land without --merge")
+	}
+	plan, err := land.Prepare(ctx, s.env.Git(), land.Options{
+		Ref: ref, Baseline: s.Baseline, Final: final.ID, AgentHead: sync.Head, Merge: o.Merge,
+		Message:   s.commitMessage(o.Message, final.ID),
+		Forbidden: "refs/heads/" + s.Branch,
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Plan = plan
+	if plan.Empty {
+		return res, nil
+	}
+	if plan.Checkout != nil && s.env.insideSandboxes(plan.Checkout.Path) {
+		return nil, usererr.New("%s is checked out in another sandbox", termsafe.String(ontoName)).
+			Hint("land onto a branch of your own checkout with --onto BRANCH")
+	}
+	verdict, ran, err := s.verifyForLand(ctx, final, o)
+	if err != nil {
+		return nil, err
+	}
+	res.Verdict, res.VerifyRan = verdict, ran
+	if o.DryRun {
+		return res, nil
+	}
+	commit, err := land.Apply(ctx, s.env.Git(), plan, "git sandbox land "+s.Branch)
+	if err != nil {
+		return nil, err
+	}
+	res.Commit = commit
+	if o.Keep {
+		// The next land starts where this one ended.
+		err := s.Update(func(r *record.Record) error {
+			r.Baseline = final.ID
+			r.BaseTip = commit
+			return nil
+		})
+		return res, err
+	}
+	d, err := s.env.Docker(ctx)
+	if err != nil {
+		return res, err
+	}
+	if err := s.teardown(ctx, d); err != nil {
+		return res, fmt.Errorf("landed as %s, but cleaning up failed: %w", commit[:12], err)
+	}
+	res.Cleaned = true
+	return res, nil
+}
+
+// verifyForLand applies the verify rules: no verify configured, nothing to
+// do; a verdict for the final tree decides; verdicts only for other trees
+// are stale; no verdict at all makes land run verify first.
+func (s *Sandbox) verifyForLand(ctx context.Context, final *rescue.Taken, o LandOptions) (*record.Verdict, bool, error) {
+	if s.Verify == "" {
+		return nil, false, nil
+	}
+	if v, ok := s.Verdicts[final.Tree]; ok {
+		if !v.OK && !o.Force {
+			return &v, false, usererr.New("verify failed on this tree (exit code %d)", v.ExitCode).
+				Hint("fix the work and run git sandbox verify %s again, or land anyway with --force", s.Display()).
+				WithCode(usererr.ExitRefused)
+		}
+		return &v, false, nil
+	}
+	if len(s.Verdicts) > 0 {
+		if o.Force {
+			return nil, false, nil
+		}
+		return nil, false, usererr.New("verify ran on another version of the work, not on what would land now").
+			Hint("run git sandbox verify %s, or land anyway with --force", s.Display()).
+			WithCode(usererr.ExitRefused)
+	}
+	if o.DryRun {
+		return nil, false, nil
+	}
+	v, err := s.RunVerify(ctx, final, o.IO)
+	if err != nil {
+		return nil, true, err
+	}
+	if !v.OK && !o.Force {
+		return v, true, usererr.New("verify failed (exit code %d); nothing was landed", v.ExitCode).
+			Hint("fix the work and land again, or land anyway with --force").
+			WithCode(usererr.ExitRefused)
+	}
+	return v, true, nil
+}
+
+// commitMessage is -m, else the prompt's first line, with trailers naming
+// the sandbox, the agent and the baseline.
+func (s *Sandbox) commitMessage(msg, final string) string {
+	if strings.TrimSpace(msg) == "" {
+		subject := strings.TrimSpace(strings.SplitN(strings.TrimSpace(s.Prompt), "\n", 2)[0])
+		if subject == "" {
+			subject = "Land sandbox " + s.Branch
+		}
+		if len([]rune(subject)) > 72 {
+			subject = string([]rune(subject)[:71]) + "…"
+		}
+		msg = subject
+		if body := strings.TrimSpace(s.Prompt); body != "" && body != subject {
+			msg += "\n\n" + body
+		}
+	}
+	msg = strings.TrimRight(msg, "\n")
+	return fmt.Sprintf("%s\n\nSandbox: %s\nSandbox-Agent: %s\nSandbox-Baseline: %s\nSandbox-Snapshot: %s\n",
+		msg, s.Branch, s.Agent, s.Baseline, final)
+}
+
+// insideSandboxes reports whether a path is inside the state directory or
+// the worktrees directory, where every file is an agent's.
+func (e *Env) insideSandboxes(p string) bool {
+	for _, root := range []string{e.Layout.Root, e.Layout.WorktreesDir} {
+		if root == "" {
+			continue
+		}
+		if r, err := filepath.Rel(root, p); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
+			return true
+		}
+	}
+	return false
+}
+
+// Verdict returns the recorded verdict for a tree.
+func (s *Sandbox) Verdict(tree string) (record.Verdict, bool) {
+	v, ok := s.Verdicts[tree]
+	return v, ok
+}
+
+// newVerdict records a verify result under the record's lock.
+func (s *Sandbox) newVerdict(tree string, code int) (*record.Verdict, error) {
+	v := record.Verdict{Tree: tree, OK: code == 0, ExitCode: code, Command: s.Verify, Time: time.Now().UTC()}
+	err := s.Update(func(r *record.Record) error {
+		if r.Verdicts == nil {
+			r.Verdicts = map[string]record.Verdict{}
+		}
+		r.Verdicts[tree] = v
+		return nil
+	})
+	return &v, err
+}

@@ -1,0 +1,86 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/git-sandbox/git-sandbox/config"
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/record"
+	"github.com/git-sandbox/git-sandbox/rescue"
+	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/verify"
+	"github.com/git-sandbox/git-sandbox/version"
+)
+
+// VerifyNow snapshots the worktree and runs verify on that tree.
+func (s *Sandbox) VerifyNow(ctx context.Context, io IO) (*record.Verdict, *rescue.Taken, error) {
+	if s.Verify == "" {
+		return nil, nil, usererr.New("sandbox %s has no verify command", s.Display()).
+			Hint("give one at start (--verify CMD) or set verify in %s or your config", config.RepoFile)
+	}
+	snap, err := s.Snapshotter().Take(ctx, rescue.ReasonManual)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := s.RunVerify(ctx, snap, io)
+	return v, snap, err
+}
+
+// RunVerify runs the sandbox's verify command in a fresh container on the
+// snapshot's tree and records the verdict, keyed by that tree, in the
+// record (outside the agent's reach).
+func (s *Sandbox) RunVerify(ctx context.Context, snap *rescue.Taken, io IO) (*record.Verdict, error) {
+	d, err := s.env.Docker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// One verify at a time per sandbox; a verdict that appeared while
+	// waiting (the supervisor verifies when the agent exits) is reused.
+	unlock, err := record.Lock(filepath.Join(s.env.Layout.Dir(s.Branch), "verify.lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if r, err := record.Load(s.env.Layout.Record(s.Branch)); err == nil {
+		s.Record = r
+		if v, ok := r.Verdicts[snap.Tree]; ok {
+			return &v, nil
+		}
+	}
+	if err := s.env.ensureImage(ctx, d, s.Image, io); err != nil {
+		return nil, err
+	}
+	cfg := s.env.Config
+	mem, err := config.MemoryBytes(cfg.Limits.Memory)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(io.Stderr, "git sandbox: verifying %s (tree %s): %s\n", s.Display(), shortID(snap.Tree), s.Verify)
+	code, err := verify.Run(ctx, verify.Options{
+		Docker:    d,
+		CommonDir: s.CommonDir,
+		Tree:      snap.Tree,
+		Command:   s.Verify,
+		Image:     s.Image,
+		Name:      s.Container + "-verify",
+		Labels: map[string]string{
+			container.LabelManaged: "1", container.LabelRepo: s.RepoID, container.LabelBranch: s.Branch,
+			container.LabelRole: container.RoleVerify, container.LabelVersion: version.Version,
+		},
+		Network: cfg.Network,
+		Runtime: cfg.Runtime,
+		Limits:  container.Limits{MemoryBytes: mem, CPUs: cfg.Limits.CPUs, Pids: cfg.Limits.Pids},
+		UID:     os.Getuid(),
+		GID:     os.Getgid(),
+		WorkDir: filepath.Join(s.env.Layout.Dir(s.Branch), "verify"),
+		Stdout:  io.Stderr,
+		Stderr:  io.Stderr,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.newVerdict(snap.Tree, code)
+}

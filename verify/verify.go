@@ -1,0 +1,207 @@
+// Package verify runs a verify command — the definition of done — on
+// exactly one tree: the tree is written into a throwaway directory (never
+// the user's checkout, never the sandbox worktree), which is mounted into a
+// fresh container hardened like every sandbox, and removed afterwards along
+// with the container, also when the run is interrupted.
+package verify
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	dcontainer "github.com/docker/docker/api/types/container"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/gitcmd"
+)
+
+// Options describe one verify run.
+type Options struct {
+	Docker *container.Docker
+	// CommonDir is the repository whose object store holds Tree.
+	CommonDir string
+	// Tree is the tree (or commit) verified.
+	Tree string
+	// Command is the verify command, run with /bin/sh -c.
+	Command string
+	Image   string
+	// Name is the container's name; Labels are stamped on it.
+	Name    string
+	Labels  map[string]string
+	Network string
+	Limits  container.Limits
+	Runtime string
+	Env     []string
+	UID     int
+	GID     int
+	// WorkDir is a directory verify may use for its files; it is removed.
+	WorkDir string
+	Stdout  io.Writer
+	Stderr  io.Writer
+}
+
+// Run verifies the tree and returns the command's exit code.
+func Run(ctx context.Context, o Options) (code int, err error) {
+	if err := os.MkdirAll(o.WorkDir, 0o700); err != nil {
+		return -1, fmt.Errorf("verify: %w", err)
+	}
+	defer os.RemoveAll(o.WorkDir)
+	files := filepath.Join(o.WorkDir, "workspace")
+	home := filepath.Join(o.WorkDir, "home")
+	for _, d := range []string{files, home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return -1, fmt.Errorf("verify: %w", err)
+		}
+	}
+	if err := Export(ctx, o.CommonDir, o.Tree, files, o.WorkDir); err != nil {
+		return -1, err
+	}
+	spec := &container.Spec{
+		Name:    o.Name,
+		Image:   o.Image,
+		Argv:    []string{"/bin/sh", "-c", o.Command},
+		Env:     append([]string{"HOME=" + container.Home, "GIT_SANDBOX=1", "GIT_SANDBOX_VERIFY=1"}, o.Env...),
+		User:    fmt.Sprintf("%d:%d", o.UID, o.GID),
+		WorkDir: container.Workspace,
+		Labels:  o.Labels,
+		Network: o.Network,
+		Runtime: o.Runtime,
+		Limits:  o.Limits,
+		Mounts: []container.Mount{
+			{Source: files, Target: container.Workspace, Why: "the verified tree, written for this run only"},
+			{Source: home, Target: container.Home, Why: "a home for this run only"},
+		},
+	}
+	spec.Harden()
+	for i, m := range spec.Mounts {
+		src, err := container.RefuseUnsafeHostPath(m.Why, m.Source)
+		if err != nil {
+			return -1, err
+		}
+		spec.Mounts[i].Source = src
+	}
+	d := o.Docker
+	// The container goes whatever happens, Ctrl-C included.
+	_ = d.Remove(context.WithoutCancel(ctx), o.Name)
+	id, err := d.Create(ctx, spec)
+	if err != nil {
+		return -1, err
+	}
+	defer d.Remove(context.WithoutCancel(ctx), id)
+	waitC := d.WaitExit(ctx, id, dcontainer.WaitConditionNextExit)
+	wait, err := d.Attach(ctx, id, container.Streams{Stdout: o.Stdout, Stderr: o.Stderr})
+	if err != nil {
+		return -1, err
+	}
+	if err := d.Start(ctx, id); err != nil {
+		return -1, err
+	}
+	_ = wait()
+	select {
+	case res := <-waitC:
+		if res.Err != nil {
+			return -1, fmt.Errorf("verify: %w", res.Err)
+		}
+		return res.Code, nil
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+}
+
+// Export writes the files of tree into dir (which must be empty). git
+// archive reads the tree from the object store in a scratch git directory
+// with no configuration and no attributes, so no filter, eol conversion or
+// export-ignore applies: the files are byte for byte the tree's. They are
+// extracted confined beneath dir, symlinks written as symlinks.
+func Export(ctx context.Context, commonDir, tree, dir, scratchParent string) error {
+	scratch, err := os.MkdirTemp(scratchParent, "scratch-")
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	defer os.RemoveAll(scratch)
+	for _, d := range []string{"objects", "refs", "empty"} {
+		if err := os.MkdirAll(filepath.Join(scratch, d), 0o700); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(scratch, "HEAD"), []byte("ref: refs/heads/none\n"), 0o600); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	g := &gitcmd.Runner{
+		GitDir:    scratch,
+		WorkTree:  filepath.Join(scratch, "empty"),
+		ObjectDir: filepath.Join(commonDir, "objects"),
+		Isolated:  true,
+		Config:    []string{"core.attributesFile=/dev/null", "tar.umask=0022"},
+	}
+	cmd := g.Command(ctx, "archive", "--worktree-attributes", "--format=tar", tree)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	exErr := extract(out, dir)
+	_, _ = io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("export: git archive: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return exErr
+}
+
+func extract(r io.Reader, dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	defer root.Close()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		name := path.Clean(strings.TrimSuffix(h.Name, "/"))
+		if name == "." || strings.HasPrefix(name, "../") || path.IsAbs(name) {
+			continue
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = root.MkdirAll(name, 0o755)
+		case tar.TypeReg:
+			mode := os.FileMode(0o644)
+			if h.Mode&0o100 != 0 {
+				mode = 0o755
+			}
+			var f *os.File
+			f, err = root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+			if err == nil {
+				_, err = io.Copy(f, tr)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+		case tar.TypeSymlink:
+			err = root.Symlink(h.Linkname, name)
+		default:
+			// pax headers and the like carry no files.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("export %s: %w", name, err)
+		}
+	}
+}
