@@ -154,8 +154,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	seed, err := os.ReadFile(realIndex)
 	must(b, err)
 	must(b, os.WriteFile(filepath.Join(stateDir, "rescue.index"), seed, 0o600))
-	var first time.Duration
-	first = timeIt(b, func() { e.MustSandbox("rescue", "snapshot", "snap") })
+	first := timeIt(b, func() { e.MustSandbox("rescue", "snapshot", "snap") })
 
 	var ours, raw []time.Duration
 	var rss int64
