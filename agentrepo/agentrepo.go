@@ -31,6 +31,9 @@ type InitOptions struct {
 	// private repository's alternate, its hooks its hooks path (both are
 	// mounted read-only at the same paths).
 	HostCommonDir string
+	// HooksDir is the user's hooks directory (mounted read-only at the same
+	// path); "" means HostCommonDir/hooks.
+	HooksDir string
 	// Branch is the sandbox branch checked out in the worktree.
 	Branch string
 	// WorktreeIndex is the host's index of the linked worktree; copying it
@@ -79,7 +82,11 @@ func Init(ctx context.Context, host *gitcmd.Runner, o InitOptions) error {
 func privateConfig(o InitOptions) string {
 	var b strings.Builder
 	b.WriteString("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n")
-	fmt.Fprintf(&b, "\thooksPath = %s\n", quoteConfig(filepath.Join(o.HostCommonDir, "hooks")))
+	hooks := o.HooksDir
+	if hooks == "" {
+		hooks = filepath.Join(o.HostCommonDir, "hooks")
+	}
+	fmt.Fprintf(&b, "\thooksPath = %s\n", quoteConfig(hooks))
 	if o.UserName != "" || o.UserEmail != "" {
 		b.WriteString("[user]\n")
 		if o.UserName != "" {

@@ -163,6 +163,10 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		return nil, task, nil, usererr.New("--network %q: must be none or bridge", network).
 			Hint("host networking is never offered: it would give the agent the host's services")
 	}
+	hooksDir, _, err := e.Repo.HooksDir(ctx)
+	if err != nil {
+		return nil, task, nil, err
+	}
 	tty := o.IO.StdinIsTerminal && !o.Detach || interactive && o.Detach
 	openStdin := tty || (!o.Detach && o.IO.StdinIsPipe)
 	verify := firstNonEmpty(o.Verify, e.Config.Verify)
@@ -183,7 +187,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		Gitfile:       l.Gitfile(o.Branch),
 		PrivateGitDir: l.PrivateGitDir(o.Branch),
 		HostObjects:   e.Repo.ObjectsDir(),
-		HostHooks:     e.Repo.HooksDir(),
+		HostHooks:     hooksDir,
 		AgentHome:     l.AgentHome(adapter.Name()),
 		ExtraMounts:   e.Config.Mounts,
 		Network:       network,
@@ -385,8 +389,12 @@ func (e *Env) create(ctx context.Context, d *container.Docker, p *Plan, o StartO
 		return nil, err
 	}
 	name, email := e.identity(ctx)
+	hooksDir, _, err := e.Repo.HooksDir(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := agentrepo.Init(ctx, g, agentrepo.InitOptions{
-		GitDir: p.PrivateGitDir, HostCommonDir: e.Repo.CommonDir, Branch: p.Branch,
+		GitDir: p.PrivateGitDir, HostCommonDir: e.Repo.CommonDir, HooksDir: hooksDir, Branch: p.Branch,
 		WorktreeIndex: filepath.Join(admin, "index"), UserName: name, UserEmail: email,
 	}); err != nil {
 		return nil, err

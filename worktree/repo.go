@@ -52,8 +52,30 @@ func (r *Repo) GitAt(gitDir, workTree string) *gitcmd.Runner {
 // ObjectsDir is the repository's object store.
 func (r *Repo) ObjectsDir() string { return filepath.Join(r.CommonDir, "objects") }
 
-// HooksDir is the repository's hooks directory inside the common dir.
-func (r *Repo) HooksDir() string { return filepath.Join(r.CommonDir, "hooks") }
+// HooksDir is the directory git runs the repository's hooks from:
+// core.hooksPath when the user set it (relative to the main worktree), else
+// <common dir>/hooks. The bool reports that core.hooksPath decided.
+func (r *Repo) HooksDir(ctx context.Context) (string, bool, error) {
+	// Every git process of this tool runs with -c core.hooksPath=/dev/null;
+	// the user's own value is the last one from a file, not the command line.
+	lines, err := r.Git().Lines(ctx, "config", "--show-scope", "--path", "--get-all", "core.hooksPath")
+	if err != nil && gitcmd.ExitCode(err) != 1 {
+		return "", false, fmt.Errorf("read core.hooksPath: %w", err)
+	}
+	p := ""
+	for _, l := range lines {
+		if scope, v, ok := strings.Cut(l, "\t"); ok && scope != "command" {
+			p = v
+		}
+	}
+	if p == "" {
+		return filepath.Join(r.CommonDir, "hooks"), false, nil
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(r.MainWorkTree, p)
+	}
+	return filepath.Clean(p), true, nil
+}
 
 // Open finds the repository containing dir without running git there first:
 // the walk up to a .git entry happens in Go, and the repository found is then

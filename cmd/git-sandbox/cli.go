@@ -51,6 +51,8 @@ type CLI struct {
 	Sync   SyncCmd   `cmd:"" help:"Bring the agent's commits back onto the sandbox branch."`
 	Verify VerifyCmd `cmd:"" help:"Run the verify command on the sandbox's work now."`
 	Rescue RescueCmd `cmd:"" help:"Snapshots: list, show, restore, take, prune."`
+	Hooks  HooksCmd  `cmd:"" help:"Install, remove or inspect the pre-push hook."`
+	Hook   HookCmd   `cmd:"" help:"Run by the installed hooks."`
 	Image  ImageCmd  `cmd:"" help:"Build the sandbox image."`
 	Config ConfigCmd `cmd:"" help:"Show the effective configuration."`
 	Doctor DoctorCmd `cmd:"" help:"Check git, Docker, the image and the configuration."`

@@ -1,6 +1,12 @@
 package main
 
-import "github.com/git-sandbox/git-sandbox/usererr"
+import (
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/git-sandbox/git-sandbox/usererr"
+)
 
 // VerifyCmd is git sandbox verify.
 type VerifyCmd struct {
@@ -17,11 +23,14 @@ recorded for other work. Exits with the verify command's status.`
 
 // Run verifies.
 func (c *VerifyCmd) Run(app *App) error {
+	// Ctrl-C must still remove the verify container and its files.
+	ctx, stop := signal.NotifyContext(app.Ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
 	_, sb, err := app.Find(c.Branch)
 	if err != nil {
 		return err
 	}
-	v, snap, err := sb.VerifyNow(app.Ctx, app.IO())
+	v, snap, err := sb.VerifyNow(ctx, app.IO())
 	if err != nil {
 		return err
 	}

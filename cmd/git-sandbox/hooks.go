@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"github.com/git-sandbox/git-sandbox/hooks"
+	"github.com/git-sandbox/git-sandbox/sandbox"
+)
+
+// HooksCmd groups the hook management commands.
+type HooksCmd struct {
+	Install   HooksInstallCmd   `cmd:"" help:"Install the pre-push hook (keeping and calling yours)."`
+	Uninstall HooksUninstallCmd `cmd:"" help:"Remove the pre-push hook and put yours back."`
+	Status    HooksStatusCmd    `cmd:"" help:"Show whether the pre-push hook is installed."`
+}
+
+// HookCmd groups what the installed hooks run.
+type HookCmd struct {
+	PrePush HookPrePushCmd `cmd:"" name:"pre-push" help:"Check a push (run by the installed pre-push hook)."`
+}
+
+func hooksDir(app *App) (*sandbox.Env, string, bool, error) {
+	env, err := app.Env()
+	if err != nil {
+		return nil, "", false, err
+	}
+	dir, viaConfig, err := env.Repo.HooksDir(app.Ctx)
+	return env, dir, viaConfig, err
+}
+
+// HooksInstallCmd is git sandbox hooks install.
+type HooksInstallCmd struct {
+	Force bool `help:"Install even if a copy of your hook from an interrupted install is in the way."`
+}
+
+// Help is hooks install's long help.
+func (c *HooksInstallCmd) Help() string {
+	return `Adds a pre-push hook to this repository's hooks directory (core.hooksPath when
+you set one, else .git/hooks). An existing pre-push hook is kept, renamed to
+pre-push.git-sandbox-chained, and runs first; its refusal stops the push.
+
+On push the hook refuses refs/sandbox/*, a sandbox branch whose agent is still
+running, and one whose recorded verify failed; with verify_before_push = true in
+your config, every pushed commit is verified in a fresh container first.`
+}
+
+// Run installs the hook.
+func (c *HooksInstallCmd) Run(app *App) error {
+	_, dir, viaConfig, err := hooksDir(app)
+	if err != nil {
+		return err
+	}
+	before := hooks.Status(dir, viaConfig)
+	st, err := hooks.Install(dir, c.Force)
+	if err != nil {
+		return err
+	}
+	switch {
+	case before.Installed:
+		infof(app.Stderr, "the pre-push hook is already installed in %s", dir)
+	case st.Chained:
+		infof(app.Stderr, "installed the pre-push hook in %s; your own hook runs first (%s)", dir, hooks.Chained)
+	default:
+		infof(app.Stderr, "installed the pre-push hook in %s", dir)
+	}
+	if viaConfig {
+		infof(app.Stderr, "note: %s is your core.hooksPath; every repository using it gets the check", dir)
+	}
+	if _, err := exec.LookPath("git-sandbox"); err != nil {
+		warnf(app.Stderr, "git-sandbox is not on PATH, so the hook will refuse pushes until it is")
+	}
+	return nil
+}
+
+// HooksUninstallCmd is git sandbox hooks uninstall.
+type HooksUninstallCmd struct{}
+
+// Run removes the hook.
+func (c *HooksUninstallCmd) Run(app *App) error {
+	_, dir, viaConfig, err := hooksDir(app)
+	if err != nil {
+		return err
+	}
+	st := hooks.Status(dir, viaConfig)
+	if err := hooks.Uninstall(dir); err != nil {
+		return err
+	}
+	if st.Chained {
+		infof(app.Stderr, "removed the pre-push hook from %s and put your own back", dir)
+	} else {
+		infof(app.Stderr, "removed the pre-push hook from %s", dir)
+	}
+	return nil
+}
+
+// HooksStatusCmd is git sandbox hooks status.
+type HooksStatusCmd struct{}
+
+// Run prints the hook state.
+func (c *HooksStatusCmd) Run(app *App) error {
+	_, dir, viaConfig, err := hooksDir(app)
+	if err != nil {
+		return err
+	}
+	st := hooks.Status(dir, viaConfig)
+	where := dir
+	if viaConfig {
+		where += " (core.hooksPath)"
+	}
+	fmt.Fprintf(app.Stdout, "hooks directory  %s\n", where)
+	switch {
+	case st.Installed && st.Chained:
+		fmt.Fprintf(app.Stdout, "pre-push         installed; your own hook runs first (%s)\n", hooks.Chained)
+	case st.Installed:
+		fmt.Fprintf(app.Stdout, "pre-push         installed\n")
+	case st.Foreign:
+		fmt.Fprintf(app.Stdout, "pre-push         not installed (a pre-push hook of yours is there; install keeps it)\n")
+	default:
+		fmt.Fprintf(app.Stdout, "pre-push         not installed\n")
+	}
+	if p, err := exec.LookPath("git-sandbox"); err == nil {
+		fmt.Fprintf(app.Stdout, "git-sandbox      %s\n", p)
+	} else {
+		fmt.Fprintf(app.Stdout, "git-sandbox      not on PATH: the hook refuses pushes\n")
+	}
+	if env, err := app.Env(); err == nil {
+		fmt.Fprintf(app.Stdout, "verify_before_push %v\n", env.Config.VerifyBeforePush)
+	}
+	return nil
+}
+
+// HookPrePushCmd is git sandbox hook pre-push.
+type HookPrePushCmd struct {
+	Remote string `arg:"" optional:"" help:"Name of the remote."`
+	URL    string `arg:"" optional:"" help:"URL of the remote."`
+}
+
+// Run checks a push; the ref lines come on standard input.
+func (c *HookPrePushCmd) Run(app *App) error {
+	// Ctrl-C during a verify run must still remove its container and files.
+	ctx, stop := signal.NotifyContext(app.Ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	app.Ctx = ctx
+	env, err := app.Env()
+	if err != nil {
+		return err
+	}
+	updates, err := hooks.ParseUpdates(app.Stdin)
+	if err != nil {
+		return err
+	}
+	if refused := hooks.Check(ctx, env, updates); len(refused) > 0 {
+		return hooks.RefusalError(refused)
+	}
+	if !env.Config.VerifyBeforePush {
+		return nil
+	}
+	refused, err := hooks.VerifyPushed(ctx, env, updates, hooks.VerifyOptions{Config: env.Config, Stdout: app.Stdout, Stderr: app.Stderr})
+	if err != nil {
+		return err
+	}
+	return hooks.RefusalError(refused)
+}
