@@ -127,9 +127,24 @@ func copyFile(src, dst string) error {
 }
 
 var (
-	hexID   = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
-	refName = regexp.MustCompile(`^refs/[A-Za-z0-9._/+@-]+$`)
+	hexID = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 )
+
+// validRef accepts what git accepts as a ref name under refs/ (the agent
+// may name its branch "x;touch${IFS}MARK;#": the name is only ever used
+// as a path beneath the agent's directory and printed escaped).
+func validRef(name string) bool {
+	if !strings.HasPrefix(name, "refs/") || strings.Contains(name, "..") || strings.Contains(name, "//") ||
+		strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".lock") || strings.Contains(name, "@{") {
+		return false
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
+			return false
+		}
+	}
+	return true
+}
 
 // ErrNoHead is returned when the agent's HEAD names no commit.
 var ErrNoHead = errors.New("the agent's repository has no HEAD commit")
@@ -154,7 +169,7 @@ func Head(gitDir string) (commit, ref string, err error) {
 			line := strings.TrimSpace(string(b))
 			if target, ok := strings.CutPrefix(line, "ref:"); ok {
 				target = strings.TrimSpace(target)
-				if !refName.MatchString(target) || strings.Contains(target, "..") {
+				if !validRef(target) {
 					return "", "", fmt.Errorf("agent HEAD names an invalid ref")
 				}
 				name, ref = target, target

@@ -15,6 +15,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/rescue"
 	"github.com/git-sandbox/git-sandbox/termsafe"
 	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
 // SyncResult is what Sync brought back.
@@ -61,7 +62,11 @@ func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error
 	// written: no file of the worktree is read.
 	if admin, err := adminDir(s); err == nil {
 		wg := &gitcmd.Runner{GitDir: admin}
-		_, _ = wg.Run(ctx, nil, "read-tree", res.Head)
+		if _, err := wg.Run(ctx, nil, "read-tree", res.Head); err == nil {
+			if err := worktree.StripGitlinks(ctx, wg); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return out, nil
 }

@@ -41,8 +41,24 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 			Hint("git sandbox attach %s connects to it; git sandbox logs %s shows its output", sb.Display(), sb.Display()).
 			WithCode(usererr.ExitRefused)
 	}
-	if _, err := container.RefuseUnsafeHostPath("sandbox worktree", sb.Worktree); err != nil {
-		return nil, err
+	// Docker mounts a bind source by path when the container starts again:
+	// a source swapped for a symlink since creation would be followed.
+	info, err := d.InspectRaw(ctx, sb.Container)
+	if err != nil {
+		return nil, fmt.Errorf("inspect container: %w", err)
+	}
+	for _, m := range info.Mounts {
+		if m.Source == "" {
+			continue
+		}
+		resolved, err := container.RefuseUnsafeHostPath("mount "+m.Destination, m.Source)
+		if err != nil {
+			return nil, err
+		}
+		if resolved != m.Source {
+			return nil, usererr.New("the mount source %s of sandbox %s now resolves to %s", m.Source, sb.Display(), resolved).
+				Hint("something replaced a sandbox directory with a symlink; check it, then git sandbox rm %s", sb.Display())
+		}
 	}
 	if sb.Stopped {
 		if err := sb.Update(func(r *record.Record) error { r.Stopped = false; return nil }); err != nil {

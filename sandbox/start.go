@@ -399,6 +399,11 @@ func (e *Env) create(ctx context.Context, d *container.Docker, p *Plan, o StartO
 	}); err != nil {
 		return nil, err
 	}
+	// From here on the host-side index of the worktree has no gitlinks
+	// (the snapshot index and the agent's index were copied above).
+	if err := worktree.StripGitlinks(ctx, &gitcmd.Runner{GitDir: admin}); err != nil {
+		return nil, err
+	}
 	if err := os.WriteFile(l.Gitfile(p.Branch), agentrepo.Gitfile(p.PrivateGitDir), 0o444); err != nil {
 		return nil, fmt.Errorf("write gitfile: %w", err)
 	}

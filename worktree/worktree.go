@@ -175,3 +175,32 @@ func adminDirFor(commonDir, path string) (string, error) {
 	}
 	return "", nil
 }
+
+// StripGitlinks removes submodule entries (gitlinks) from a worktree's
+// index. A sandbox worktree is the agent's: a gitlink in its host-side index
+// makes the user's own `git status` there run git inside that directory,
+// where the agent may have put a .git whose config runs commands. Without
+// the entry, git only lists the directory. g must be bound to the
+// worktree's git directory; nothing of the worktree is read.
+func StripGitlinks(ctx context.Context, g *gitcmd.Runner) error {
+	out, err := g.Run(ctx, nil, "ls-files", "--stage", "-z")
+	if err != nil {
+		return fmt.Errorf("strip gitlinks: %w", err)
+	}
+	var paths strings.Builder
+	for _, rec := range strings.Split(string(out), "\x00") {
+		if strings.HasPrefix(rec, "160000 ") {
+			if _, p, ok := strings.Cut(rec, "\t"); ok {
+				paths.WriteString(p)
+				paths.WriteByte(0)
+			}
+		}
+	}
+	if paths.Len() == 0 {
+		return nil
+	}
+	if _, err := g.Run(ctx, strings.NewReader(paths.String()), "update-index", "--force-remove", "-z", "--stdin"); err != nil {
+		return fmt.Errorf("strip gitlinks: %w", err)
+	}
+	return nil
+}

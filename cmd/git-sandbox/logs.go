@@ -11,13 +11,14 @@ type LogsCmd struct {
 	Branch string `arg:"" help:"The sandbox."`
 	Follow bool   `short:"f" help:"Keep printing output as it comes, until the agent exits."`
 	Tail   string `help:"Only the last N lines." default:"all" placeholder:"N"`
-	Raw    bool   `help:"On a terminal, print control sequences as they are instead of escaped."`
+	Raw    bool   `help:"Print control sequences as the agent wrote them instead of escaped."`
 }
 
 // Help is logs's long help.
 func (c *LogsCmd) Help() string {
-	return `Prints what the agent wrote. On a terminal, control sequences in the output are
-shown escaped (the agent chose them); --raw passes them through.`
+	return `Prints what the agent wrote. Control sequences in it are shown escaped (the
+agent chose them, and they could rewrite your terminal or set its clipboard);
+--raw passes them through, for example to replay an interactive session.`
 }
 
 // Run prints the logs.
@@ -28,12 +29,7 @@ func (c *LogsCmd) Run(app *App) error {
 	}
 	stdout, stderr := app.Stdout, app.Stderr
 	if !c.Raw {
-		if isTerminal(stdout) {
-			stdout = escapingWriter{stdout}
-		}
-		if isTerminal(stderr) {
-			stderr = escapingWriter{stderr}
-		}
+		stdout, stderr = escapingWriter{stdout}, escapingWriter{stderr}
 	}
 	return sb.Logs(app.Ctx, c.Follow, c.Tail, stdout, stderr)
 }
