@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -116,14 +117,15 @@ func bigRepo(b *testing.B, e *Env, n int) {
 	e.Git("gc", "-q")
 }
 
-// touchFiles rewrites 100 tracked files and writes 100 new ones, with
-// content that differs every round.
-func touchFiles(b *testing.B, wt string, round int) {
+// touchFiles rewrites 100 tracked files (starting at offset) and writes 100
+// new ones named after tag, with content that differs every round.
+func touchFiles(b *testing.B, wt, tag string, round, offset int) {
 	b.Helper()
 	for i := 0; i < 100; i++ {
-		p := filepath.Join(wt, "src", fmt.Sprintf("d%03d", i*7%1000), fmt.Sprintf("f%06d.txt", i*7))
+		n := (i*7 + offset) % 100_000
+		p := filepath.Join(wt, "src", fmt.Sprintf("d%03d", n%1000), fmt.Sprintf("f%06d.txt", n))
 		must(b, os.WriteFile(p, []byte(fmt.Sprintf("changed %d %d\n", i, round)), 0o644))
-		must(b, os.WriteFile(filepath.Join(wt, "added", fmt.Sprintf("n%03d.txt", i)), []byte(fmt.Sprintf("new %d %d\n", i, round)), 0o644))
+		must(b, os.WriteFile(filepath.Join(wt, "added", fmt.Sprintf("%s-n%03d.txt", tag, i)), []byte(fmt.Sprintf("new %d %d\n", i, round)), 0o644))
 	}
 }
 
@@ -160,7 +162,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	var rss int64
 	for round := 0; round < benchRounds; round++ {
 		// Fresh content for each side, so both write 200 new objects.
-		touchFiles(b, wt, 2*round)
+		touchFiles(b, wt, "snap", 2*round, 0)
 		cmd := exec.Command(filepath.Join(binDir, "git-sandbox"), "rescue", "snapshot", "snap")
 		cmd.Dir, cmd.Env = e.Repo, append(e.vars, os.Getenv("BENCH_TRACE"))
 		d := timeIt(b, func() {
@@ -177,7 +179,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			rss = r
 		}
 
-		touchFiles(b, wt, 2*round+1)
+		touchFiles(b, wt, "snap", 2*round+1, 0)
 		tmp := filepath.Join(e.Root, "raw.index")
 		gitEnv := append(os.Environ(), "GIT_DIR="+admin, "GIT_WORK_TREE="+wt, "GIT_INDEX_FILE="+tmp)
 		raw = append(raw, timeIt(b, func() {
@@ -190,4 +192,64 @@ func BenchmarkSnapshot(b *testing.B) {
 	fmt.Printf("bench: first (baseline) snapshot of 100k files: %.1f ms; peak RSS of the snapshot process tree: %d MiB\n", ms(first), rss/1024)
 	b.ReportMetric(ms(first), "ms-baseline")
 	b.ReportMetric(float64(rss)/1024, "MiB-peak")
+}
+
+// BenchmarkLand: landing 200 changed and added files in the 100,000-file
+// repository, against the same work done with git plumbing by hand
+// (snapshot through a temporary index, merge-tree, commit-tree,
+// update-ref). Both land on a branch that is not checked out and keep the
+// sandbox, so neither pays for a checkout update or cleanup; the full
+// default land (checkout updated, sandbox removed) is reported too.
+func BenchmarkLand(b *testing.B) {
+	e := NewEnv(b)
+	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1h\"\n", baseImage)
+	bigRepo(b, e, 100_000)
+	e.Git("branch", "target")
+	e.Git("branch", "raw-target")
+	e.MustSandbox("start", "land", "--agent", "shell", "--", "mkdir", "-p", "added")
+	wt := e.Worktree("land")
+	admin := e.GitIn(wt, "rev-parse", "--absolute-git-dir")
+	hostGit := filepath.Join(e.Repo, ".git")
+	var ours, raw []time.Duration
+	for round := 0; round < benchRounds; round++ {
+		// Each side changes its own files every round, so no round
+		// conflicts with an earlier one.
+		touchFiles(b, wt, fmt.Sprintf("ours%d", round), 2*round, 1+1000*round)
+		ours = append(ours, timeIt(b, func() {
+			e.MustSandbox("land", "land", "--keep", "--onto", "target", "-m", "bench")
+		}))
+
+		touchFiles(b, wt, fmt.Sprintf("raw%d", round), 2*round+1, 50_001+1000*round)
+		tmp := filepath.Join(e.Root, "raw.index")
+		gitEnv := append(os.Environ(), "GIT_DIR="+admin, "GIT_WORK_TREE="+wt, "GIT_INDEX_FILE="+tmp)
+		hostEnv := append(os.Environ(), "GIT_DIR="+hostGit)
+		raw = append(raw, timeIt(b, func() {
+			runOK(b, "", nil, "cp", filepath.Join(admin, "index"), tmp)
+			runOK(b, wt, gitEnv, "git", "add", "-A")
+			tree := gitOut(b, wt, gitEnv, "write-tree")
+			snap := gitOut(b, wt, gitEnv, "commit-tree", tree, "-p", "HEAD", "-m", "snapshot")
+			tip := gitOut(b, "", hostEnv, "rev-parse", "raw-target")
+			merged := gitOut(b, "", hostEnv, "merge-tree", "--write-tree", "raw-target", snap)
+			commit := gitOut(b, "", hostEnv, "commit-tree", merged, "-p", tip, "-m", "bench")
+			runOK(b, "", hostEnv, "git", "update-ref", "refs/heads/raw-target", commit, tip)
+		}))
+	}
+	report(b, "land, 100k files, 200 changed", median(ours), median(raw), 1.5)
+
+	touchFiles(b, wt, "full", 99, 30_001)
+	full := timeIt(b, func() { e.MustSandbox("land", "land", "-m", "bench") })
+	fmt.Printf("bench: full land with checkout update and cleanup of a 100k-file worktree: %.1f ms\n", ms(full))
+	b.ReportMetric(ms(full), "ms-full-land")
+}
+
+func gitOut(b *testing.B, dir string, env []string, args ...string) string {
+	b.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("git %v: %v", args, err)
+	}
+	return strings.Fields(string(out))[0]
 }
