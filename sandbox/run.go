@@ -65,6 +65,10 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 			return nil, err
 		}
 	}
+	if len(o.Args) > 0 || o.Prompt != "" || o.Agent != "" || o.Verify != "" || o.Base != "" || o.Carry {
+		fmt.Fprintf(o.IO.Stderr, "git sandbox: warning: %s exists, so it resumes with the agent and command it started with; the new ones are ignored\n", sb.Display())
+		fmt.Fprintf(o.IO.Stderr, "hint: git sandbox exec %s -- CMD runs another command in it; start a new sandbox for a new task\n", sb.Display())
+	}
 	fmt.Fprintf(o.IO.Stderr, "git sandbox: resuming %s\n", sb.Display())
 	code, err := e.run(ctx, d, sb, o.Detach, o.IO)
 	return &StartResult{Sandbox: sb, Resumed: true, ExitCode: code}, err
