@@ -64,3 +64,14 @@ func TestNames(t *testing.T) {
 		t.Errorf("Hostname = %q", h)
 	}
 }
+
+func TestExitCodeOf(t *testing.T) {
+	for in, want := range map[string]int{"Exited (0) 2 seconds ago": 0, "Exited (137) About a minute ago": 137} {
+		if got, ok := exitCodeOf(in); !ok || got != want {
+			t.Errorf("exitCodeOf(%q) = %d, %v", in, got, ok)
+		}
+	}
+	if _, ok := exitCodeOf("Up 3 minutes"); ok {
+		t.Error("a running container has no exit code")
+	}
+}

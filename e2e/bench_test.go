@@ -253,3 +253,20 @@ func gitOut(b *testing.B, dir string, env []string, args ...string) string {
 	}
 	return strings.Fields(string(out))[0]
 }
+
+// BenchmarkPs: `git sandbox ps` with five sandboxes against `docker ps -a`
+// filtered to the same containers.
+func BenchmarkPs(b *testing.B) {
+	e := NewEnv(b)
+	for i := 0; i < 5; i++ {
+		e.MustSandbox("start", "-d", "ps-"+strconv.Itoa(i), "--agent", "shell", "--", "sleep", "300")
+	}
+	var ours, raw []time.Duration
+	for round := 0; round < benchRounds; round++ {
+		ours = append(ours, timeIt(b, func() { e.MustSandbox("ps") }))
+		raw = append(raw, timeIt(b, func() {
+			runOK(b, "", nil, "docker", "ps", "-a", "--filter", "label=git-sandbox.repo="+e.RepoID())
+		}))
+	}
+	report(b, "ps, 5 sandboxes", median(ours), median(raw), 1.5)
+}

@@ -87,8 +87,8 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		case c.Status == "created":
 			st.State = StateCreated
 		default:
-			if ins, err := sb.ContainerState(ctx); err == nil && ins != nil {
-				code := ins.ExitCode
+			if c.ListExitCode != nil {
+				code := *c.ListExitCode
 				st.ExitCode = &code
 			}
 			st.State = StateExited

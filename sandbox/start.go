@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/agent"
@@ -105,8 +107,16 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 	if err := e.ensureImage(ctx, d, p.Container.Image, o.IO); err != nil {
 		return nil, err
 	}
-	sb, err = e.create(ctx, d, p, o, task, adapter)
+	// Ctrl-C while the sandbox is being made cancels it, and what was made
+	// is undone; once the agent runs, Ctrl-C belongs to the agent.
+	cctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGHUP)
+	sb, err = e.create(cctx, d, p, o, task, adapter)
+	interrupted := cctx.Err() != nil && ctx.Err() == nil
+	stop()
 	if err != nil {
+		if interrupted {
+			return nil, usererr.New("interrupted; nothing was created")
+		}
 		return nil, err
 	}
 	code, err := e.run(ctx, d, sb, o.Detach, o.IO)
