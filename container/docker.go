@@ -132,10 +132,10 @@ type State struct {
 	// ExitCode of a listed container that has exited (List only; Inspect
 	// fills ExitCode).
 	ListExitCode *int
-	Started  time.Time
-	Finished time.Time
-	Labels   map[string]string
-	Image    string
+	Started      time.Time
+	Finished     time.Time
+	Labels       map[string]string
+	Image        string
 }
 
 // Inspect returns a container's state, or an error satisfying IsNotFound.
