@@ -131,7 +131,7 @@ func TestSyncBringsCommitsBack(t *testing.T) {
 	git(t, wt, nil, "add", ".")
 	git(t, wt, nil, "commit", "-qm", "e")
 	head := git(t, wt, nil, "rev-parse", "HEAD")
-	res, err := Sync(context.Background(), host, priv)
+	res, err := Sync(context.Background(), host, priv, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestSyncBringsCommitsBack(t *testing.T) {
 	}
 	git(t, hostDir, nil, "fsck", "--strict", "--no-dangling")
 	// Again: nothing new.
-	if res, err := Sync(context.Background(), host, priv); err != nil || res.Objects != 0 {
+	if res, err := Sync(context.Background(), host, priv, ""); err != nil || res.Objects != 0 {
 		t.Errorf("second Sync = %+v, %v", res, err)
 	}
 }
@@ -158,7 +158,7 @@ func TestSyncRefusesDotGitTree(t *testing.T) {
 	root := mktree(t, wt, "040000 tree "+dotgit+"\t.GIT\n100644 blob "+b+"\ta.txt\n")
 	c := git(t, wt, nil, "commit-tree", root, "-p", "HEAD", "-m", "evil")
 	git(t, wt, nil, "update-ref", "refs/heads/sb", c)
-	_, err := Sync(context.Background(), host, priv)
+	_, err := Sync(context.Background(), host, priv, "")
 	if err == nil || !strings.Contains(err.Error(), ".git") {
 		t.Fatalf("Sync accepted a .GIT tree: %v", err)
 	}
@@ -177,4 +177,30 @@ func mktree(t *testing.T, dir, spec string) string {
 		t.Fatalf("mktree: %v", err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// TestSyncChecksTreesTheUserStoreAlreadyHas: snapshots write the agent's
+// trees into the user's store unchecked; a commit naming such a tree is
+// still checked.
+func TestSyncChecksTreesTheUserStoreAlreadyHas(t *testing.T) {
+	host, hostDir, priv, wt := setup(t)
+	start := git(t, hostDir, nil, "rev-parse", "sb")
+	// The "snapshot": a tree with a bad .gitmodules, written to the host.
+	bad := filepath.Join(t.TempDir(), "gm")
+	os.WriteFile(bad, []byte("[submodule \"s\"]\n\tpath = s\r\n\turl = ./s\n"), 0o644)
+	blob := git(t, hostDir, nil, "hash-object", "-w", bad)
+	a := git(t, hostDir, nil, "rev-parse", "sb:a.txt")
+	tree := mktree(t, hostDir, "100644 blob "+blob+"\t.gitmodules\n100644 blob "+a+"\ta.txt\n")
+	// The agent commits that tree (its alternates reach the host store).
+	c := git(t, wt, nil, "commit-tree", tree, "-p", "HEAD", "-m", "uses a snapshot tree")
+	git(t, wt, nil, "update-ref", "refs/heads/sb", c)
+	if _, err := Sync(context.Background(), host, priv, start); err == nil || !strings.Contains(err.Error(), "carriage return") {
+		t.Fatalf("Sync accepted a commit whose (already stored) tree has a bad .gitmodules: %v", err)
+	}
+	// A commit on the start tree itself passes.
+	c2 := git(t, wt, nil, "commit-tree", git(t, hostDir, nil, "rev-parse", "sb^{tree}"), "-p", start, "-m", "same tree")
+	git(t, wt, nil, "update-ref", "refs/heads/sb", c2)
+	if res, err := Sync(context.Background(), host, priv, start); err != nil || res.Head != c2 {
+		t.Fatalf("Sync of a commit on the start tree = %+v, %v", res, err)
+	}
 }

@@ -41,7 +41,12 @@ type SyncResult struct {
 // which checks them again (fsck: .git-like paths, malformed trees). Only
 // commits, trees and blobs reachable from HEAD come back: no tags, no
 // other refs.
-func Sync(ctx context.Context, host *gitcmd.Runner, gitDir string) (*SyncResult, error) {
+//
+// Every tree of every new commit is checked down to where it equals the
+// corresponding tree of trusted (the tree the sandbox started from), also
+// when the user's store already holds it: snapshots put the agent's trees
+// there without these checks.
+func Sync(ctx context.Context, host *gitcmd.Runner, gitDir, trusted string) (*SyncResult, error) {
 	head, ref, err := Head(gitDir)
 	if errors.Is(err, ErrNoHead) {
 		return &SyncResult{}, nil
@@ -61,8 +66,9 @@ func Sync(ctx context.Context, host *gitcmd.Runner, gitDir string) (*SyncResult,
 	fs := osfs.New(gitDir, osfs.WithBoundOS())
 	// Only the object store is used: its config, refs and hooks are never read.
 	st := filesystem.NewStorage(fs, cache.NewObjectLRUDefault())
-	w := walker{st: st, have: have, host: host, seen: map[plumbing.Hash]bool{}}
-	if err := w.commits(plumbing.NewHash(head)); err != nil {
+	hostStore := filesystem.NewStorage(osfs.New(host.GitDir), cache.NewObjectLRUDefault())
+	w := walker{st: st, hostStore: hostStore, have: have, host: host, seen: map[plumbing.Hash]bool{}, checked: map[plumbing.Hash]bool{}}
+	if err := w.commits(plumbing.NewHash(head), plumbing.NewHash(trusted)); err != nil {
 		return nil, refuse(err)
 	}
 	if len(w.list) == 0 {
@@ -84,11 +90,13 @@ func refuse(err error) error {
 }
 
 type walker struct {
-	host *gitcmd.Runner
-	st   *filesystem.Storage
-	have *batchCheck
-	seen map[plumbing.Hash]bool
-	list []plumbing.Hash
+	host      *gitcmd.Runner
+	st        *filesystem.Storage // the agent's objects
+	hostStore *filesystem.Storage // the user's objects (trusted store)
+	have      *batchCheck
+	seen      map[plumbing.Hash]bool // known present in, or queued for, the user's store
+	checked   map[plumbing.Hash]bool // trees whose names were checked
+	list      []plumbing.Hash
 }
 
 func (w *walker) add(h plumbing.Hash) error {
@@ -115,7 +123,31 @@ func (w *walker) missing(h plumbing.Hash) (bool, error) {
 	return !ok, nil
 }
 
-func (w *walker) commits(head plumbing.Hash) error {
+// getTree reads a tree from the agent's objects or, failing that, the
+// user's.
+func (w *walker) getTree(h plumbing.Hash) (*object.Tree, error) {
+	if t, err := object.GetTree(w.st, h); err == nil {
+		return t, nil
+	}
+	return object.GetTree(w.hostStore, h)
+}
+
+func (w *walker) getBlob(h plumbing.Hash) (*object.Blob, error) {
+	if b, err := object.GetBlob(w.st, h); err == nil {
+		return b, nil
+	}
+	return object.GetBlob(w.hostStore, h)
+}
+
+func (w *walker) commits(head, trusted plumbing.Hash) error {
+	var trustedTree plumbing.Hash
+	if !trusted.IsZero() {
+		if c, err := object.GetCommit(w.hostStore, trusted); err == nil {
+			trustedTree = c.TreeHash
+		} else if t, err := object.GetTree(w.hostStore, trusted); err == nil {
+			trustedTree = t.Hash
+		}
+	}
 	queue := []plumbing.Hash{head}
 	for len(queue) > 0 {
 		h := queue[0]
@@ -134,7 +166,7 @@ func (w *walker) commits(head plumbing.Hash) error {
 		if err := w.add(h); err != nil {
 			return err
 		}
-		if err := w.tree(c.TreeHash, ""); err != nil {
+		if err := w.tree(c.TreeHash, trustedTree, ""); err != nil {
 			return err
 		}
 		queue = append(queue, c.ParentHashes...)
@@ -142,31 +174,52 @@ func (w *walker) commits(head plumbing.Hash) error {
 	return nil
 }
 
-func (w *walker) tree(h plumbing.Hash, dir string) error {
-	need, err := w.missing(h)
-	if err != nil || !need {
-		return err
+// tree checks tree h (down to where it equals trusted) and queues what the
+// user's store lacks.
+func (w *walker) tree(h, trusted plumbing.Hash, dir string) error {
+	if h == trusted || w.checked[h] {
+		return nil
 	}
-	t, err := object.GetTree(w.st, h)
+	w.checked[h] = true
+	t, err := w.getTree(h)
 	if err != nil {
 		return fmt.Errorf("read tree %s: %w", h, err)
 	}
-	if err := w.add(h); err != nil {
+	need, err := w.missing(h)
+	if err != nil {
 		return err
+	}
+	if need {
+		if err := w.add(h); err != nil {
+			return err
+		}
+	}
+	known := map[string]object.TreeEntry{}
+	if !trusted.IsZero() {
+		if tt, err := object.GetTree(w.hostStore, trusted); err == nil {
+			for _, e := range tt.Entries {
+				known[e.Name] = e
+			}
+		}
 	}
 	for _, e := range t.Entries {
 		if err := CheckName(e.Name); err != nil {
 			return fmt.Errorf("tree %s%s: %w", dir, e.Name, err)
 		}
+		prev, hadPrev := known[e.Name]
 		switch e.Mode {
 		case filemode.Dir:
-			if err := w.tree(e.Hash, dir+e.Name+"/"); err != nil {
+			var sub plumbing.Hash
+			if hadPrev && prev.Mode == filemode.Dir {
+				sub = prev.Hash
+			}
+			if err := w.tree(e.Hash, sub, dir+e.Name+"/"); err != nil {
 				return err
 			}
 		case filemode.Submodule:
 			// A gitlink names a commit of another repository; nothing to copy.
 		default:
-			if IsGitmodules(e.Name) {
+			if IsGitmodules(e.Name) && !(hadPrev && prev.Hash == e.Hash && prev.Mode == e.Mode) {
 				if e.Name != ".gitmodules" || e.Mode != filemode.Regular {
 					return fmt.Errorf("%s%q is not a plain .gitmodules file", dir, e.Name)
 				}
@@ -189,14 +242,9 @@ func (w *walker) tree(h plumbing.Hash, dir string) error {
 }
 
 func (w *walker) checkGitmodules(h plumbing.Hash) error {
-	b, err := object.GetBlob(w.st, h)
+	b, err := w.getBlob(h)
 	if err != nil {
-		// A blob the user's store already has, named .gitmodules here.
-		content, herr := w.host.Run(context.Background(), nil, "cat-file", "blob", h.String())
-		if herr != nil {
-			return err
-		}
-		return CheckGitmodules(content)
+		return err
 	}
 	r, err := b.Reader()
 	if err != nil {

@@ -113,6 +113,22 @@ func (d *Docker) Kill(ctx context.Context, id, signal string) error {
 	return d.api.ContainerKill(ctx, id, signal)
 }
 
+// Pause freezes every process of a container (cgroup freezer).
+func (d *Docker) Pause(ctx context.Context, id string) error {
+	if err := d.api.ContainerPause(ctx, id); err != nil {
+		return fmt.Errorf("pause container: %w", err)
+	}
+	return nil
+}
+
+// Unpause thaws a paused container.
+func (d *Docker) Unpause(ctx context.Context, id string) error {
+	if err := d.api.ContainerUnpause(ctx, id); err != nil {
+		return fmt.Errorf("unpause container: %w", err)
+	}
+	return nil
+}
+
 // Remove force-removes a container; a missing one is not an error.
 func (d *Docker) Remove(ctx context.Context, id string) error {
 	err := d.api.ContainerRemove(ctx, id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
@@ -128,6 +144,7 @@ type State struct {
 	Name     string
 	Status   string // created, running, exited, paused, restarting, dead
 	Running  bool
+	Paused   bool
 	ExitCode int
 	// ExitCode of a listed container that has exited (List only; Inspect
 	// fills ExitCode).
@@ -148,6 +165,7 @@ func (d *Docker) Inspect(ctx context.Context, id string) (*State, error) {
 	if info.State != nil {
 		st.Status = string(info.State.Status)
 		st.Running = info.State.Running
+		st.Paused = info.State.Paused
 		st.ExitCode = info.State.ExitCode
 		st.Started, _ = time.Parse(time.RFC3339Nano, info.State.StartedAt)
 		st.Finished, _ = time.Parse(time.RFC3339Nano, info.State.FinishedAt)

@@ -182,6 +182,13 @@ var trace = os.Getenv("GIT_SANDBOX_TRACE") != ""
 
 // Run runs git and returns its stdout. stdin may be nil.
 func (r *Runner) Run(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
+	stdout, _, err := r.RunFull(ctx, stdin, args...)
+	return stdout, err
+}
+
+// RunFull runs git and returns its stdout and stderr, for the commands
+// whose warnings matter on success too.
+func (r *Runner) RunFull(ctx context.Context, stdin io.Reader, args ...string) ([]byte, []byte, error) {
 	cmd := r.Command(ctx, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin = stdin
@@ -198,9 +205,9 @@ func (r *Runner) Run(ctx context.Context, stdin io.Reader, args ...string) ([]by
 		if errors.As(err, &ee) {
 			code = ee.ExitCode()
 		}
-		return stdout.Bytes(), &Error{Args: args, Stderr: stderr.String(), Code: code, Err: err}
+		return stdout.Bytes(), stderr.Bytes(), &Error{Args: args, Stderr: stderr.String(), Code: code, Err: err}
 	}
-	return stdout.Bytes(), nil
+	return stdout.Bytes(), stderr.Bytes(), nil
 }
 
 // Output runs git and returns its stdout with the trailing newline removed.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/gitcmd"
 	"github.com/git-sandbox/git-sandbox/record"
+	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
 // Reason says why a snapshot was taken.
@@ -92,6 +93,13 @@ type Snapshotter struct {
 	// AgentHead returns the agent's current HEAD commit ("" if none); may
 	// be nil.
 	AgentHead func() string
+	// Freeze, when set, stops the agent from changing the worktree while
+	// its files are read (a running container is paused), and returns the
+	// function that lets it go on. Without it, an agent swapping a
+	// directory for a symlink at the right moment could make the host read
+	// a file outside the worktree into the object store, which the agent
+	// can read.
+	Freeze func(ctx context.Context) (func(), error)
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 }
@@ -179,7 +187,8 @@ func (s *Snapshotter) ensureScratch() error {
 }
 
 // SeedIndex copies an index (the worktree's own, just after checkout) as
-// the private index, so the first snapshot only hashes what differs.
+// the private index, so the first snapshot only hashes what differs. Its
+// gitlinks (the user's submodules) are removed before the first add.
 func (s *Snapshotter) SeedIndex(from string) error {
 	b, err := os.ReadFile(from)
 	if err != nil {
@@ -188,7 +197,10 @@ func (s *Snapshotter) SeedIndex(from string) error {
 	if err := os.MkdirAll(filepath.Dir(s.Index), 0o700); err != nil {
 		return err
 	}
-	return os.WriteFile(s.Index, b, 0o600)
+	if err := os.WriteFile(s.Index, b, 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(s.gitlinksMarker(), nil, 0o600)
 }
 
 // Take snapshots the worktree. An unchanged tree writes nothing and returns
@@ -207,7 +219,7 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		return nil, fmt.Errorf("snapshot: worktree %s: %w", s.Worktree, err)
 	}
 	g := s.isolated()
-	skipped, err := s.addAll(ctx, g)
+	skipped, err := s.addFrozen(ctx, g)
 	if err != nil {
 		return nil, err
 	}
@@ -287,11 +299,50 @@ func prevOrZero(prev string) string {
 	return prev
 }
 
+// addFrozen stages the worktree while the agent is frozen.
+func (s *Snapshotter) addFrozen(ctx context.Context, g *gitcmd.Runner) ([]string, error) {
+	if err := s.stripGitlinks(ctx, g); err != nil {
+		return nil, err
+	}
+	if s.Freeze != nil {
+		thaw, err := s.Freeze(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		defer thaw()
+	}
+	return s.addAll(ctx, g)
+}
+
+// gitlinksMarker is a file next to the private index that says the last
+// snapshot recorded nested repositories (gitlinks).
+func (s *Snapshotter) gitlinksMarker() string { return s.Index + ".gitlinks" }
+
+// stripGitlinks removes gitlinks from the private index before git add:
+// for a gitlink already in the index, git add asks whether that nested
+// repository is modified by running git status inside it, and that git
+// reads the nested repository's own config, which the agent wrote. For a
+// directory not yet in the index git add only reads its HEAD.
+func (s *Snapshotter) stripGitlinks(ctx context.Context, g *gitcmd.Runner) error {
+	if _, err := os.Stat(s.gitlinksMarker()); err != nil {
+		return nil
+	}
+	if err := worktree.StripGitlinks(ctx, g); err != nil {
+		return err
+	}
+	return os.Remove(s.gitlinksMarker())
+}
+
 // addAll stages the whole worktree into the private index. Paths git
 // refuses to store (a .GIT directory, unreadable files) are skipped and
 // returned, so one hostile file cannot stop every later snapshot.
 func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner) ([]string, error) {
-	_, err := g.Run(ctx, nil, "add", "--all", "--ignore-errors", "--", ".")
+	_, stderr, err := g.RunFull(ctx, nil, "add", "--all", "--ignore-errors", "--", ".")
+	if strings.Contains(string(stderr), "adding embedded git repository") {
+		if werr := os.WriteFile(s.gitlinksMarker(), nil, 0o600); werr != nil {
+			return nil, fmt.Errorf("snapshot: %w", werr)
+		}
+	}
 	if err == nil {
 		return nil, nil
 	}

@@ -30,7 +30,7 @@ type SyncResult struct {
 // branch to them (so it can be inspected or pushed).
 func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error) {
 	g := s.env.Git()
-	res, err := agentrepo.Sync(ctx, g, s.PrivateGitDir)
+	res, err := agentrepo.Sync(ctx, g, s.PrivateGitDir, s.Start)
 	if err != nil {
 		return nil, err
 	}

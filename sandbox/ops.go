@@ -82,7 +82,8 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			st.State = StateUnknown
 		case !ok:
 			st.State = StateMissing
-		case c.Running:
+		case c.Running || c.Status == "paused":
+			// Paused means a snapshot is reading its files this instant.
 			st.State = StateRunning
 		case c.Status == "created":
 			st.State = StateCreated

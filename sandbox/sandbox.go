@@ -130,6 +130,7 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit string) *rescu
 		ExcludesFile: e.excludesFile(),
 		Start:        start,
 		Baseline:     baseline,
+		Freeze: e.freezer(branch),
 		AgentHead: func() string {
 			if privateGit == "" {
 				return ""
@@ -140,6 +141,38 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit string) *rescu
 			}
 			return id
 		},
+	}
+}
+
+// freezer pauses the sandbox's container while a snapshot reads the
+// worktree, if it runs. A running container that cannot be paused, or a
+// daemon that cannot be asked, fails the snapshot: reading the worktree
+// while the agent can swap symlinks in is not safe.
+func (e *Env) freezer(branch string) func(ctx context.Context) (func(), error) {
+	return func(ctx context.Context) (func(), error) {
+		r, err := record.Load(e.Layout.Record(branch))
+		if err != nil || r.Container == "" {
+			// Not created yet (the baseline): no agent has run.
+			return func() {}, nil
+		}
+		d, err := e.Docker(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
+		}
+		st, err := d.Inspect(ctx, r.Container)
+		if container.IsNotFound(err) {
+			return func() {}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
+		}
+		if !st.Running || st.Paused {
+			return func() {}, nil
+		}
+		if err := d.Pause(ctx, r.Container); err != nil {
+			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
+		}
+		return func() { _ = d.Unpause(context.WithoutCancel(ctx), r.Container) }, nil
 	}
 }
 
