@@ -130,7 +130,7 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit string) *rescu
 		ExcludesFile: e.excludesFile(),
 		Start:        start,
 		Baseline:     baseline,
-		Freeze: e.freezer(branch),
+		Freeze:       e.freezer(branch),
 		AgentHead: func() string {
 			if privateGit == "" {
 				return ""
