@@ -66,6 +66,10 @@ func errUnreachable(err error) error {
 		Hint("git sandbox doctor checks the whole set-up")
 }
 
+// IsConflict reports whether err says the container is not in a state that
+// allows the request (not running, already paused).
+func IsConflict(err error) bool { return cerrdefs.IsConflict(err) }
+
 // IsNotFound reports whether err says a container or image does not exist.
 func IsNotFound(err error) bool {
 	return cerrdefs.IsNotFound(err)

@@ -219,7 +219,8 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		return nil, fmt.Errorf("snapshot: worktree %s: %w", s.Worktree, err)
 	}
 	g := s.isolated()
-	skipped, err := s.addFrozen(ctx, g)
+	skipped, thawed, err := s.addFrozen(ctx, g)
+	defer thawed()
 	if err != nil {
 		return nil, err
 	}
@@ -299,19 +300,29 @@ func prevOrZero(prev string) string {
 	return prev
 }
 
-// addFrozen stages the worktree while the agent is frozen.
-func (s *Snapshotter) addFrozen(ctx context.Context, g *gitcmd.Runner) ([]string, error) {
+// addFrozen stages the worktree while the agent is frozen. The agent is
+// thawed as soon as git add is done, in the background; the returned
+// function waits for that, so the snapshot's other steps overlap it.
+func (s *Snapshotter) addFrozen(ctx context.Context, g *gitcmd.Runner) ([]string, func(), error) {
+	noop := func() {}
 	if err := s.stripGitlinks(ctx, g); err != nil {
-		return nil, err
+		return nil, noop, err
 	}
-	if s.Freeze != nil {
-		thaw, err := s.Freeze(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("snapshot: %w", err)
-		}
-		defer thaw()
+	if s.Freeze == nil {
+		skipped, err := s.addAll(ctx, g)
+		return skipped, noop, err
 	}
-	return s.addAll(ctx, g)
+	thaw, err := s.Freeze(ctx)
+	if err != nil {
+		return nil, noop, fmt.Errorf("snapshot: %w", err)
+	}
+	skipped, err := s.addAll(ctx, g)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		thaw()
+	}()
+	return skipped, func() { <-done }, err
 }
 
 // gitlinksMarker is a file next to the private index that says the last

@@ -115,10 +115,10 @@ func (s *Sandbox) Refs() rescue.Refs { return rescue.Refs{Branch: s.Branch} }
 
 // Snapshotter returns the sandbox's snapshotter.
 func (s *Sandbox) Snapshotter() *rescue.Snapshotter {
-	return s.env.snapshotter(s.Branch, s.Worktree, s.Start, s.Baseline, s.PrivateGitDir)
+	return s.env.snapshotter(s.Branch, s.Worktree, s.Start, s.Baseline, s.PrivateGitDir, s.Container)
 }
 
-func (e *Env) snapshotter(branch, wt, start, baseline, privateGit string) *rescue.Snapshotter {
+func (e *Env) snapshotter(branch, wt, start, baseline, privateGit, containerName string) *rescue.Snapshotter {
 	l := e.Layout
 	return &rescue.Snapshotter{
 		CommonDir:    e.Repo.CommonDir,
@@ -130,7 +130,7 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit string) *rescu
 		ExcludesFile: e.excludesFile(),
 		Start:        start,
 		Baseline:     baseline,
-		Freeze:       e.freezer(branch),
+		Freeze:       e.freezer(containerName),
 		AgentHead: func() string {
 			if privateGit == "" {
 				return ""
@@ -147,32 +147,31 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit string) *rescu
 // freezer pauses the sandbox's container while a snapshot reads the
 // worktree, if it runs. A running container that cannot be paused, or a
 // daemon that cannot be asked, fails the snapshot: reading the worktree
-// while the agent can swap symlinks in is not safe.
-func (e *Env) freezer(branch string) func(ctx context.Context) (func(), error) {
+// while the agent can swap symlinks in is not safe. Thawing happens in the
+// background; the snapshot waits for it only at its very end.
+func (e *Env) freezer(name string) func(ctx context.Context) (func(), error) {
+	if name == "" {
+		// No container yet (the baseline): no agent has run.
+		return nil
+	}
 	return func(ctx context.Context) (func(), error) {
-		r, err := record.Load(e.Layout.Record(branch))
-		if err != nil || r.Container == "" {
-			// Not created yet (the baseline): no agent has run.
-			return func() {}, nil
-		}
 		d, err := e.Docker(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
 		}
-		st, err := d.Inspect(ctx, r.Container)
-		if container.IsNotFound(err) {
-			return func() {}, nil
+		err = d.Pause(ctx, name)
+		if os.Getenv("GIT_SANDBOX_TRACE") != "" {
+			fmt.Fprintf(os.Stderr, "trace: pause %s: %v\n", name, err)
 		}
 		if err != nil {
+			if container.IsNotFound(err) || container.IsConflict(err) {
+				// Not running (nothing can change the files), or already
+				// paused by someone else (frozen either way).
+				return func() {}, nil
+			}
 			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
 		}
-		if !st.Running || st.Paused {
-			return func() {}, nil
-		}
-		if err := d.Pause(ctx, r.Container); err != nil {
-			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
-		}
-		return func() { _ = d.Unpause(context.WithoutCancel(ctx), r.Container) }, nil
+		return func() { _ = d.Unpause(context.WithoutCancel(ctx), name) }, nil
 	}
 }
 

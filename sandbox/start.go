@@ -359,7 +359,7 @@ func (e *Env) create(ctx context.Context, d *container.Docker, p *Plan, o StartO
 			return nil, err
 		}
 	}
-	snap := e.snapshotter(p.Branch, p.Worktree, p.BaseCommit, "", "")
+	snap := e.snapshotter(p.Branch, p.Worktree, p.BaseCommit, "", "", "")
 	if err := snap.SeedIndex(filepath.Join(admin, "index")); err != nil {
 		return nil, err
 	}
