@@ -113,13 +113,7 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 			}
 		}
 	}
-	p.Flags = review.Flags(p.Changes, func(id string) string {
-		out, err := g.Run(ctx, nil, "cat-file", "blob", id)
-		if err != nil {
-			return ""
-		}
-		return termsafe.String(string(out))
-	})
+	p.Flags = review.FlagsOf(ctx, g, p.Changes)
 	p.Parents = []string{tip}
 	if o.Merge {
 		p.Parents = append(p.Parents, o.AgentHead)

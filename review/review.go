@@ -57,6 +57,18 @@ type Flag struct {
 	Reason string `json:"reason"`
 }
 
+// FlagsOf returns the review flags of a change, reading symlink targets
+// from the repository. Reasons hold agent text: print them escaped.
+func FlagsOf(ctx context.Context, g *gitcmd.Runner, entries []Entry) []Flag {
+	return Flags(entries, func(id string) string {
+		out, err := g.Run(ctx, nil, "cat-file", "blob", id)
+		if err != nil {
+			return ""
+		}
+		return string(out)
+	})
+}
+
 // Flags returns the review flags of a change. linkTarget reads a symlink's
 // target (a blob) for the message; it may be nil.
 func Flags(entries []Entry, linkTarget func(id string) string) []Flag {

@@ -130,19 +130,29 @@ func (e *Env) rescueTips(ctx context.Context) map[string]tip {
 	return out
 }
 
-// Wait blocks until the sandbox's agent exits and returns its exit code.
-// A timeout of 0 waits for ever.
-func (s *Sandbox) Wait(ctx context.Context, timeout time.Duration) (int, error) {
+// existing connects to Docker and returns the sandbox's container, which
+// must exist.
+func (s *Sandbox) existing(ctx context.Context) (*container.Docker, *container.State, error) {
 	d, err := s.env.Docker(ctx)
 	if err != nil {
-		return -1, err
+		return nil, nil, err
 	}
 	st, err := s.ContainerState(ctx)
 	if err != nil {
-		return -1, err
+		return nil, nil, err
 	}
 	if st == nil {
-		return -1, errMissing(s)
+		return nil, nil, errMissing(s)
+	}
+	return d, st, nil
+}
+
+// Wait blocks until the sandbox's agent exits and returns its exit code.
+// A timeout of 0 waits for ever.
+func (s *Sandbox) Wait(ctx context.Context, timeout time.Duration) (int, error) {
+	d, st, err := s.existing(ctx)
+	if err != nil {
+		return -1, err
 	}
 	if !st.Running {
 		if st.Status == "created" {
@@ -341,16 +351,9 @@ func (s *Sandbox) Attach(ctx context.Context, io IO) error {
 // Exec runs a command in the running sandbox as the sandbox user, in
 // /workspace, and returns its exit code.
 func (s *Sandbox) Exec(ctx context.Context, argv []string, io IO) (int, error) {
-	d, err := s.env.Docker(ctx)
+	d, st, err := s.existing(ctx)
 	if err != nil {
 		return -1, err
-	}
-	st, err := s.ContainerState(ctx)
-	if err != nil {
-		return -1, err
-	}
-	if st == nil {
-		return -1, errMissing(s)
 	}
 	if !st.Running {
 		return -1, usererr.New("sandbox %s is not running", s.Display()).

@@ -50,13 +50,7 @@ func (c *DiffCmd) Run(app *App) error {
 		infof(app.Stderr, "nothing to land: %s has no changes since its baseline", sb.Display())
 		return nil
 	}
-	flags := review.Flags(changes, func(id string) string {
-		out, err := g.Run(app.Ctx, nil, "cat-file", "blob", id)
-		if err != nil {
-			return ""
-		}
-		return termsafe.String(string(out))
-	})
+	flags := review.FlagsOf(app.Ctx, g, changes)
 	color := review.UseColor(isTerminal(app.Stdout))
 	flagOut := app.Stdout
 	format := review.FormatPatch
