@@ -876,3 +876,45 @@ func TestDiffShowsWhatLandWouldApply(t *testing.T) {
 		t.Errorf("diff of an empty change: %s", r)
 	}
 }
+
+// TestLandRefusesOverIgnoredFiles: an ignored file in the checkout at a
+// path the land writes is the user's (a local secret, a build output);
+// land refuses rather than replace it.
+func TestLandRefusesOverIgnoredFiles(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.WriteFile(".gitignore", "*.local\n")
+	e.Git("add", ".gitignore")
+	e.Git("commit", "-qm", "ignore")
+	e.MustSandbox("start", "ign", "--agent", "shell", "--", "sh", "-c", ": > .gitignore; echo agent > secret.local")
+	e.WriteFile("secret.local", "MY LOCAL PASSWORD\n")
+	main := e.Git("rev-parse", "main")
+	r := e.Sandbox("land", "ign")
+	if r.Code != 4 || !strings.Contains(r.Stderr, "secret.local") {
+		t.Errorf("land over an ignored file: %s", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.Repo, "secret.local")); string(b) != "MY LOCAL PASSWORD\n" {
+		t.Errorf("the ignored file was overwritten: %q", b)
+	}
+	if got := e.Git("rev-parse", "main"); got != main {
+		t.Errorf("main moved")
+	}
+}
+
+// TestLandKeepLeavesNothingUnlanded: after land --keep, the sandbox has no
+// unlanded work: ps counts none, diff has nothing, rm needs no --force.
+func TestLandKeepLeavesNothingUnlanded(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "kp", "--agent", "shell", "--", "sh", "-c", "echo one > one.txt")
+	e.MustSandbox("land", "kp", "--keep")
+	if p := e.PsOf("kp"); p.Changes != 0 {
+		t.Errorf("ps after land --keep counts %d changes", p.Changes)
+	}
+	if r := e.MustSandbox("diff", "kp"); !strings.Contains(r.Stderr, "nothing to land") {
+		t.Errorf("diff after land --keep: %s", r)
+	}
+	if r := e.Sandbox("rm", "kp"); r.Code != 0 {
+		t.Errorf("rm after land --keep: %s", r)
+	}
+}

@@ -36,8 +36,10 @@ type Plan struct {
 	// Changes are the paths the new commit changes on the base, with flags.
 	Changes []review.Entry
 	Flags   []review.Flag
-	// Checkout is the worktree that has Ref checked out, if any.
-	Checkout *worktree.Entry
+	// Checkout is the worktree that has Ref checked out, if any, and
+	// CheckoutGitDir its git directory.
+	Checkout       *worktree.Entry
+	CheckoutGitDir string
 	// Parents of the new commit.
 	Parents []string
 	// Message of the new commit.
@@ -69,17 +71,18 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 	if o.Ref == o.Forbidden {
 		return nil, usererr.New("cannot land a sandbox onto its own branch").Hint("land onto another branch with --onto BRANCH")
 	}
-	tip, err := g.Output(ctx, "rev-parse", "--verify", "--quiet", o.Ref+"^{commit}")
-	if err != nil || tip == "" {
+	ids, err := g.Lines(ctx, "rev-parse", "--quiet", o.Ref+"^{commit}", o.Ref+"^{tree}")
+	if err != nil || len(ids) != 2 {
 		return nil, usererr.New("branch %s does not exist", termsafe.String(strings.TrimPrefix(o.Ref, "refs/heads/"))).
 			Hint("land onto an existing branch with --onto BRANCH")
 	}
+	tip, tipTree := ids[0], ids[1]
 	p := &Plan{Ref: o.Ref, Tip: tip, Baseline: o.Baseline, Final: o.Final, Message: o.Message}
-	trees, err := g.Lines(ctx, "rev-parse", o.Baseline+"^{tree}", o.Final+"^{tree}", tip+"^{tree}")
-	if err != nil || len(trees) != 3 {
+	trees, err := g.Lines(ctx, "rev-parse", o.Baseline+"^{tree}", o.Final+"^{tree}")
+	if err != nil || len(trees) != 2 {
 		return nil, fmt.Errorf("land: read trees: %w", err)
 	}
-	baseTree, finalTree, tipTree := trees[0], trees[1], trees[2]
+	baseTree, finalTree := trees[0], trees[1]
 	if baseTree == finalTree {
 		p.Empty = true
 		return p, nil
@@ -123,6 +126,7 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 		return nil, err
 	}
 	if p.Checkout != nil {
+		p.CheckoutGitDir = gitDirOf(ctx, p.Checkout.Path)
 		if err := checkLocalChanges(ctx, p); err != nil {
 			return nil, err
 		}
@@ -170,23 +174,27 @@ func conflictError(paths []string) error {
 }
 
 // checkLocalChanges refuses when the base's checkout has local changes
-// (staged, unstaged or untracked) at a path the land changes.
+// (staged, unstaged, untracked, or ignored files) at a path the land
+// writes: updating the checkout would overwrite them.
 func checkLocalChanges(ctx context.Context, p *Plan) error {
 	wt := p.Checkout.Path
-	g := &gitcmd.Runner{GitDir: gitDirOf(ctx, wt), WorkTree: wt}
-	out, err := g.Run(ctx, nil, "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames")
+	g := &gitcmd.Runner{GitDir: p.CheckoutGitDir, WorkTree: wt}
+	// Untracked and ignored directories come as one "dir/" entry each;
+	// ignored files count too, since git would replace them silently.
+	out, err := g.Run(ctx, nil, "status", "--porcelain", "-z", "--untracked-files=normal", "--ignored=traditional", "--no-renames")
 	if err != nil {
 		return fmt.Errorf("land: status of %s: %w", wt, err)
 	}
-	var dirty []string
+	var local []string
 	for _, rec := range strings.Split(string(out), "\x00") {
 		if len(rec) > 3 {
-			dirty = append(dirty, rec[3:])
+			local = append(local, rec[3:])
 		}
 	}
 	var overlap []string
 	for _, c := range p.Changes {
-		for _, d := range dirty {
+		for _, d := range local {
+			d = strings.TrimSuffix(d, "/")
 			if d == c.Path || strings.HasPrefix(c.Path, d+"/") || strings.HasPrefix(d, c.Path+"/") {
 				overlap = append(overlap, termsafe.String(c.Path))
 				break
@@ -195,7 +203,7 @@ func checkLocalChanges(ctx context.Context, p *Plan) error {
 	}
 	if len(overlap) > 0 {
 		return usererr.New("%s has local changes where the land would write: %s", wt, strings.Join(overlap, ", ")).
-			Hint("commit or stash them (git stash -u), then land again; nothing was changed").
+			Hint("commit, stash (git stash -u) or move them, then land again; nothing was changed").
 			WithCode(usererr.ExitRefused)
 	}
 	return nil
@@ -229,10 +237,17 @@ func Apply(ctx context.Context, g *gitcmd.Runner, p *Plan, reflog string) (strin
 	commit := strings.TrimSpace(string(out))
 	var co *gitcmd.Runner
 	if p.Checkout != nil {
-		co = &gitcmd.Runner{GitDir: gitDirOf(ctx, p.Checkout.Path), WorkTree: p.Checkout.Path}
+		co = &gitcmd.Runner{GitDir: p.CheckoutGitDir, WorkTree: p.Checkout.Path}
+		// The checkout must still be on the base, at the tip merged onto.
+		head, _ := co.Output(ctx, "symbolic-ref", "-q", "HEAD")
+		at, _ := co.Output(ctx, "rev-parse", "--quiet", "--verify", "HEAD")
+		if head != p.Ref || at != p.Tip {
+			return "", usererr.New("the checkout %s changed while landing (now on %s at %s)", p.Checkout.Path, termsafe.String(head), at).
+				Hint("nothing was landed; land again").WithCode(usererr.ExitRefused)
+		}
 		if _, err := co.Run(ctx, nil, "read-tree", "-m", "-u", p.Tip, commit); err != nil {
 			return "", usererr.Wrap(err, "cannot update the checkout %s: %v", p.Checkout.Path, err).
-				Hint("nothing was landed; commit or stash local changes there and land again").
+				Hint("nothing was landed; look at git status there, then land again").
 				WithCode(usererr.ExitRefused)
 		}
 	}

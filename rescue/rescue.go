@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,21 +57,25 @@ const (
 // RefPrefix is where every sandbox ref lives.
 const RefPrefix = "refs/sandbox/"
 
-// Refs names the refs of one sandbox.
+// Refs names the refs of one sandbox: refs/sandbox/<branch>/…, with the
+// branch escaped into one ref component (as the state directory does), so
+// the refs of branch "fix" and of branch "fix/rescue" can never collide.
 type Refs struct{ Branch string }
 
+func (r Refs) dir() string { return RefPrefix + worktree.EscapeBranch(r.Branch) + "/" }
+
 // Baseline is the snapshot taken at start.
-func (r Refs) Baseline() string { return RefPrefix + r.Branch + "/baseline" }
+func (r Refs) Baseline() string { return r.dir() + "baseline" }
 
 // Rescue is the newest snapshot.
-func (r Refs) Rescue() string { return RefPrefix + r.Branch + "/rescue" }
+func (r Refs) Rescue() string { return r.dir() + "rescue" }
 
 // Agent is the agent's commits, brought back as checked objects.
-func (r Refs) Agent() string { return RefPrefix + r.Branch + "/agent" }
+func (r Refs) Agent() string { return r.dir() + "agent" }
 
 // Ended is where an ended sandbox's chain is kept when a new sandbox of
 // the same branch starts.
-func (r Refs) Ended(stamp string) string { return RefPrefix + r.Branch + "/ended/" + stamp }
+func (r Refs) Ended(stamp string) string { return r.dir() + "ended/" + stamp }
 
 // Snapshotter takes snapshots of one sandbox.
 type Snapshotter struct {
@@ -236,7 +241,12 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Taken{Snapshot: *snap}, nil
+		// Same files and same facts about them: nothing to write. A moved
+		// baseline (land --keep) or a different set of skipped paths makes
+		// a new commit of the same tree, so what ps and rm read stays true.
+		if slices.Equal(snap.Skipped, skipped) && (isBaseline || snap.Baseline == s.Baseline) {
+			return &Taken{Snapshot: *snap}, nil
+		}
 	}
 	now := s.now()
 	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: s.Start, Skipped: skipped}

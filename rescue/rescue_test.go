@@ -40,8 +40,8 @@ func TestParseLog(t *testing.T) {
 func TestRefs(t *testing.T) {
 	r := Refs{Branch: "a/b"}
 	for got, want := range map[string]string{
-		r.Baseline(): "refs/sandbox/a/b/baseline", r.Rescue(): "refs/sandbox/a/b/rescue",
-		r.Agent(): "refs/sandbox/a/b/agent", r.Ended("20260101T000000Z"): "refs/sandbox/a/b/ended/20260101T000000Z",
+		r.Baseline(): "refs/sandbox/a%2Fb/baseline", r.Rescue(): "refs/sandbox/a%2Fb/rescue",
+		r.Agent(): "refs/sandbox/a%2Fb/agent", r.Ended("20260101T000000Z"): "refs/sandbox/a%2Fb/ended/20260101T000000Z",
 	} {
 		if got != want {
 			t.Errorf("%s, want %s", got, want)
@@ -49,5 +49,9 @@ func TestRefs(t *testing.T) {
 	}
 	if !strings.HasPrefix(r.Rescue(), RefPrefix) {
 		t.Error("prefix")
+	}
+	// "fix" and "fix/rescue" never collide (a ref cannot be a directory).
+	if strings.HasPrefix(Refs{Branch: "fix/rescue"}.Baseline(), Refs{Branch: "fix"}.Rescue()+"/") {
+		t.Error("refs of fix and fix/rescue collide")
 	}
 }

@@ -164,7 +164,7 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	}
 	if len(final.Skipped) > 0 {
 		return nil, usererr.New("the sandbox holds %d path(s) git cannot store, such as %s", len(final.Skipped), termsafe.String(final.Skipped[0])).
-			Hint("remove or rename them in the sandbox (git sandbox start %s, then fix), and land again; nothing was landed", s.Display()).
+			Hint("remove or rename them in the worktree %s (or with git sandbox exec %s -- …), and land again; nothing was landed", s.Worktree, s.Display()).
 			WithCode(usererr.ExitRefused)
 	}
 	res := &LandResult{Final: final}
@@ -172,11 +172,19 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 		return nil, usererr.New("the agent made no commits: there is nothing for --merge to keep").
 			Hint("land without --merge")
 	}
-	plan, err := land.Prepare(ctx, s.env.Git(), land.Options{
-		Ref: ref, Baseline: s.Baseline, Final: final.ID, AgentHead: sync.Head, Merge: o.Merge,
-		Message:   s.commitMessage(o.Message, final.ID),
-		Forbidden: "refs/heads/" + s.Branch,
-	})
+	prepare := func() (*land.Plan, error) {
+		plan, err := land.Prepare(ctx, s.env.Git(), land.Options{
+			Ref: ref, Baseline: s.Baseline, Final: final.ID, AgentHead: sync.Head, Merge: o.Merge,
+			Message:   s.commitMessage(o.Message, final.ID),
+			Forbidden: "refs/heads/" + s.Branch,
+		})
+		if err == nil && plan.Checkout != nil && s.env.insideSandboxes(plan.Checkout.Path) {
+			return nil, usererr.New("%s is checked out in another sandbox", termsafe.String(ontoName)).
+				Hint("land onto a branch of your own checkout with --onto BRANCH")
+		}
+		return plan, err
+	}
+	plan, err := prepare()
 	if err != nil {
 		return nil, err
 	}
@@ -184,15 +192,22 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	if plan.Empty {
 		return res, nil
 	}
-	if plan.Checkout != nil && s.env.insideSandboxes(plan.Checkout.Path) {
-		return nil, usererr.New("%s is checked out in another sandbox", termsafe.String(ontoName)).
-			Hint("land onto a branch of your own checkout with --onto BRANCH")
-	}
 	verdict, ran, err := s.verifyForLand(ctx, final, o)
 	if err != nil {
 		return nil, err
 	}
 	res.Verdict, res.VerifyRan = verdict, ran
+	if s.Verify != "" && !o.DryRun {
+		// Verify takes time: the base, its checkout and the local changes
+		// there are looked at again right before anything changes.
+		if plan, err = prepare(); err != nil {
+			return nil, err
+		}
+		res.Plan = plan
+		if plan.Empty {
+			return res, nil
+		}
+	}
 	if o.DryRun {
 		return res, nil
 	}
@@ -208,6 +223,12 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 			r.BaseTip = commit
 			return nil
 		})
+		if err != nil {
+			return res, err
+		}
+		// A snapshot against the new baseline, so ps and rm see no
+		// unlanded work.
+		_, err = s.Snapshotter().Take(ctx, rescue.ReasonLand)
 		return res, err
 	}
 	d, err := s.env.Docker(ctx)
@@ -228,6 +249,13 @@ func (s *Sandbox) verifyForLand(ctx context.Context, final *rescue.Taken, o Land
 	if s.Verify == "" {
 		return nil, false, nil
 	}
+	// A verify running now (the supervisor's, when the agent exited) is
+	// waited for: its verdict may be the one for this tree.
+	unlock, err := s.lockVerify()
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
 	if v, ok := s.Verdicts[final.Tree]; ok {
 		if !v.OK && !o.Force {
 			return &v, false, usererr.New("verify failed on this tree (exit code %d)", v.ExitCode).
@@ -247,7 +275,7 @@ func (s *Sandbox) verifyForLand(ctx context.Context, final *rescue.Taken, o Land
 	if o.DryRun {
 		return nil, false, nil
 	}
-	v, err := s.RunVerify(ctx, final, o.IO)
+	v, err := s.runVerifyLocked(ctx, final, o.IO)
 	if err != nil {
 		return nil, true, err
 	}

@@ -531,8 +531,7 @@ func (e *Env) archiveChain(ctx context.Context, branch string) error {
 	refs := rescue.Refs{Branch: branch}
 	stamp := time.Now().UTC().Format("20060102T150405Z")
 	var cmds strings.Builder
-	for _, name := range []string{"rescue", "baseline", "agent"} {
-		ref := rescue.RefPrefix + branch + "/" + name
+	for name, ref := range map[string]string{"rescue": refs.Rescue(), "baseline": refs.Baseline(), "agent": refs.Agent()} {
 		id, err := g.Output(ctx, "rev-parse", "--verify", "--quiet", ref)
 		if err != nil || id == "" {
 			continue

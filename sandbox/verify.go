@@ -33,22 +33,36 @@ func (s *Sandbox) VerifyNow(ctx context.Context, io IO) (*record.Verdict, *rescu
 // snapshot's tree and records the verdict, keyed by that tree, in the
 // record (outside the agent's reach).
 func (s *Sandbox) RunVerify(ctx context.Context, snap *rescue.Taken, io IO) (*record.Verdict, error) {
-	d, err := s.env.Docker(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// One verify at a time per sandbox; a verdict that appeared while
-	// waiting (the supervisor verifies when the agent exits) is reused.
-	unlock, err := record.Lock(filepath.Join(s.env.Layout.Dir(s.Branch), "verify.lock"))
+	unlock, err := s.lockVerify()
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	if v, ok := s.Verdicts[snap.Tree]; ok {
+		return &v, nil
+	}
+	return s.runVerifyLocked(ctx, snap, io)
+}
+
+// lockVerify serialises verify runs of the sandbox and reloads the record,
+// so a verdict that appeared while waiting (the supervisor verifies when
+// the agent exits) is seen.
+func (s *Sandbox) lockVerify() (func(), error) {
+	unlock, err := record.Lock(filepath.Join(s.env.Layout.Dir(s.Branch), "verify.lock"))
+	if err != nil {
+		return nil, err
+	}
 	if r, err := record.Load(s.env.Layout.Record(s.Branch)); err == nil {
 		s.Record = r
-		if v, ok := r.Verdicts[snap.Tree]; ok {
-			return &v, nil
-		}
+	}
+	return unlock, nil
+}
+
+// runVerifyLocked runs verify; the caller holds the verify lock.
+func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO) (*record.Verdict, error) {
+	d, err := s.env.Docker(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if err := s.env.ensureImage(ctx, d, s.Image, io); err != nil {
 		return nil, err
