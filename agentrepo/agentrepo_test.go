@@ -131,7 +131,7 @@ func TestSyncBringsCommitsBack(t *testing.T) {
 	git(t, wt, nil, "add", ".")
 	git(t, wt, nil, "commit", "-qm", "e")
 	head := git(t, wt, nil, "rev-parse", "HEAD")
-	res, err := Sync(context.Background(), host, priv, "")
+	res, err := Sync(context.Background(), host, priv, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestSyncBringsCommitsBack(t *testing.T) {
 	}
 	git(t, hostDir, nil, "fsck", "--strict", "--no-dangling")
 	// Again: nothing new.
-	if res, err := Sync(context.Background(), host, priv, ""); err != nil || res.Objects != 0 {
+	if res, err := Sync(context.Background(), host, priv, "", ""); err != nil || res.Objects != 0 {
 		t.Errorf("second Sync = %+v, %v", res, err)
 	}
 }
@@ -158,7 +158,7 @@ func TestSyncRefusesDotGitTree(t *testing.T) {
 	root := mktree(t, wt, "040000 tree "+dotgit+"\t.GIT\n100644 blob "+b+"\ta.txt\n")
 	c := git(t, wt, nil, "commit-tree", root, "-p", "HEAD", "-m", "evil")
 	git(t, wt, nil, "update-ref", "refs/heads/sb", c)
-	_, err := Sync(context.Background(), host, priv, "")
+	_, err := Sync(context.Background(), host, priv, "", "")
 	if err == nil || !strings.Contains(err.Error(), ".git") {
 		t.Fatalf("Sync accepted a .GIT tree: %v", err)
 	}
@@ -194,13 +194,33 @@ func TestSyncChecksTreesTheUserStoreAlreadyHas(t *testing.T) {
 	// The agent commits that tree (its alternates reach the host store).
 	c := git(t, wt, nil, "commit-tree", tree, "-p", "HEAD", "-m", "uses a snapshot tree")
 	git(t, wt, nil, "update-ref", "refs/heads/sb", c)
-	if _, err := Sync(context.Background(), host, priv, start); err == nil || !strings.Contains(err.Error(), "carriage return") {
+	if _, err := Sync(context.Background(), host, priv, start, ""); err == nil || !strings.Contains(err.Error(), "carriage return") {
 		t.Fatalf("Sync accepted a commit whose (already stored) tree has a bad .gitmodules: %v", err)
 	}
 	// A commit on the start tree itself passes.
 	c2 := git(t, wt, nil, "commit-tree", git(t, hostDir, nil, "rev-parse", "sb^{tree}"), "-p", start, "-m", "same tree")
 	git(t, wt, nil, "update-ref", "refs/heads/sb", c2)
-	if res, err := Sync(context.Background(), host, priv, start); err != nil || res.Head != c2 {
+	if res, err := Sync(context.Background(), host, priv, start, ""); err != nil || res.Head != c2 {
 		t.Fatalf("Sync of a commit on the start tree = %+v, %v", res, err)
+	}
+}
+
+// TestSyncChecksAHeadTheUserStoreHas: the agent points HEAD at a commit
+// already in the user's store (a snapshot it found there); its tree is
+// still checked.
+func TestSyncChecksAHeadTheUserStoreHas(t *testing.T) {
+	host, hostDir, priv, _ := setup(t)
+	start := git(t, hostDir, nil, "rev-parse", "sb")
+	b := git(t, hostDir, nil, "rev-parse", "sb:a.txt")
+	hooks := mktree(t, hostDir, "100644 blob "+b+"\tpost-checkout\n")
+	dotgit := mktree(t, hostDir, "040000 tree "+hooks+"\thooks\n")
+	root := mktree(t, hostDir, "040000 tree "+dotgit+"\t.g\u200cit\n")
+	snap := git(t, hostDir, nil, "commit-tree", root, "-p", start, "-m", "a snapshot")
+	os.WriteFile(filepath.Join(priv, "refs", "heads", "sb"), []byte(snap+"\n"), 0o644)
+	if _, err := Sync(context.Background(), host, priv, start, ""); err == nil {
+		t.Fatal("Sync accepted a HEAD already in the user's store whose tree holds .g\u200cit")
+	}
+	if res, err := Sync(context.Background(), host, priv, start, snap); err != nil || res.Head != snap {
+		t.Errorf("a HEAD checked before is not checked again: %+v, %v", res, err)
 	}
 }

@@ -46,7 +46,9 @@ type SyncResult struct {
 // corresponding tree of trusted (the tree the sandbox started from), also
 // when the user's store already holds it: snapshots put the agent's trees
 // there without these checks.
-func Sync(ctx context.Context, host *gitcmd.Runner, gitDir, trusted string) (*SyncResult, error) {
+//
+// known is a commit already checked by an earlier sync ("" if none).
+func Sync(ctx context.Context, host *gitcmd.Runner, gitDir, trusted, known string) (*SyncResult, error) {
 	head, ref, err := Head(gitDir)
 	if errors.Is(err, ErrNoHead) {
 		return &SyncResult{}, nil
@@ -60,14 +62,27 @@ func Sync(ctx context.Context, host *gitcmd.Runner, gitDir, trusted string) (*Sy
 		return nil, err
 	}
 	defer have.close()
-	if ok, err := have.has(head); err != nil || ok {
-		return res, err
+	present, err := have.has(head)
+	if err != nil {
+		return nil, err
+	}
+	if present && (head == trusted || head == known) {
+		return res, nil
 	}
 	fs := osfs.New(gitDir, osfs.WithBoundOS())
 	// Only the object store is used: its config, refs and hooks are never read.
 	st := filesystem.NewStorage(fs, cache.NewObjectLRUDefault())
 	hostStore := filesystem.NewStorage(osfs.New(host.GitDir), cache.NewObjectLRUDefault())
 	w := walker{st: st, hostStore: hostStore, have: have, host: host, seen: map[plumbing.Hash]bool{}, checked: map[plumbing.Hash]bool{}}
+	if present {
+		// The agent can see every commit in the user's store (snapshots
+		// included) and point its HEAD at one; its tree is checked all the
+		// same before a branch is moved to it.
+		if err := w.presentHead(plumbing.NewHash(head), plumbing.NewHash(trusted)); err != nil {
+			return nil, refuse(err)
+		}
+		return res, nil
+	}
 	if err := w.commits(plumbing.NewHash(head), plumbing.NewHash(trusted)); err != nil {
 		return nil, refuse(err)
 	}
@@ -139,15 +154,28 @@ func (w *walker) getBlob(h plumbing.Hash) (*object.Blob, error) {
 	return object.GetBlob(w.hostStore, h)
 }
 
-func (w *walker) commits(head, trusted plumbing.Hash) error {
-	var trustedTree plumbing.Hash
-	if !trusted.IsZero() {
-		if c, err := object.GetCommit(w.hostStore, trusted); err == nil {
-			trustedTree = c.TreeHash
-		} else if t, err := object.GetTree(w.hostStore, trusted); err == nil {
-			trustedTree = t.Hash
-		}
+// trustedTree is the tree of the commit the sandbox started from.
+func (w *walker) trustedTree(trusted plumbing.Hash) plumbing.Hash {
+	if trusted.IsZero() {
+		return plumbing.ZeroHash
 	}
+	if c, err := object.GetCommit(w.hostStore, trusted); err == nil {
+		return c.TreeHash
+	}
+	return plumbing.ZeroHash
+}
+
+// presentHead checks the tree of a HEAD the user's store already has.
+func (w *walker) presentHead(head, trusted plumbing.Hash) error {
+	c, err := object.GetCommit(w.hostStore, head)
+	if err != nil {
+		return fmt.Errorf("read commit %s: %w", head, err)
+	}
+	return w.tree(c.TreeHash, w.trustedTree(trusted), "")
+}
+
+func (w *walker) commits(head, trusted plumbing.Hash) error {
+	trustedTree := w.trustedTree(trusted)
 	queue := []plumbing.Hash{head}
 	for len(queue) > 0 {
 		h := queue[0]

@@ -245,6 +245,7 @@ var repoRefused = map[string]string{
 	"mount":              "mounts of host paths",
 	"env":                "passing host environment variables",
 	"runtime":            "choosing the container runtime",
+	"base_image":         "choosing what the shared default image is built from",
 	"worktrees_dir":      "choosing where worktrees are created on the host",
 	"hooks":              "pre-push hook settings",
 	"verify_before_push": "pre-push settings",
@@ -277,7 +278,6 @@ func (l *Loaded) applyRepo(r Config) {
 	}
 	set(&l.Agent, r.Agent)
 	set(&l.Image, r.Image)
-	set(&l.BaseImage, r.BaseImage)
 	set(&l.Setup, r.Setup)
 	set(&l.Verify, r.Verify)
 	if r.Network == "none" {

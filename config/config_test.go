@@ -77,6 +77,7 @@ func TestRepoConfigRefusals(t *testing.T) {
 		{"privileged", "privileged = true\n", "privileged"},
 		{"cap_add", "cap_add = [\"SYS_ADMIN\"]\n", "cap_add"},
 		{"worktrees_dir", "worktrees_dir = \"/\"\n", "worktrees_dir"},
+		{"base_image", "base_image = \"evil/base\"\n", "base_image"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

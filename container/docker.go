@@ -33,11 +33,12 @@ func Connect(ctx context.Context) (*Docker, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := api.Ping(pctx); err != nil {
+	ping, err := api.Ping(pctx)
+	if err != nil {
 		api.Close()
 		return nil, errUnreachable(err)
 	}
-	api.NegotiateAPIVersion(ctx)
+	api.NegotiateAPIVersionPing(ping)
 	return &Docker{api: api}, nil
 }
 

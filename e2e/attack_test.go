@@ -1301,9 +1301,17 @@ func TestAttackSnapshotSymlinkSwapRace(t *testing.T) {
 	wt := e.Worktree("race")
 	deadline := time.Now().Add(20 * time.Second)
 	leaked := false
+	taken := 0
 	for time.Now().Before(deadline) && !leaked {
-		e.Sandbox("rescue", "snapshot", "race")
+		if r := e.Sandbox("rescue", "snapshot", "race"); r.Code == 0 {
+			taken++
+		}
 		leaked = hostHas()
+	}
+	// The race must have been run against working snapshots: failing every
+	// snapshot would also leak nothing.
+	if !leaked && taken < 5 {
+		t.Errorf("only %d snapshots succeeded while the agent raced", taken)
 	}
 	if leaked {
 		// Give the agent the time to read it back through its alternates.

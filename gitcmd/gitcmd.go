@@ -77,6 +77,11 @@ var readOnlyCommands = map[string]bool{
 	"config": true,
 }
 
+// ZeroID is the all-zero object name: as the old value of update-ref it
+// means "the ref must not exist yet". Repositories are SHA-1 (others are
+// refused when opened).
+var ZeroID = strings.Repeat("0", 40)
+
 // Error is a failed git command with its stderr.
 type Error struct {
 	Args   []string

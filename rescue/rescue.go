@@ -305,7 +305,7 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 
 func prevOrZero(prev string) string {
 	if prev == "" {
-		return strings.Repeat("0", 40)
+		return gitcmd.ZeroID
 	}
 	return prev
 }

@@ -69,7 +69,7 @@ func RestoreBranch(ctx context.Context, g *gitcmd.Runner, s *Snapshot, branch st
 	commit := strings.TrimSpace(string(id))
 	expect := old
 	if expect == "" {
-		expect = strings.Repeat("0", 40)
+		expect = gitcmd.ZeroID
 	}
 	if _, err := g.Run(ctx, nil, "update-ref", "-m", "git sandbox rescue restore "+short(s.ID), ref, commit, expect); err != nil {
 		return "", fmt.Errorf("restore: %w", err)

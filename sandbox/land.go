@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -30,7 +29,8 @@ type SyncResult struct {
 // branch to them (so it can be inspected or pushed).
 func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error) {
 	g := s.env.Git()
-	res, err := agentrepo.Sync(ctx, g, s.PrivateGitDir, s.Start)
+	known, _ := g.Output(ctx, "rev-parse", "--verify", "--quiet", s.Refs().Agent())
+	res, err := agentrepo.Sync(ctx, g, s.PrivateGitDir, s.Start, known)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error
 	// The sandbox worktree's host-side index follows its branch, so git
 	// status there compares against the agent's commits. Only the index is
 	// written: no file of the worktree is read.
-	if admin, err := adminDir(s); err == nil {
+	if admin, err := worktree.AdminDir(s.CommonDir, s.Worktree); err == nil {
 		wg := &gitcmd.Runner{GitDir: admin}
 		if _, err := wg.Run(ctx, nil, "read-tree", res.Head); err == nil {
 			if err := worktree.StripGitlinks(ctx, wg); err != nil {
@@ -71,18 +71,6 @@ func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error
 	return out, nil
 }
 
-func adminDir(s *Sandbox) (string, error) {
-	b, err := os.ReadFile(filepath.Join(s.Worktree, ".git"))
-	if err != nil {
-		return "", err
-	}
-	d := strings.TrimSpace(strings.TrimPrefix(strings.SplitN(string(b), "\n", 2)[0], "gitdir:"))
-	if !strings.HasPrefix(d, filepath.Join(s.CommonDir, "worktrees")+"/") {
-		return "", fmt.Errorf("unexpected gitfile in %s", s.Worktree)
-	}
-	return d, nil
-}
-
 // casRef moves ref to id, whatever it pointed at, but only if nobody moved
 // it between the read and the write.
 func casRef(ctx context.Context, g *gitcmd.Runner, ref, id, msg string) error {
@@ -91,7 +79,7 @@ func casRef(ctx context.Context, g *gitcmd.Runner, ref, id, msg string) error {
 		return nil
 	}
 	if old == "" {
-		old = strings.Repeat("0", 40)
+		old = gitcmd.ZeroID
 	}
 	if _, err := g.Run(ctx, nil, "update-ref", "-m", msg, ref, id, old); err != nil {
 		return fmt.Errorf("update %s: %w", ref, err)

@@ -22,6 +22,7 @@ import (
 // States a sandbox can be in, as ps shows them.
 const (
 	StateRunning = "running"
+	StatePaused  = "paused"
 	StateExited  = "exited"
 	StateStopped = "stopped"
 	StateCreated = "created"
@@ -82,9 +83,12 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			st.State = StateUnknown
 		case !ok:
 			st.State = StateMissing
-		case c.Running || c.Status == "paused":
-			// Paused means a snapshot is reading its files this instant.
+		case c.Running:
 			st.State = StateRunning
+		case c.Status == "paused":
+			// A snapshot is reading its files this instant (or one died
+			// doing so; the next snapshot thaws it).
+			st.State = StatePaused
 		case c.Status == "created":
 			st.State = StateCreated
 		default:
@@ -248,6 +252,11 @@ func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, e
 	}
 	var last *rescue.Taken
 	if _, err := os.Lstat(s.Worktree); err == nil {
+		// The agent's commits go with its repository: bring them back first,
+		// so the last snapshot keeps them (as its second parent).
+		if _, err := s.Sync(ctx, false); err != nil {
+			fmt.Fprintf(s.env.Stderr, "git sandbox: warning: the agent's commits were not kept: %v\n", err)
+		}
 		reason := o.Reason
 		if reason == "" {
 			reason = rescue.ReasonRemove

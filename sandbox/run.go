@@ -86,7 +86,7 @@ func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach 
 	tty := info.Config != nil && info.Config.Tty
 	openStdin := info.Config != nil && info.Config.OpenStdin
 	if detach {
-		if err := d.Start(ctx, sb.Container); err != nil {
+		if err := e.startLocked(ctx, d, sb); err != nil {
 			return -1, err
 		}
 		if err := e.spawnSupervisor(sb.Branch); err != nil {
@@ -107,7 +107,7 @@ func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach 
 	if err != nil {
 		return -1, err
 	}
-	if err := d.Start(ctx, sb.Container); err != nil {
+	if err := e.startLocked(ctx, d, sb); err != nil {
 		return -1, err
 	}
 	if err := e.spawnSupervisor(sb.Branch); err != nil {
@@ -124,6 +124,18 @@ func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach 
 		fmt.Fprintf(io.Stderr, "git sandbox: warning: final snapshot failed: %v\n", err)
 	}
 	return res.Code, nil
+}
+
+// startLocked starts the container under the sandbox's snapshot lock: a
+// snapshot that found the container stopped (and so did not pause it) is
+// done reading before the agent runs again.
+func (e *Env) startLocked(ctx context.Context, d *container.Docker, sb *Sandbox) error {
+	unlock, err := record.Lock(e.Layout.Lock(sb.Branch))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return d.Start(ctx, sb.Container)
 }
 
 // forwardSignals passes Ctrl-C and termination to the agent while no

@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	"github.com/git-sandbox/git-sandbox/agentrepo"
 	"github.com/git-sandbox/git-sandbox/config"
@@ -55,12 +57,6 @@ func NewEnv(repo *worktree.Repo, cfg *config.Loaded, stateRoot string, stdout, s
 func (e *Env) Docker(ctx context.Context) (*container.Docker, error) {
 	e.dockerOnce.Do(func() { e.docker, e.dockerErr = container.Connect(ctx) })
 	return e.docker, e.dockerErr
-}
-
-// SetDocker installs an already connected client (commands that connected
-// before the Env existed).
-func (e *Env) SetDocker(d *container.Docker) {
-	e.dockerOnce.Do(func() { e.docker = d })
 }
 
 // Close releases the Docker client.
@@ -147,8 +143,12 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit, containerName
 // freezer pauses the sandbox's container while a snapshot reads the
 // worktree, if it runs. A running container that cannot be paused, or a
 // daemon that cannot be asked, fails the snapshot: reading the worktree
-// while the agent can swap symlinks in is not safe. Thawing happens in the
-// background; the snapshot waits for it only at its very end.
+// while the agent can swap symlinks in is not safe.
+//
+// Snapshots hold the sandbox's lock, and so does starting its container,
+// so a container found paused here was left paused by a snapshotter that
+// died: this one thaws it when done. Ctrl-C and termination wait until the
+// agent is thawed.
 func (e *Env) freezer(name string) func(ctx context.Context) (func(), error) {
 	if name == "" {
 		// No container yet (the baseline): no agent has run.
@@ -159,19 +159,44 @@ func (e *Env) freezer(name string) func(ctx context.Context) (func(), error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
 		}
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		release := func() {
+			signal.Stop(sigs)
+			select {
+			case sig := <-sigs:
+				// Deliver what arrived meanwhile, now that the agent runs.
+				if p, err := os.FindProcess(os.Getpid()); err == nil {
+					_ = p.Signal(sig)
+				}
+			default:
+			}
+		}
 		err = d.Pause(ctx, name)
 		if os.Getenv("GIT_SANDBOX_TRACE") != "" {
 			fmt.Fprintf(os.Stderr, "trace: pause %s: %v\n", name, err)
 		}
-		if err != nil {
-			if container.IsNotFound(err) || container.IsConflict(err) {
-				// Not running (nothing can change the files), or already
-				// paused by someone else (frozen either way).
+		switch {
+		case err == nil:
+		case container.IsNotFound(err):
+			release()
+			return func() {}, nil
+		case container.IsConflict(err):
+			st, ierr := d.Inspect(ctx, name)
+			if ierr != nil || !st.Paused {
+				// Not running: nothing can change the files.
+				release()
 				return func() {}, nil
 			}
+			// Paused and left so: frozen now, thawed by us afterwards.
+		default:
+			release()
 			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
 		}
-		return func() { _ = d.Unpause(context.WithoutCancel(ctx), name) }, nil
+		return func() {
+			_ = d.Unpause(context.WithoutCancel(ctx), name)
+			release()
+		}, nil
 	}
 }
 
