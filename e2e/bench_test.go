@@ -17,7 +17,7 @@ import (
 // the same work, measured in the same run (make bench). They are reported,
 // never asserted: a loaded machine must not fail a build.
 
-const benchRounds = 5
+const benchRounds = 7
 
 func median(d []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), d...)

@@ -248,24 +248,36 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 			return &Taken{Snapshot: *snap}, nil
 		}
 	}
+	head := ""
+	if s.AgentHead != nil {
+		head = s.AgentHead()
+	}
+	if reason == ReasonStart {
+		prev = "" // a new chain (an ended one was moved aside at start)
+	}
+	return s.write(ctx, reason, tree, prev, skipped, head)
+}
+
+// write commits tree as a snapshot whose first parent is prev (the start
+// commit when prev is ""), and moves the chain's ref to it.
+func (s *Snapshotter) write(ctx context.Context, reason Reason, tree, prev string, skipped []string, head string) (*Taken, error) {
+	refs := Refs{s.Branch}
+	isBaseline := reason == ReasonStart || reason == ReasonSetup
 	now := s.now()
-	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: s.Start, Skipped: skipped}
+	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: s.Start, Skipped: skipped, Head: head}
 	if !isBaseline {
 		snap.Baseline = s.Baseline
 	}
 	parents := []string{}
-	if prev != "" && reason != ReasonStart {
+	if prev != "" {
 		parents = append(parents, prev)
 	} else if s.Start != "" {
 		parents = append(parents, s.Start)
 	}
-	if s.AgentHead != nil {
-		snap.Head = s.AgentHead()
-		// The agent's head becomes a parent only once its objects are in the
-		// user's store (brought back by sync, or the user's own commit).
-		if snap.Head != "" && snap.Head != s.Start && s.hasCommit(ctx, snap.Head) {
-			parents = append(parents, snap.Head)
-		}
+	// The agent's head becomes a parent only once its objects are in the
+	// user's store (brought back by sync, or the user's own commit).
+	if head != "" && head != s.Start && s.hasCommit(ctx, head) {
+		parents = append(parents, head)
 	}
 	if snap.Baseline != "" {
 		n, err := countChanges(ctx, s.host(), snap.Baseline, tree)
@@ -301,6 +313,27 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		}
 	}
 	return &Taken{Snapshot: snap, New: true}, nil
+}
+
+// Restamp writes a new snapshot of the newest snapshot's tree, measured
+// against the current Baseline, without reading the worktree: after the
+// baseline moved (land --keep), so ps and rm count changes from there.
+func (s *Snapshotter) Restamp(ctx context.Context, reason Reason) (*Taken, error) {
+	unlock, err := record.Lock(s.Lock)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	refs := Refs{s.Branch}
+	prev, tree := s.current(ctx, refs.Rescue())
+	if prev == "" {
+		return nil, fmt.Errorf("restamp: no snapshot yet")
+	}
+	old, err := Read(ctx, s.host(), prev)
+	if err != nil {
+		return nil, err
+	}
+	return s.write(ctx, reason, tree, prev, old.Skipped, old.Head)
 }
 
 func prevOrZero(prev string) string {

@@ -214,9 +214,9 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 		if err != nil {
 			return res, err
 		}
-		// A snapshot against the new baseline, so ps and rm see no
-		// unlanded work.
-		_, err = s.Snapshotter().Take(ctx, rescue.ReasonLand)
+		// The newest snapshot, measured against the new baseline, so ps
+		// and rm see no unlanded work (the files were just read).
+		_, err = s.Snapshotter().Restamp(ctx, rescue.ReasonLand)
 		return res, err
 	}
 	d, err := s.env.Docker(ctx)

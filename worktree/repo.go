@@ -225,9 +225,15 @@ func within(p, dir string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// mainWorkTree returns the repository's main worktree: the first entry of
-// git worktree list.
+// mainWorkTree returns the repository's main worktree: the directory
+// holding the common .git in the usual layout, else the first entry of git
+// worktree list.
 func mainWorkTree(ctx context.Context, r *Repo) (string, error) {
+	if filepath.Base(r.CommonDir) == ".git" {
+		if _, err := os.Stat(filepath.Join(r.CommonDir, "config")); err == nil && !hasCoreWorktree(r.CommonDir) {
+			return filepath.Dir(r.CommonDir), nil
+		}
+	}
 	list, err := List(ctx, r.Git())
 	if err != nil {
 		return "", err
@@ -236,6 +242,13 @@ func mainWorkTree(ctx context.Context, r *Repo) (string, error) {
 		return "", errBare(r.CommonDir)
 	}
 	return list[0].Path, nil
+}
+
+// hasCoreWorktree reports whether the repository's config may move its
+// main worktree (core.worktree), in which case git must be asked.
+func hasCoreWorktree(commonDir string) bool {
+	b, err := os.ReadFile(filepath.Join(commonDir, "config"))
+	return err != nil || strings.Contains(strings.ToLower(string(b)), "worktree")
 }
 
 var unsafeIDChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
