@@ -158,6 +158,8 @@ type State struct {
 	Finished     time.Time
 	Labels       map[string]string
 	Image        string
+	// TTY and OpenStdin are how the container was created (Inspect only).
+	TTY, OpenStdin bool
 }
 
 // Inspect returns a container's state, or an error satisfying IsNotFound.
@@ -178,11 +180,13 @@ func (d *Docker) Inspect(ctx context.Context, id string) (*State, error) {
 	if info.Config != nil {
 		st.Labels = info.Config.Labels
 		st.Image = info.Config.Image
+		st.TTY = info.Config.Tty
+		st.OpenStdin = info.Config.OpenStdin
 	}
 	return st, nil
 }
 
-// InspectRaw returns Docker's full inspect document, for tests and doctor.
+// InspectRaw returns Docker's full inspect document (mounts included).
 func (d *Docker) InspectRaw(ctx context.Context, id string) (dcontainer.InspectResponse, error) {
 	return d.api.ContainerInspect(ctx, id)
 }

@@ -310,44 +310,30 @@ func (s *Sandbox) teardown(ctx context.Context, d *container.Docker) error {
 
 // Logs writes the agent's output.
 func (s *Sandbox) Logs(ctx context.Context, follow bool, tail string, stdout, stderr io.Writer) error {
-	d, err := s.env.Docker(ctx)
+	d, st, err := s.existing(ctx)
 	if err != nil {
 		return err
 	}
-	info, err := d.InspectRaw(ctx, s.Container)
-	if container.IsNotFound(err) {
-		return errMissing(s)
-	}
-	if err != nil {
-		return err
-	}
-	return d.Logs(ctx, s.Container, info.Config != nil && info.Config.Tty, follow, tail, stdout, stderr)
+	return d.Logs(ctx, s.Container, st.TTY, follow, tail, stdout, stderr)
 }
 
 // Attach connects the terminal to the running agent.
 func (s *Sandbox) Attach(ctx context.Context, io IO) error {
-	d, err := s.env.Docker(ctx)
+	d, st, err := s.existing(ctx)
 	if err != nil {
 		return err
 	}
-	info, err := d.InspectRaw(ctx, s.Container)
-	if container.IsNotFound(err) {
-		return errMissing(s)
-	}
-	if err != nil {
-		return err
-	}
-	if info.State == nil || !info.State.Running {
+	if !st.Running {
 		return usererr.New("sandbox %s is not running", s.Display()).
 			Hint("git sandbox start %s resumes it; git sandbox logs %s shows what it printed", s.Display(), s.Display())
 	}
-	tty := info.Config.Tty
+	tty := st.TTY
 	if tty && !io.StdinIsTerminal {
 		return usererr.New("sandbox %s has a terminal and this command has none", s.Display()).
 			Hint("attach from a terminal, or read its output with git sandbox logs -f %s", s.Display())
 	}
 	streams := container.Streams{Stdout: io.Stdout, Stderr: io.Stderr, TTY: tty, TerminalFd: io.StdinFd}
-	if info.Config.OpenStdin && (io.StdinIsTerminal || io.StdinIsPipe) {
+	if st.OpenStdin && (io.StdinIsTerminal || io.StdinIsPipe) {
 		streams.Stdin = io.Stdin
 	}
 	wait, err := d.Attach(ctx, s.Container, streams)

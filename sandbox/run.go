@@ -79,12 +79,11 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 // Either way a supervisor process takes periodic snapshots, so work is
 // saved even if this process is killed.
 func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach bool, io IO) (int, error) {
-	info, err := d.InspectRaw(ctx, sb.Container)
+	st, err := d.Inspect(ctx, sb.Container)
 	if err != nil {
 		return -1, fmt.Errorf("inspect container: %w", err)
 	}
-	tty := info.Config != nil && info.Config.Tty
-	openStdin := info.Config != nil && info.Config.OpenStdin
+	tty, openStdin := st.TTY, st.OpenStdin
 	if detach {
 		if err := e.startLocked(ctx, d, sb); err != nil {
 			return -1, err
