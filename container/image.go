@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/build"
@@ -115,3 +116,36 @@ func errImageMissing(image string, isDefault bool) error {
 // ErrImageMissing is the error for a missing image; isDefault says whether
 // it is the image git sandbox builds itself.
 func ErrImageMissing(image string, isDefault bool) error { return errImageMissing(image, isDefault) }
+
+// ImageAgents lists the agent CLIs the image says it has installed (the
+// build writes them to /etc/git-sandbox-agents), by running a throwaway,
+// hardened, network-less container of it.
+func (d *Docker) ImageAgents(ctx context.Context, image string) ([]string, error) {
+	spec := &Spec{
+		Name:    "",
+		Image:   image,
+		Argv:    []string{"cat", "/etc/git-sandbox-agents"},
+		User:    "65534:65534",
+		Network: "none",
+		Limits:  Limits{Pids: 16, MemoryBytes: 64 << 20},
+		Labels:  map[string]string{LabelManaged: "1", LabelRole: "probe"},
+	}
+	spec.Harden()
+	id, err := d.Create(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Remove(context.WithoutCancel(ctx), id)
+	waitC := d.WaitExit(ctx, id, "next-exit")
+	if err := d.Start(ctx, id); err != nil {
+		return nil, err
+	}
+	if res := <-waitC; res.Err != nil || res.Code != 0 {
+		return nil, fmt.Errorf("read the image's agent list: exit %d %v", res.Code, res.Err)
+	}
+	var out bytes.Buffer
+	if err := d.Logs(ctx, id, false, false, "all", &out, io.Discard); err != nil {
+		return nil, err
+	}
+	return strings.Fields(out.String()), nil
+}

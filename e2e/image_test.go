@@ -85,3 +85,25 @@ func TestManPage(t *testing.T) {
 		t.Errorf("man -l: %v\n%s", err, out)
 	}
 }
+
+// TestImageBuildSaysWhetherAgentsWereInstalled: without --no-agents the
+// build tries to install the claude and codex CLIs and says plainly
+// whether it could (offline, it cannot).
+func TestImageBuildSaysWhetherAgentsWereInstalled(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	const tag = "git-sandbox-e2e-agents:latest"
+	defer exec.Command("docker", "rmi", tag).Run()
+	r := e.Sandbox("image", "build", "--base", baseImage, "--tag", tag)
+	if r.Code != 0 {
+		t.Fatalf("image build: %s", r)
+	}
+	// Said after the build by reading the image, so also true when every
+	// step came from the cache.
+	if !strings.Contains(r.Stderr, "has no agent CLIs") && !strings.Contains(r.Stderr, "agent CLIs in "+tag+": claude, codex") {
+		t.Errorf("the build does not say whether the agent CLIs were installed:\n%s", r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "built "+tag) || !strings.Contains(r.Stderr, "Step ") {
+		t.Errorf("no progress or result shown:\n%s", r.Stderr)
+	}
+}

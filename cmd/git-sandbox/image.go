@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"strings"
 
 	"github.com/git-sandbox/git-sandbox/config"
 	"github.com/git-sandbox/git-sandbox/container"
@@ -50,6 +52,16 @@ func (c *ImageBuildCmd) Run(app *App) error {
 		return err
 	}
 	infof(app.Stderr, "built %s", tag)
+	agents, err := d.ImageAgents(app.Ctx, tag)
+	switch {
+	case err != nil:
+		warnf(app.Stderr, "cannot tell which agent CLIs %s has: %v", tag, err)
+	case len(agents) == 0:
+		infof(app.Stderr, "%s has no agent CLIs (the npm registry could not be reached, or --no-agents): only the shell agent works", tag)
+		fmt.Fprintln(app.Stderr, "hint: run git sandbox image build --no-cache again with network access to add claude and codex")
+	default:
+		infof(app.Stderr, "agent CLIs in %s: %s", tag, strings.Join(agents, ", "))
+	}
 	return nil
 }
 
