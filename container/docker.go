@@ -158,8 +158,10 @@ type State struct {
 	Finished     time.Time
 	Labels       map[string]string
 	Image        string
-	// TTY and OpenStdin are how the container was created (Inspect only).
+	// TTY and OpenStdin are how the container was created, and Mounts
+	// (destination -> source) its bind mounts (Inspect only).
 	TTY, OpenStdin bool
+	Mounts         map[string]string
 }
 
 // Inspect returns a container's state, or an error satisfying IsNotFound.
@@ -183,12 +185,13 @@ func (d *Docker) Inspect(ctx context.Context, id string) (*State, error) {
 		st.TTY = info.Config.Tty
 		st.OpenStdin = info.Config.OpenStdin
 	}
+	st.Mounts = map[string]string{}
+	for _, m := range info.Mounts {
+		if m.Source != "" {
+			st.Mounts[m.Destination] = m.Source
+		}
+	}
 	return st, nil
-}
-
-// InspectRaw returns Docker's full inspect document (mounts included).
-func (d *Docker) InspectRaw(ctx context.Context, id string) (dcontainer.InspectResponse, error) {
-	return d.api.ContainerInspect(ctx, id)
 }
 
 // List returns the containers carrying every given label (key=value).

@@ -19,9 +19,6 @@ import (
 //go:embed image/Dockerfile
 var dockerfile []byte
 
-// Dockerfile returns the embedded Dockerfile of the default image.
-func Dockerfile() []byte { return dockerfile }
-
 // LabelImage marks images built by git sandbox.
 const LabelImage = "git-sandbox.image"
 

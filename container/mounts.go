@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
 // RefuseUnsafeHostPath resolves path (symlinks included) and refuses it as a
@@ -29,7 +30,7 @@ func RefuseUnsafeHostPath(kind, path string) (string, error) {
 		if resolved == home {
 			return "", refusal(kind, path, resolved, "your home directory")
 		}
-		if within(home, resolved) {
+		if worktree.Within(home, resolved) {
 			return "", refusal(kind, path, resolved, "an ancestor of your home directory")
 		}
 	}
@@ -90,9 +91,4 @@ func homes() []string {
 func userHome() string {
 	h, _ := os.UserHomeDir()
 	return h
-}
-
-func within(p, dir string) bool {
-	rel, err := filepath.Rel(dir, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }

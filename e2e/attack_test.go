@@ -17,9 +17,11 @@ package e2e
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -265,7 +267,7 @@ func (e *Env) atkAdminState(name string) map[string]string {
 	e.t.Helper()
 	st := map[string]string{}
 	wt := e.Worktree(name)
-	st["gitfile"] = atkFileState(filepath.Join(wt, ".git"))
+	st["gitfile"] = fileState(filepath.Join(wt, ".git"))
 	b, err := os.ReadFile(filepath.Join(wt, ".git"))
 	if err != nil {
 		e.t.Fatalf("the sandbox worktree has no gitfile: %v", err)
@@ -282,7 +284,7 @@ func (e *Env) atkAdminState(name string) map[string]string {
 		if rel == "index" || rel == "index.lock" || d.IsDir() {
 			return nil
 		}
-		st[rel] = atkFileState(p)
+		st[rel] = fileState(p)
 		return nil
 	})
 	return st
@@ -347,7 +349,7 @@ func TestAttackAgentGitConfigRunsNothingOnHost(t *testing.T) {
 	atkArmed(t, r.Stdout, "EXT", "ALIAS", "FILTER", "HOOK", "FSM")
 	e.atkNoMark(mark, "the agent's run")
 	// The attack is in place in the agent's repository, where it stays.
-	cfg := atkReadFile(filepath.Join(e.PrivateGitDir("cfg"), "config"))
+	cfg := readFile(filepath.Join(e.PrivateGitDir("cfg"), "config"))
 	for _, want := range []string{"fsmonitor", "hooksPath", "external", "pager", "clean"} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("the agent's config lacks %s:\n%s", want, cfg)
@@ -361,7 +363,7 @@ func TestAttackAgentGitConfigRunsNothingOnHost(t *testing.T) {
 		}
 	}
 	e.atkAssertHost(before, "refs/heads/cfg", "refs/remotes/origin/cfg")
-	if got := e.atkAdminState("cfg"); !atkSameMap(got, admin) {
+	if got := e.atkAdminState("cfg"); !maps.Equal(got, admin) {
 		t.Errorf("the sandbox worktree's host-side git directory changed:\n%v\n->\n%v", admin, got)
 	}
 	oldMain := e.Git("rev-parse", "main")
@@ -454,10 +456,10 @@ func TestAttackAgentCannotWriteHostGitMetadataAnyWay(t *testing.T) {
 	e.atkNoMark(mark, "the agent's run")
 	e.atkAssertHost(before, "refs/heads/meta")
 	wt := e.Worktree("meta")
-	if b := atkReadFile(filepath.Join(wt, ".git")); !strings.HasPrefix(b, "gitdir: "+hostGit+"/worktrees/") {
+	if b := readFile(filepath.Join(wt, ".git")); !strings.HasPrefix(b, "gitdir: "+hostGit+"/worktrees/") {
 		t.Errorf("the sandbox worktree's gitfile changed: %q", b)
 	}
-	if rec := atkReadFile(filepath.Join(filepath.Dir(wt), "record.json")); strings.Contains(rec, "evil") || rec == "<absent>" {
+	if rec := readFile(filepath.Join(filepath.Dir(wt), "record.json")); strings.Contains(rec, "evil") || rec == "<absent>" {
 		t.Errorf("the record was reached: %q", rec)
 	}
 	res := e.atkSession("meta", mark)
@@ -509,7 +511,7 @@ func TestAttackWorktreeConfigRunsNothingOnHost(t *testing.T) {
 	before := e.HostState()
 	r := e.atkStart("wtc", atkWorktreeConfigAgent, "MARK="+mark, "HOST_GIT="+filepath.Join(e.Repo, ".git"))
 	atkArmed(t, r.Stdout, "FSM", "HOOK")
-	if !strings.Contains(atkReadFile(filepath.Join(e.PrivateGitDir("wtc"), "config.worktree")), "fsmonitor") {
+	if !strings.Contains(readFile(filepath.Join(e.PrivateGitDir("wtc"), "config.worktree")), "fsmonitor") {
 		t.Fatalf("the agent's config.worktree is not in place:\n%s", r.Stdout)
 	}
 	admin := e.atkAdminState("wtc")
@@ -518,7 +520,7 @@ func TestAttackWorktreeConfigRunsNothingOnHost(t *testing.T) {
 		t.Errorf("sync: %s", res["git sandbox sync"])
 	}
 	e.atkAssertHost(before, "refs/heads/wtc", "refs/remotes/origin/wtc")
-	if got := e.atkAdminState("wtc"); !atkSameMap(got, admin) {
+	if got := e.atkAdminState("wtc"); !maps.Equal(got, admin) {
 		t.Errorf("the sandbox worktree's host-side git directory changed:\n%v\n->\n%v", admin, got)
 	}
 	if _, err := os.Lstat(filepath.Join(e.Repo, ".git", "config.worktree")); err == nil {
@@ -568,12 +570,12 @@ func TestAttackRewrittenGitfileAndEvilGitDir(t *testing.T) {
 		t.Errorf("the container's gitfile changed:\n%s", r.Stdout)
 	}
 	wt := e.Worktree("gf")
-	if !strings.Contains(atkReadFile(filepath.Join(wt, ".evil", "config")), "fsmonitor") {
+	if !strings.Contains(readFile(filepath.Join(wt, ".evil", "config")), "fsmonitor") {
 		t.Fatalf("the evil git directory is not in the worktree")
 	}
 	admin := e.atkAdminState("gf")
-	if !strings.HasPrefix(atkReadFile(filepath.Join(wt, ".git")), "gitdir: "+filepath.Join(e.Repo, ".git", "worktrees")+"/") {
-		t.Errorf("the host-side gitfile of the worktree is not the host's: %q", atkReadFile(filepath.Join(wt, ".git")))
+	if !strings.HasPrefix(readFile(filepath.Join(wt, ".git")), "gitdir: "+filepath.Join(e.Repo, ".git", "worktrees")+"/") {
+		t.Errorf("the host-side gitfile of the worktree is not the host's: %q", readFile(filepath.Join(wt, ".git")))
 	}
 	res := e.atkSession("gf", mark)
 	if res["git sandbox diff"].Code != 0 || !strings.Contains(res["git sandbox diff"].Stdout, ".evil/config") {
@@ -586,10 +588,10 @@ func TestAttackRewrittenGitfileAndEvilGitDir(t *testing.T) {
 		t.Errorf("git sandbox ps inside an agent-made git directory worked: %s", r2)
 	}
 	e.atkAssertHost(before, "refs/heads/gf", "refs/remotes/origin/gf")
-	if got := e.atkAdminState("gf"); !atkSameMap(got, admin) {
+	if got := e.atkAdminState("gf"); !maps.Equal(got, admin) {
 		t.Errorf("the sandbox worktree's host-side git directory changed:\n%v\n->\n%v", admin, got)
 	}
-	if entries, _ := os.ReadDir(victim); len(entries) != 1 || atkReadFile(filepath.Join(victim, "victim.txt")) != "victim\n" {
+	if entries, _ := os.ReadDir(victim); len(entries) != 1 || readFile(filepath.Join(victim, "victim.txt")) != "victim\n" {
 		t.Errorf("the victim directory changed: %v", entries)
 	}
 }
@@ -634,14 +636,14 @@ func TestAttackPlantedRebaseRunsNothingOnHost(t *testing.T) {
 	r := e.atkStart("rb", atkRebaseAgent, "MARK="+mark, "HOST_GIT="+hostGit)
 	atkArmed(t, r.Stdout, "REBASE")
 	gd := e.PrivateGitDir("rb")
-	if !strings.Contains(r.Stdout, "PLANTED rebase-merge: "+gd+"\n") || !strings.Contains(atkReadFile(filepath.Join(gd, "rebase-merge", "git-rebase-todo")), "exec echo") {
+	if !strings.Contains(r.Stdout, "PLANTED rebase-merge: "+gd+"\n") || !strings.Contains(readFile(filepath.Join(gd, "rebase-merge", "git-rebase-todo")), "exec echo") {
 		t.Fatalf("the rebase is not planted in the agent's git directory:\n%s", r.Stdout)
 	}
 	if strings.Contains(r.Stdout, "PLANTED rebase-merge: /workspace/.git\n") {
 		t.Errorf("the agent planted a rebase under /workspace/.git:\n%s", r.Stdout)
 	}
 	wt := e.Worktree("rb")
-	adminDir := strings.TrimSpace(strings.TrimPrefix(atkReadFile(filepath.Join(wt, ".git")), "gitdir:"))
+	adminDir := strings.TrimSpace(strings.TrimPrefix(readFile(filepath.Join(wt, ".git")), "gitdir:"))
 	admin := e.atkAdminState("rb")
 	atkNoRebaseState(t, hostGit, adminDir)
 	res := e.atkSession("rb", mark)
@@ -661,7 +663,7 @@ func TestAttackPlantedRebaseRunsNothingOnHost(t *testing.T) {
 	}
 	atkNoRebaseState(t, hostGit, adminDir)
 	e.atkAssertHost(before, "refs/heads/rb", "refs/remotes/origin/rb")
-	if got := e.atkAdminState("rb"); !atkSameMap(got, admin) {
+	if got := e.atkAdminState("rb"); !maps.Equal(got, admin) {
 		t.Errorf("the sandbox worktree's host-side git directory changed:\n%v\n->\n%v", admin, got)
 	}
 	oldMain := e.Git("rev-parse", "main")
@@ -747,7 +749,7 @@ func TestAttackSymlinkedMetadataAndShellBranchName(t *testing.T) {
 			t.Errorf("%s is not a symlink in the agent's git directory: %v", f, err)
 		}
 	}
-	if head := atkReadFile(filepath.Join(gd, "HEAD")); head != "ref: "+evilRef+"\n" {
+	if head := readFile(filepath.Join(gd, "HEAD")); head != "ref: "+evilRef+"\n" {
 		t.Errorf("the agent's HEAD = %q", head)
 	}
 	res := e.atkSession("sym", mark)
@@ -772,8 +774,8 @@ func TestAttackSymlinkedMetadataAndShellBranchName(t *testing.T) {
 	if readers() {
 		t.Errorf("a host command opened the agent's FETCH_HEAD or ORIG_HEAD symlink: it read through to a host path")
 	}
-	if fi, err := os.Stat(sentinel); err != nil || !fi.ModTime().Equal(old) || atkReadFile(sentinel) != "host sentinel\n" {
-		t.Errorf("the host file behind logs/HEAD and COMMIT_EDITMSG changed: %v %v %q", err, fi.ModTime(), atkReadFile(sentinel))
+	if fi, err := os.Stat(sentinel); err != nil || !fi.ModTime().Equal(old) || readFile(sentinel) != "host sentinel\n" {
+		t.Errorf("the host file behind logs/HEAD and COMMIT_EDITMSG changed: %v %v %q", err, fi.ModTime(), readFile(sentinel))
 	}
 }
 
@@ -862,7 +864,7 @@ func TestAttackGitlinksAndNestedRepositories(t *testing.T) {
 		}
 	}
 	e.atkAssertHost(before, "refs/heads/nest", "refs/remotes/origin/nest")
-	if got := e.atkAdminState("nest"); !atkSameMap(got, admin) {
+	if got := e.atkAdminState("nest"); !maps.Equal(got, admin) {
 		t.Errorf("the sandbox worktree's host-side git directory changed:\n%v\n->\n%v", admin, got)
 	}
 	oldMain := e.Git("rev-parse", "main")
@@ -1145,7 +1147,7 @@ func TestAttackIndexBitsDoNotHideTheRealContent(t *testing.T) {
 		t.Fatalf("the index bits do not hide the changes from the agent's own git:\n%s", r.Stdout)
 	}
 	res := e.atkSession("bits", mark)
-	if got := strings.Fields(res["git sandbox diff --name-only"].Stdout); !atkSameStrings(got, []string{"f.txt", "g.txt", "h.txt"}) {
+	if got := strings.Fields(res["git sandbox diff --name-only"].Stdout); !slices.Equal(got, []string{"f.txt", "g.txt", "h.txt"}) {
 		t.Errorf("diff --name-only = %q, want f.txt g.txt h.txt", got)
 	}
 	d := res["git sandbox diff"].Stdout
@@ -1245,7 +1247,7 @@ func TestAttackSymlinksToSecrets(t *testing.T) {
 		}
 	}
 	for p, c := range map[string]string{key: "FAKE PRIVATE KEY 8dk3\n", sentinel: "SENTINEL SECRET 93jf\n"} {
-		if fi, err := os.Stat(p); err != nil || !fi.ModTime().Equal(old) || atkReadFile(p) != c {
+		if fi, err := os.Stat(p); err != nil || !fi.ModTime().Equal(old) || readFile(p) != c {
 			t.Errorf("the host file %s a symlink points at changed", p)
 		}
 		id := strings.TrimSpace(e.Run(e.Repo, nil, "sh", "-c", "printf '%s' \"$1\" | git hash-object --stdin", "sh", c).Stdout)
@@ -1411,7 +1413,7 @@ func TestAttackUncheckoutableTreesAreRefused(t *testing.T) {
 		if got := e.Git("rev-parse", "main"); got != base {
 			t.Errorf("land %s moved main to %s", name, got)
 		}
-		if !e.atkHasSandbox(name) {
+		if !e.hasSandbox(name) {
 			t.Errorf("the refused sandbox %s is gone", name)
 		}
 	}
@@ -1475,16 +1477,6 @@ func TestAttackUncheckoutableTreesAreRefused(t *testing.T) {
 	}
 }
 
-func (e *Env) atkHasSandbox(name string) bool {
-	e.t.Helper()
-	for _, p := range e.Ps() {
-		if p.Branch == name {
-			return true
-		}
-	}
-	return false
-}
-
 // ---------------------------------------------------------------------------
 // 13. Processes left behind when the agent's main process ends.
 
@@ -1517,7 +1509,7 @@ func TestAttackBackgroundProcessesDieWithTheAgent(t *testing.T) {
 	state := func() string {
 		var b strings.Builder
 		for _, f := range []string{filepath.Join(wt, "f.txt"), filepath.Join(wt, "g.txt"), filepath.Join(wt, "h.txt"), filepath.Join(gd, "bg-log"), filepath.Join(gd, "refs", "heads", "bg"), filepath.Join(gd, "index")} {
-			b.WriteString(atkFileState(f) + "\n")
+			b.WriteString(fileState(f) + "\n")
 		}
 		return b.String()
 	}
@@ -1533,7 +1525,7 @@ func TestAttackBackgroundProcessesDieWithTheAgent(t *testing.T) {
 	}
 	final := map[string]string{}
 	for _, f := range []string{"f.txt", "g.txt", "h.txt"} {
-		final[f] = atkReadFile(filepath.Join(wt, f))
+		final[f] = readFile(filepath.Join(wt, f))
 	}
 	if l := e.Sandbox("land", "bg"); l.Code != 0 {
 		t.Fatalf("land: %s", l)
@@ -1901,7 +1893,7 @@ func TestAttackContainerHardening(t *testing.T) {
 			t.Errorf("forbidden mount %v", mm)
 		}
 	}
-	if !atkSameBoolMap(got, want) {
+	if !maps.Equal(got, want) {
 		t.Errorf("mounts (destination: read-write) = %v, want %v", got, want)
 	}
 	e.atkNoMark(mark, "the agent's run")
@@ -1915,18 +1907,6 @@ func atkStrings(v any) []string {
 		out = append(out, s)
 	}
 	return out
-}
-
-func atkSameBoolMap(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // ---------------------------------------------------------------------------
@@ -1976,55 +1956,4 @@ func TestAttackResumeRefusesSymlinkedMountSources(t *testing.T) {
 	if got := startedAt(); got == started {
 		t.Errorf("StartedAt did not change on a real resume: %s", got)
 	}
-}
-
-// ---------------------------------------------------------------------------
-// Small helpers.
-
-// atkFileState is a path's mode and content without following a symlink
-// at the path itself, or "<absent>".
-func atkFileState(p string) string {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return "<absent>"
-	}
-	if fi.Mode()&os.ModeSymlink != 0 {
-		l, _ := os.Readlink(p)
-		return fi.Mode().String() + " -> " + l
-	}
-	b, _ := os.ReadFile(p)
-	return fi.Mode().String() + " " + string(b)
-}
-
-// atkReadFile returns a file's content, or "<absent>".
-func atkReadFile(p string) string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "<absent>"
-	}
-	return string(b)
-}
-
-func atkSameMap(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
-func atkSameStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

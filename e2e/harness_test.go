@@ -310,16 +310,56 @@ func (e *Env) Ps() []PsEntry {
 	return list
 }
 
-// PsOf returns the ps entry of branch.
-func (e *Env) PsOf(branch string) PsEntry {
+// psEntry returns the ps entry of branch, if ps lists it.
+func (e *Env) psEntry(branch string) (PsEntry, bool) {
 	e.t.Helper()
 	for _, p := range e.Ps() {
 		if p.Branch == branch {
-			return p
+			return p, true
 		}
 	}
-	e.t.Fatalf("ps has no sandbox %s", branch)
-	return PsEntry{}
+	return PsEntry{}, false
+}
+
+// PsOf returns the ps entry of branch.
+func (e *Env) PsOf(branch string) PsEntry {
+	e.t.Helper()
+	p, ok := e.psEntry(branch)
+	if !ok {
+		e.t.Fatalf("ps has no sandbox %s", branch)
+	}
+	return p
+}
+
+// hasSandbox reports whether ps lists branch.
+func (e *Env) hasSandbox(branch string) bool {
+	e.t.Helper()
+	_, ok := e.psEntry(branch)
+	return ok
+}
+
+// readFile returns a file's content, or "<absent>".
+func readFile(p string) string {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "<absent>"
+	}
+	return string(b)
+}
+
+// fileState is a path's mode and content (a symlink's target, not
+// followed), or "<absent>".
+func fileState(p string) string {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return "<absent>"
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		l, _ := os.Readlink(p)
+		return fi.Mode().String() + " -> " + l
+	}
+	b, _ := os.ReadFile(p)
+	return fi.Mode().String() + " " + string(b)
 }
 
 // Worktree returns a sandbox's worktree path.

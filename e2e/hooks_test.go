@@ -24,16 +24,6 @@ func (e *Env) push(args ...string) Result {
 	return e.Run(e.Repo, nil, "git", append([]string{"push", "origin"}, args...)...)
 }
 
-func fileState(t *testing.T, p string) string {
-	t.Helper()
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return "<absent>"
-	}
-	b, _ := os.ReadFile(p)
-	return fi.Mode().String() + " " + string(b)
-}
-
 func TestHooksInstallKeepsAndRestoresYourHook(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
@@ -41,7 +31,7 @@ func TestHooksInstallKeepsAndRestoresYourHook(t *testing.T) {
 	hook := filepath.Join(e.Repo, ".git", "hooks", "pre-push")
 	mark := filepath.Join(e.Root, "user-hook-ran")
 	must(t, os.WriteFile(hook, []byte("#!/bin/sh\ncat > /dev/null\ntouch "+mark+"\n[ ! -e "+filepath.Join(e.Root, "refuse")+" ]\n"), 0o750))
-	before := fileState(t, hook)
+	before := fileState(hook)
 
 	e.MustSandbox("hooks", "install")
 	if st := e.MustSandbox("hooks", "status").Stdout; !strings.Contains(st, "installed; your own hook runs first") {
@@ -63,7 +53,7 @@ func TestHooksInstallKeepsAndRestoresYourHook(t *testing.T) {
 		t.Errorf("push went through although your hook refused it")
 	}
 	e.MustSandbox("hooks", "uninstall")
-	if after := fileState(t, hook); after != before {
+	if after := fileState(hook); after != before {
 		t.Errorf("your hook was not restored exactly:\nbefore %q\nafter  %q", before, after)
 	}
 	if _, err := os.Lstat(hook + ".git-sandbox-chained"); !os.IsNotExist(err) {
@@ -83,10 +73,10 @@ func TestHooksInstallIntoHooksPath(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "commit-msg"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
 	before := map[string]string{}
 	for _, n := range []string{"pre-push", "commit-msg"} {
-		before[n] = fileState(t, filepath.Join(dir, n))
+		before[n] = fileState(filepath.Join(dir, n))
 	}
 	e.MustSandbox("hooks", "install")
-	if st := fileState(t, hook); !strings.Contains(st, "git-sandbox pre-push hook") {
+	if st := fileState(hook); !strings.Contains(st, "git-sandbox pre-push hook") {
 		t.Fatalf("hook not installed in core.hooksPath: %s", st)
 	}
 	if _, err := os.Stat(filepath.Join(e.Repo, ".git", "hooks", "pre-push")); err == nil {
@@ -98,7 +88,7 @@ func TestHooksInstallIntoHooksPath(t *testing.T) {
 	}
 	e.MustSandbox("hooks", "uninstall")
 	for n, b := range before {
-		if after := fileState(t, filepath.Join(dir, n)); after != b {
+		if after := fileState(filepath.Join(dir, n)); after != b {
 			t.Errorf("%s not restored exactly: %q -> %q", n, b, after)
 		}
 	}

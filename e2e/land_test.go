@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -90,17 +91,6 @@ func (e *Env) parents(rev string) []string {
 	return f[1:]
 }
 
-// hasSandbox reports whether ps lists branch.
-func (e *Env) hasSandbox(branch string) bool {
-	e.t.Helper()
-	for _, p := range e.Ps() {
-		if p.Branch == branch {
-			return true
-		}
-	}
-	return false
-}
-
 // containerExists reports whether docker knows a container of that name.
 func containerExists(t testing.TB, name string) bool {
 	t.Helper()
@@ -109,27 +99,6 @@ func containerExists(t testing.TB, name string) bool {
 		t.Fatalf("docker ps: %v", err)
 	}
 	return strings.TrimSpace(string(out)) != ""
-}
-
-// readFile returns a file's content, or "<absent>".
-func readFile(p string) string {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "<absent>"
-	}
-	return string(b)
-}
-
-func sameStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // assertSandboxIntact checks that a sandbox survived a refused land: ps
@@ -224,7 +193,7 @@ func TestLandAppliesEveryKindOfChangeAsOneCommit(t *testing.T) {
 	if n := e.Git("rev-list", "--count", oldMain+"..main"); n != "1" {
 		t.Errorf("main has %s new commits, want 1", n)
 	}
-	if ps := e.parents("main"); !sameStrings(ps, []string{oldMain}) {
+	if ps := e.parents("main"); !slices.Equal(ps, []string{oldMain}) {
 		t.Errorf("parents of the landed commit = %v, want [%s]", ps, oldMain)
 	}
 
@@ -310,10 +279,10 @@ func TestLandCarryLeavesCarriedDirtInTheCheckout(t *testing.T) {
 	}
 	e.MustSandbox("land", "t1")
 
-	if ps := e.parents("main"); !sameStrings(ps, []string{oldMain}) {
+	if ps := e.parents("main"); !slices.Equal(ps, []string{oldMain}) {
 		t.Errorf("parents of the landed commit = %v, want [%s]", ps, oldMain)
 	}
-	if ch := e.changedPaths("main"); !sameStrings(ch, []string{"other.txt"}) {
+	if ch := e.changedPaths("main"); !slices.Equal(ch, []string{"other.txt"}) {
 		t.Errorf("landed commit changes %v, want only other.txt", ch)
 	}
 	e.assertTree("main", map[string]blobEntry{
@@ -348,7 +317,7 @@ func TestLandOntoMovedBase(t *testing.T) {
 	moved := e.Git("rev-parse", "main")
 
 	e.MustSandbox("land", "t1")
-	if ps := e.parents("main"); !sameStrings(ps, []string{moved}) {
+	if ps := e.parents("main"); !slices.Equal(ps, []string{moved}) {
 		t.Errorf("parents of the landed commit = %v, want the moved main [%s]", ps, moved)
 	}
 	e.assertTree("main", map[string]blobEntry{
@@ -356,7 +325,7 @@ func TestLandOntoMovedBase(t *testing.T) {
 		"agent.txt": {"100644", "one\nTWO by agent\nthree\n"},
 		"host.txt":  {"100644", "host moved on\n"},
 	})
-	if ch := e.changedPaths("main"); !sameStrings(ch, []string{"agent.txt"}) {
+	if ch := e.changedPaths("main"); !slices.Equal(ch, []string{"agent.txt"}) {
 		t.Errorf("landed commit changes %v, want only agent.txt", ch)
 	}
 	if st := e.Git("status", "--porcelain"); st != "" {
@@ -451,10 +420,10 @@ func TestLandKeepsUnrelatedLocalChanges(t *testing.T) {
 	statusBefore := e.Git("status", "--porcelain")
 
 	e.MustSandbox("land", "t1")
-	if ps := e.parents("main"); !sameStrings(ps, []string{oldMain}) {
+	if ps := e.parents("main"); !slices.Equal(ps, []string{oldMain}) {
 		t.Errorf("parents = %v, want [%s]", ps, oldMain)
 	}
-	if ch := e.changedPaths("main"); !sameStrings(ch, []string{"agent.txt"}) {
+	if ch := e.changedPaths("main"); !slices.Equal(ch, []string{"agent.txt"}) {
 		t.Errorf("landed commit changes %v, want only agent.txt", ch)
 	}
 	for p, want := range map[string]string{"agent.txt": "agent change\n", "unrelated.txt": "unrelated dirt\n", "staged.txt": "staged dirt\n", "stray.txt": "stray\n"} {
@@ -561,7 +530,7 @@ func TestLandRefusesFailedVerifyUnlessForced(t *testing.T) {
 	if !strings.Contains(r.Stderr, "landed with --force") {
 		t.Errorf("land --force does not say verify failed:\n%s", r.Stderr)
 	}
-	if ps := e.parents("main"); !sameStrings(ps, []string{oldMain}) {
+	if ps := e.parents("main"); !slices.Equal(ps, []string{oldMain}) {
 		t.Errorf("parents = %v, want [%s]", ps, oldMain)
 	}
 	if got := e.Git("show", "main:work.txt"); got != "work" {
@@ -618,7 +587,7 @@ echo "agent-head:$(git rev-parse HEAD)"`)
 	}
 	p := e.PsOf("t1")
 	e.MustSandbox("land", "t1", "--merge")
-	if ps := e.parents("main"); !sameStrings(ps, []string{oldMain, head}) {
+	if ps := e.parents("main"); !slices.Equal(ps, []string{oldMain, head}) {
 		t.Errorf("parents of the landed merge = %v, want [%s %s]", ps, oldMain, head)
 	}
 	subjects := e.Git("log", "--format=%s", "main")
@@ -649,10 +618,10 @@ func TestLandKeepThenLandAgain(t *testing.T) {
 	wt := e.Worktree("t1")
 	e.MustSandbox("land", "t1", "--keep")
 	first := e.Git("rev-parse", "main")
-	if ps := e.parents(first); !sameStrings(ps, []string{oldMain}) {
+	if ps := e.parents(first); !slices.Equal(ps, []string{oldMain}) {
 		t.Errorf("parents = %v, want [%s]", ps, oldMain)
 	}
-	if ch := e.changedPaths(first); !sameStrings(ch, []string{"first.txt"}) {
+	if ch := e.changedPaths(first); !slices.Equal(ch, []string{"first.txt"}) {
 		t.Errorf("first land changes %v", ch)
 	}
 	if !e.hasSandbox("t1") {
@@ -664,10 +633,10 @@ func TestLandKeepThenLandAgain(t *testing.T) {
 	// A second change lands alone on top of the first.
 	must(t, os.WriteFile(filepath.Join(wt, "second.txt"), []byte("second\n"), 0o644))
 	e.MustSandbox("land", "t1")
-	if ps := e.parents("main"); !sameStrings(ps, []string{first}) {
+	if ps := e.parents("main"); !slices.Equal(ps, []string{first}) {
 		t.Errorf("second land's parents = %v, want [%s]", ps, first)
 	}
-	if ch := e.changedPaths("main"); !sameStrings(ch, []string{"second.txt"}) {
+	if ch := e.changedPaths("main"); !slices.Equal(ch, []string{"second.txt"}) {
 		t.Errorf("second land changes %v, want only second.txt", ch)
 	}
 	e.assertTree("main", map[string]blobEntry{
@@ -722,7 +691,7 @@ func TestLandOntoOtherBranch(t *testing.T) {
 	if got := e.Git("rev-parse", "main"); got != oldMain {
 		t.Errorf("main moved to %s", got)
 	}
-	if ps := e.parents("other"); !sameStrings(ps, []string{oldOther}) {
+	if ps := e.parents("other"); !slices.Equal(ps, []string{oldOther}) {
 		t.Errorf("parents on other = %v, want [%s]", ps, oldOther)
 	}
 	e.assertTree("other", map[string]blobEntry{
@@ -807,10 +776,10 @@ func TestLandTwoSandboxesOneAfterTheOther(t *testing.T) {
 	if n := e.Git("rev-list", "--count", oldMain+"..main"); n != "2" {
 		t.Errorf("main gained %s commits, want 2", n)
 	}
-	if ps := e.parents(first); !sameStrings(ps, []string{oldMain}) {
+	if ps := e.parents(first); !slices.Equal(ps, []string{oldMain}) {
 		t.Errorf("first land's parents = %v", ps)
 	}
-	if ps := e.parents("main"); !sameStrings(ps, []string{first}) {
+	if ps := e.parents("main"); !slices.Equal(ps, []string{first}) {
 		t.Errorf("second land's parents = %v, want [%s]", ps, first)
 	}
 	if got := e.Git("log", "-1", "--format=%(trailers:key=Sandbox,valueonly)", first); got != "t1" {
@@ -819,7 +788,7 @@ func TestLandTwoSandboxesOneAfterTheOther(t *testing.T) {
 	if got := e.Git("log", "-1", "--format=%(trailers:key=Sandbox,valueonly)", "main"); got != "t2" {
 		t.Errorf("second landed commit is from sandbox %q", got)
 	}
-	if ch := e.changedPaths("main"); !sameStrings(ch, []string{"README.md", "two.txt"}) {
+	if ch := e.changedPaths("main"); !slices.Equal(ch, []string{"README.md", "two.txt"}) {
 		t.Errorf("second land changes %v", ch)
 	}
 	e.assertTree("main", map[string]blobEntry{
@@ -844,7 +813,7 @@ func TestDiffShowsWhatLandWouldApply(t *testing.T) {
 	r := e.MustSandbox("diff", "t1", "--name-only")
 	got := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	sort.Strings(got)
-	if !sameStrings(got, []string{"README.md", "new.txt", "pw"}) {
+	if !slices.Equal(got, []string{"README.md", "new.txt", "pw"}) {
 		t.Errorf("diff --name-only = %q, want README.md, new.txt, pw", r.Stdout)
 	}
 

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -94,7 +93,9 @@ func (s *Sandbox) Final(ctx context.Context, reason rescue.Reason) (*rescue.Take
 	if err != nil {
 		return nil, nil, err
 	}
-	snap, err := s.Snapshotter().Take(ctx, reason)
+	snapper := s.Snapshotter()
+	snapper.AgentHead = func() string { return sync.Head } // just read by Sync
+	snap, err := snapper.Take(ctx, reason)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -303,7 +304,7 @@ func (e *Env) insideSandboxes(p string) bool {
 		if root == "" {
 			continue
 		}
-		if r, err := filepath.Rel(root, p); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
+		if worktree.Within(p, root) {
 			return true
 		}
 	}

@@ -43,20 +43,13 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 	}
 	// Docker mounts a bind source by path when the container starts again:
 	// a source swapped for a symlink since creation would be followed.
-	info, err := d.InspectRaw(ctx, sb.Container)
-	if err != nil {
-		return nil, fmt.Errorf("inspect container: %w", err)
-	}
-	for _, m := range info.Mounts {
-		if m.Source == "" {
-			continue
-		}
-		resolved, err := container.RefuseUnsafeHostPath("mount "+m.Destination, m.Source)
+	for dest, src := range st.Mounts {
+		resolved, err := container.RefuseUnsafeHostPath("mount "+dest, src)
 		if err != nil {
 			return nil, err
 		}
-		if resolved != m.Source {
-			return nil, usererr.New("the mount source %s of sandbox %s now resolves to %s", m.Source, sb.Display(), resolved).
+		if resolved != src {
+			return nil, usererr.New("the mount source %s of sandbox %s now resolves to %s", src, sb.Display(), resolved).
 				Hint("something replaced a sandbox directory with a symlink; check it, then git sandbox rm %s", sb.Display())
 		}
 	}

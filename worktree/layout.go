@@ -93,9 +93,3 @@ func EscapeBranch(b string) string {
 	b = strings.ReplaceAll(b, "%", "%25")
 	return strings.ReplaceAll(b, "/", "%2F")
 }
-
-// UnescapeBranch reverses EscapeBranch.
-func UnescapeBranch(s string) string {
-	s = strings.ReplaceAll(s, "%2F", "/")
-	return strings.ReplaceAll(s, "%25", "%")
-}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -208,10 +207,10 @@ func refuseNestedInSandbox(top, commonDir string, roots []string) error {
 		if r, err := filepath.EvalSymlinks(root); err == nil {
 			root = r
 		}
-		if !within(top, root) && !within(commonDir, root) {
+		if !Within(top, root) && !Within(commonDir, root) {
 			continue
 		}
-		if filepath.Base(top) == WorktreeDirName && !within(commonDir, root) {
+		if filepath.Base(top) == WorktreeDirName && !Within(commonDir, root) {
 			continue
 		}
 		return usererr.New("%s is a repository inside a sandbox's files, not your repository", top).
@@ -220,7 +219,8 @@ func refuseNestedInSandbox(top, commonDir string, roots []string) error {
 	return nil
 }
 
-func within(p, dir string) bool {
+// Within reports whether path p is dir or lies beneath it (lexically).
+func Within(p, dir string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
@@ -280,9 +280,6 @@ func errInvalidBranch(name string) error {
 	return usererr.New("invalid branch name %q", name).
 		Hint("use a name git accepts for a branch, such as fix-login or agent/fix-login (see git help check-ref-format)")
 }
-
-// ErrNotFound is returned when a lookup finds nothing.
-var ErrNotFound = errors.New("not found")
 
 // CurrentBranch returns the branch checked out in the given worktree, or ""
 // on a detached HEAD.

@@ -122,7 +122,7 @@ func AdminDir(commonDir, path string) (string, error) {
 		return "", fmt.Errorf("%s/.git is not a gitfile", path)
 	}
 	target = filepath.Clean(strings.TrimSpace(target))
-	if !within(target, filepath.Join(commonDir, "worktrees")) {
+	if !Within(target, filepath.Join(commonDir, "worktrees")) {
 		return "", fmt.Errorf("%s/.git points outside the repository (%s)", path, target)
 	}
 	return target, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/config"
 	"github.com/git-sandbox/git-sandbox/rescue"
 	"github.com/git-sandbox/git-sandbox/review"
+	"github.com/git-sandbox/git-sandbox/sandbox"
 	"github.com/git-sandbox/git-sandbox/termsafe"
 	"github.com/git-sandbox/git-sandbox/usererr"
 	"github.com/git-sandbox/git-sandbox/worktree"
@@ -22,6 +23,16 @@ type RescueCmd struct {
 	Restore  RescueRestoreCmd  `cmd:"" help:"Bring a snapshot back as a new branch, or into its sandbox."`
 	Snapshot RescueSnapshotCmd `cmd:"" help:"Take a snapshot of a sandbox now."`
 	Prune    RescuePruneCmd    `cmd:"" help:"Delete the snapshots of removed sandboxes older than a given age."`
+}
+
+// resolveSnapshot opens the repository and finds the snapshot the user named.
+func resolveSnapshot(app *App, name string) (*sandbox.Env, *rescue.Snapshot, error) {
+	env, err := app.Env()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := rescue.Resolve(app.Ctx, env.Git(), name)
+	return env, s, err
 }
 
 // RescueListCmd is git sandbox rescue list.
@@ -82,15 +93,11 @@ type RescueShowCmd struct {
 
 // Run shows a snapshot.
 func (c *RescueShowCmd) Run(app *App) error {
-	env, err := app.Env()
+	env, s, err := resolveSnapshot(app, c.Snapshot)
 	if err != nil {
 		return err
 	}
 	g := env.Git()
-	s, err := rescue.Resolve(app.Ctx, g, c.Snapshot)
-	if err != nil {
-		return err
-	}
 	w := app.Stdout
 	fmt.Fprintf(w, "snapshot %s\n", s.ID)
 	fmt.Fprintf(w, "sandbox  %s\n", termsafe.String(s.Branch))
@@ -134,15 +141,11 @@ as a snapshot first. Nothing is overwritten without --force.`
 
 // Run restores a snapshot.
 func (c *RescueRestoreCmd) Run(app *App) error {
-	env, err := app.Env()
+	env, s, err := resolveSnapshot(app, c.Snapshot)
 	if err != nil {
 		return err
 	}
 	g := env.Git()
-	s, err := rescue.Resolve(app.Ctx, g, c.Snapshot)
-	if err != nil {
-		return err
-	}
 	if c.Branch != "" {
 		if err := worktree.ValidBranch(app.Ctx, g, c.Branch); err != nil {
 			return err
