@@ -11,7 +11,7 @@ PREFIX     ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
 BINDIR     ?= $(PREFIX)/bin
 MANDIR     ?= $(PREFIX)/share/man
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS    := -X github.com/git-sandbox/git-sandbox/version.Version=$(VERSION)
+LDFLAGS    := -X github.com/git-sandbox/git-sandbox/internal/version.Version=$(VERSION)
 STATICCHECK_VERSION ?= v0.8.2
 # The offline base image the tests build their sandbox image from.
 TEST_BASE_IMAGE ?= git-sandbox-test-base:bookworm

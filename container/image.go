@@ -13,7 +13,7 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/pkg/jsonmessage"
 
-	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 //go:embed image/Dockerfile

@@ -8,13 +8,13 @@ import (
 	"os"
 	"strings"
 
-	"github.com/git-sandbox/git-sandbox/config"
+	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/sandbox"
-	"github.com/git-sandbox/git-sandbox/termsafe"
-	"github.com/git-sandbox/git-sandbox/usererr"
-	"github.com/git-sandbox/git-sandbox/verify"
-	"github.com/git-sandbox/git-sandbox/version"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/verify"
+	"github.com/git-sandbox/git-sandbox/internal/version"
 )
 
 // Update is one line git gives a pre-push hook.

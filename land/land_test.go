@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/git-sandbox/git-sandbox/gitcmd"
-	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 type repo struct {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/git-sandbox/git-sandbox/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 )
 
 const logFormat = "--format=%x1e%H%x00%T%x00%ct%x00%B"

@@ -22,8 +22,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/git-sandbox/git-sandbox/gitcmd"
-	"github.com/git-sandbox/git-sandbox/record"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
 

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/git-sandbox/git-sandbox/gitcmd"
-	"github.com/git-sandbox/git-sandbox/record"
-	"github.com/git-sandbox/git-sandbox/termsafe"
-	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // Resolve turns what the user typed (a full or abbreviated snapshot id, or

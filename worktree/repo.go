@@ -14,8 +14,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/git-sandbox/git-sandbox/gitcmd"
-	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // Repo is the user's repository as seen from one of its worktrees.

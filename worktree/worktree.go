@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/git-sandbox/git-sandbox/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 )
 
 // Entry is one worktree of git worktree list --porcelain.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/git-sandbox/git-sandbox/config"
-	"github.com/git-sandbox/git-sandbox/sandbox"
-	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
-	"github.com/git-sandbox/git-sandbox/config"
+	"github.com/git-sandbox/git-sandbox/internal/config"
 )
 
 // ConfigCmd groups the config commands.

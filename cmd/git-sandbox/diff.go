@@ -5,8 +5,8 @@ import (
 	"io"
 
 	"github.com/git-sandbox/git-sandbox/rescue"
-	"github.com/git-sandbox/git-sandbox/review"
-	"github.com/git-sandbox/git-sandbox/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/review"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
 // DiffCmd is git sandbox diff.

@@ -1,6 +1,6 @@
 package main
 
-import "github.com/git-sandbox/git-sandbox/usererr"
+import "github.com/git-sandbox/git-sandbox/internal/usererr"
 
 // ExecCmd is git sandbox exec.
 type ExecCmd struct {

@@ -8,7 +8,7 @@ import (
 	"syscall"
 
 	"github.com/git-sandbox/git-sandbox/hooks"
-	"github.com/git-sandbox/git-sandbox/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 )
 
 // HooksCmd groups the hook management commands.

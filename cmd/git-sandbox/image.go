@@ -5,7 +5,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/git-sandbox/git-sandbox/config"
+	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/container"
 )
 

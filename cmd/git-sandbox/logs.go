@@ -3,7 +3,7 @@ package main
 import (
 	"io"
 
-	"github.com/git-sandbox/git-sandbox/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
 // LogsCmd is git sandbox logs.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/git-sandbox/git-sandbox/version"
+	"github.com/git-sandbox/git-sandbox/internal/version"
 )
 
 // ManCmd prints the man page, generated from the command line definition

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/git-sandbox/git-sandbox/sandbox"
-	"github.com/git-sandbox/git-sandbox/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
 // PsCmd is git sandbox ps.

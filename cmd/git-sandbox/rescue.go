@@ -7,12 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/git-sandbox/git-sandbox/config"
+	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/rescue"
-	"github.com/git-sandbox/git-sandbox/review"
-	"github.com/git-sandbox/git-sandbox/sandbox"
-	"github.com/git-sandbox/git-sandbox/termsafe"
-	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/review"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
 

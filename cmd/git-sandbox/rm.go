@@ -1,6 +1,6 @@
 package main
 
-import "github.com/git-sandbox/git-sandbox/sandbox"
+import "github.com/git-sandbox/git-sandbox/internal/sandbox"
 
 // RmCmd is git sandbox rm.
 type RmCmd struct {

@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/sandbox"
-	"github.com/git-sandbox/git-sandbox/termsafe"
-	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // StartCmd is git sandbox start.

@@ -21,9 +21,9 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/git-sandbox/git-sandbox/sandbox"
-	"github.com/git-sandbox/git-sandbox/termsafe"
-	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 const prefix = "git sandbox: "

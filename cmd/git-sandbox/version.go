@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/git-sandbox/git-sandbox/version"
+	"github.com/git-sandbox/git-sandbox/internal/version"
 )
 
 // VersionCmd is git sandbox version.

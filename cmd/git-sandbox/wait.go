@@ -3,7 +3,7 @@ package main
 import (
 	"time"
 
-	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // WaitCmd is git sandbox wait.

@@ -23,7 +23,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/docker/go-units"
 
-	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // DefaultImage is the image git sandbox builds and uses unless told otherwise.

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/git-sandbox/git-sandbox/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // Task is what the agent is asked to do.

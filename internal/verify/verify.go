@@ -19,7 +19,7 @@ import (
 	dcontainer "github.com/docker/docker/api/types/container"
 
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 )
 
 // Options describe one verify run.

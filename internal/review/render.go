@@ -10,7 +10,7 @@ import (
 
 	"github.com/sergi/go-diff/diffmatchpatch"
 
-	"github.com/git-sandbox/git-sandbox/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
 // ANSI styles used on a terminal.

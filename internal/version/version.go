@@ -1,5 +1,5 @@
 // Package version holds the build's version, set by the Makefile through
-// -ldflags "-X github.com/git-sandbox/git-sandbox/version.Version=…".
+// -ldflags "-X github.com/git-sandbox/git-sandbox/internal/version.Version=…".
 package version
 
 import "runtime/debug"

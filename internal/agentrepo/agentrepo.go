@@ -20,7 +20,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/git-sandbox/git-sandbox/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 )
 
 // InitOptions describe a new private repository.

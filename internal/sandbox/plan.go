@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/git-sandbox/git-sandbox/config"
+	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/version"
+	"github.com/git-sandbox/git-sandbox/internal/version"
 )
 
 // setupMarker is created inside the container (outside /workspace) once the

@@ -14,7 +14,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/git-sandbox/git-sandbox/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 )
 
 // Entry is one changed path of a tree-to-tree diff.
