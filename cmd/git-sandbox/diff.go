@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/git-sandbox/git-sandbox/rescue"
 	"github.com/git-sandbox/git-sandbox/internal/review"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/rescue"
 )
 
 // DiffCmd is git sandbox diff.

@@ -5,8 +5,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/config"
 )
 
 // ImageCmd groups the image commands.

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/version"
 )
 

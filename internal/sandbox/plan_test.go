@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/config"
 )
 
 func planInput(t *testing.T) PlanInput {
