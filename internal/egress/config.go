@@ -1,10 +1,13 @@
 package egress
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"time"
@@ -200,4 +203,39 @@ func (c *ProxyConfig) Options() (Options, error) {
 	o.DialTimeout = time.Duration(c.DialTimeout)
 	o.IdleTimeout = time.Duration(c.IdleTimeout)
 	return o, nil
+}
+
+// Run serves the proxy c describes until ctx is done: it opens the log,
+// listens on c.Listen, calls ready with the address, and closes everything
+// on the way out.
+func Run(ctx context.Context, c *ProxyConfig, errs io.Writer, ready func(net.Addr)) error {
+	o, err := c.Options()
+	if err != nil {
+		return err
+	}
+	if c.Log != "" {
+		l, err := OpenLog(c.Log, o.Secrets)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		o.Log = l
+	}
+	o.Errors = errs
+	p, err := New(o)
+	if err != nil {
+		return err
+	}
+	listen := c.Listen
+	if listen == "" {
+		listen = DefaultListen
+	}
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("egress proxy: %w", err)
+	}
+	if ready != nil {
+		ready(l.Addr())
+	}
+	return p.Serve(ctx, l)
 }

@@ -117,6 +117,7 @@ func parseEntry(s string) (Entry, string) {
 	if why != "" {
 		return Entry{}, why
 	}
+	host = strings.TrimSuffix(host, ".")
 	var e Entry
 	if port != "" {
 		p, err := strconv.ParseUint(port, 10, 16)

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -124,10 +125,14 @@ func (e *testEnv) lastSeen(t *testing.T) seen {
 	return s[len(s)-1]
 }
 
-func newTestEnv(t *testing.T) *testEnv {
+func newTestEnv(t testing.TB) *testEnv {
 	t.Helper()
 	e := &testEnv{rec: newRecorder()}
 	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n, ok := strings.CutPrefix(r.URL.Path, "/bytes/"); ok {
+			serveBytes(w, n)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		e.mu.Lock()
 		e.reqs = append(e.reqs, seen{host: r.Host, header: r.Header.Clone(), body: string(body), proto: r.Proto})
@@ -215,10 +220,24 @@ func newTestEnv(t *testing.T) *testEnv {
 	return e
 }
 
+// serveBytes answers n bytes, for the benchmarks.
+func serveBytes(w http.ResponseWriter, n string) {
+	size, _ := strconv.Atoi(n)
+	w.Header().Set("Content-Length", n)
+	chunk := bytes.Repeat([]byte("a"), 256*1024)
+	for size > 0 {
+		k := min(size, len(chunk))
+		if _, err := w.Write(chunk[:k]); err != nil {
+			return
+		}
+		size -= k
+	}
+}
+
 // client goes through the proxy and trusts the sandbox's CA and the
 // upstream test CA, as the agent's container would trust the system roots
 // plus the sandbox's CA.
-func (e *testEnv) client(t *testing.T, h2 bool) *http.Client {
+func (e *testEnv) client(t testing.TB, h2 bool) *http.Client {
 	pool := e.pki.pool.Clone()
 	pool.AddCert(e.ca.Cert)
 	tr := &http.Transport{
@@ -285,7 +304,7 @@ func TestProxyPlainHTTP(t *testing.T) {
 
 	t.Run("denied host gets 403 and is logged", func(t *testing.T) {
 		resp, body := do(t, c, "GET", "http://denied.test/x", nil)
-		if resp.StatusCode != 403 || !strings.Contains(body, "not in the allow list") || !strings.Contains(body, "--allow denied.test:80") {
+		if resp.StatusCode != 403 || !strings.Contains(body, "not in the allow list") || !strings.Contains(body, "--allow denied.test,") {
 			t.Fatalf("got %d %q", resp.StatusCode, body)
 		}
 		rec := e.rec.wait(t, host("denied.test"))
@@ -365,9 +384,13 @@ func TestProxyConnect(t *testing.T) {
 	})
 
 	t.Run("allowed name on another port", func(t *testing.T) {
-		status, _ := e.connectStatus(t, "tunnel.test:443")
-		if status != 403 {
-			t.Fatalf("status %d", status)
+		status, body := e.connectStatus(t, "tunnel.test:443")
+		if status != 403 || !strings.Contains(body, "--allow tunnel.test,") {
+			t.Fatalf("got %d %q", status, body)
+		}
+		status, body = e.connectStatus(t, "tunnel.test:8443")
+		if status != 403 || !strings.Contains(body, "--allow tunnel.test:8443,") {
+			t.Fatalf("got %d %q", status, body)
 		}
 	})
 
@@ -527,7 +550,9 @@ func TestProxyCredentialBroker(t *testing.T) {
 					t.Fatalf("%s received the real value", s.host)
 				}
 			}
-			e.rec.wait(t, func(r Record) bool { return r.Decision == Leak && r.Secret == tc.secret && r.Time.After(time.Now().Add(-5*time.Second)) })
+			e.rec.wait(t, func(r Record) bool {
+				return r.Decision == Leak && r.Secret == tc.secret && r.Time.After(time.Now().Add(-5*time.Second))
+			})
 		})
 	}
 

@@ -283,6 +283,31 @@ func newStreamReplacer(src io.Reader, from, to []string, onMatch func(i int) err
 }
 
 func (r *streamReplacer) Read(p []byte) (int, error) {
+	if len(r.out) == 0 && len(r.pending) == 0 && r.err == nil && len(p) >= len(r.buf) {
+		// The common case, without a copy: read straight into p and hand
+		// it back when it holds no pattern, keeping only an end that could
+		// begin one.
+		n, err := r.src.Read(p)
+		if !r.containsAny(p[:n]) {
+			keep := 0
+			if err == nil {
+				keep = r.partialSuffix(p[:n])
+			}
+			r.pending = append(r.pending, p[n-keep:n]...)
+			r.err = err
+			if n-keep > 0 || err != nil {
+				return n - keep, err
+			}
+		} else {
+			r.pending = append(r.pending, p[:n]...)
+			r.err = err
+			if merr := r.process(err != nil); merr != nil {
+				r.err = merr
+				r.pending, r.out = nil, nil
+				return 0, merr
+			}
+		}
+	}
 	for len(r.out) == 0 {
 		if r.err != nil {
 			return 0, r.err
@@ -301,6 +326,15 @@ func (r *streamReplacer) Read(p []byte) (int, error) {
 	n := copy(p, r.out)
 	r.out = r.out[n:]
 	return n, nil
+}
+
+func (r *streamReplacer) containsAny(b []byte) bool {
+	for _, f := range r.from {
+		if bytes.Contains(b, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // process moves what is certainly not (the start of) a pattern from
@@ -329,20 +363,20 @@ func (r *streamReplacer) process(end bool) error {
 	}
 	keep := 0
 	if !end {
-		keep = r.partialSuffix()
+		keep = r.partialSuffix(r.pending)
 	}
 	r.out = append(r.out, r.pending[:len(r.pending)-keep]...)
 	r.pending = append(r.pending[:0:0], r.pending[len(r.pending)-keep:]...)
 	return nil
 }
 
-// partialSuffix is the length of the longest end of pending that begins
-// some pattern.
-func (r *streamReplacer) partialSuffix() int {
+// partialSuffix is the length of the longest end of b that begins some
+// pattern.
+func (r *streamReplacer) partialSuffix(b []byte) int {
 	best := 0
 	for _, f := range r.from {
-		for k := min(len(f)-1, len(r.pending)); k > best; k-- {
-			if bytes.HasSuffix(r.pending, f[:k]) {
+		for k := min(len(f)-1, len(b)); k > best; k-- {
+			if bytes.HasSuffix(b, f[:k]) {
 				best = k
 				break
 			}
