@@ -284,6 +284,15 @@ func (p *Proxy) write(rec *Record, start time.Time) {
 	p.log.Write(*rec)
 }
 
+// clip shortens what the agent chose before it is logged as it was sent
+// (a host name that did not parse).
+func clip(s string) string {
+	if len(s) > 255 {
+		return s[:255] + "…"
+	}
+	return s
+}
+
 // denial turns a dial error into a status, decision and reason.
 func denial(err error) (int, string, string) {
 	var d *DeniedError
@@ -319,7 +328,7 @@ func (p *Proxy) boundSecrets(t Target) (bound, others []*Secret) {
 
 func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &Record{Kind: "connect", Method: http.MethodConnect, Host: r.Host}
+	rec := &Record{Kind: "connect", Method: http.MethodConnect, Host: clip(r.Host)}
 	t, err := ParseTarget(r.Host, Connect)
 	if err != nil {
 		p.refuse(w, rec, start, http.StatusBadRequest, Denied, err.Error())
@@ -385,6 +394,7 @@ func (p *Proxy) hijack(w http.ResponseWriter, up net.Conn) (net.Conn, bool) {
 		return nil, false
 	}
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		p.untrack(agent, up)
 		c.Close()
 		if up != nil {
 			up.Close()
@@ -532,7 +542,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // in it: real values only ever go inside TLS.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &Record{Kind: "http", Method: r.Method, Host: r.URL.Host}
+	rec := &Record{Kind: "http", Method: clip(r.Method), Host: clip(r.URL.Host)}
 	t, err := ParseTarget(r.URL.Host, HTTP)
 	if err != nil {
 		p.refuse(w, rec, start, http.StatusBadRequest, Denied, err.Error())
@@ -607,7 +617,7 @@ func (p *Proxy) interceptTunnel(w http.ResponseWriter, r *http.Request, t Target
 // serveIntercepted serves one request inside an intercepted tunnel to t.
 func (p *Proxy) serveIntercepted(w http.ResponseWriter, r *http.Request, t Target, bound, others []*Secret) {
 	start := time.Now()
-	rec := &Record{Kind: "intercept", Method: r.Method, Host: t.Host, Port: t.Port}
+	rec := &Record{Kind: "intercept", Method: clip(r.Method), Host: t.Host, Port: t.Port}
 	if h, err := ParseTarget(r.Host, Connect); err != nil || h.Host != t.Host || h.Port != t.Port {
 		p.refuse(w, rec, start, http.StatusForbidden, Denied, "the Host header names another host than the tunnel")
 		return

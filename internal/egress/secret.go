@@ -85,25 +85,49 @@ func NewSecret(name string, hosts []string, value string) (Secret, error) {
 		}
 		s.Hosts = append(s.Hosts, e)
 	}
-	p, err := NewPlaceholder(value)
-	if err != nil {
+	if err := s.checkValue(); err != nil {
 		return Secret{}, err
 	}
-	s.Placeholder = p
+	// A random placeholder could happen to contain the value; draw again.
+	for range 8 {
+		p, err := NewPlaceholder(value)
+		if err != nil {
+			return Secret{}, err
+		}
+		if !strings.Contains(p, value) {
+			s.Placeholder = p
+			break
+		}
+	}
 	return s, s.check()
 }
 
-// check refuses a secret the proxy could not handle safely.
-func (s Secret) check() error {
+// minValue is the shortest real value accepted: a shorter one would be
+// found, and scrubbed from responses, in ordinary text.
+const minValue = 8
+
+func (s Secret) checkValue() error {
 	switch {
 	case s.Name == "":
 		return usererr.New("a secret has no name")
 	case s.Value == "":
 		return usererr.New("secret %s: the value is empty", s.Name)
-	case len(s.Hosts) == 0:
-		return usererr.New("secret %s: no hosts", s.Name).Hint("name the hosts the secret may be sent to: hosts = [\"api.example.com\"]")
+	case len(s.Value) < minValue:
+		return usererr.New("secret %s: the value is shorter than %d characters", s.Name, minValue)
 	case strings.ContainsAny(s.Value, "\r\n\x00"):
 		return usererr.New("secret %s: the value contains a line break or NUL", s.Name)
+	}
+	return nil
+}
+
+// check refuses a secret the proxy could not handle safely.
+func (s Secret) check() error {
+	if err := s.checkValue(); err != nil {
+		return err
+	}
+	switch {
+	case len(s.Hosts) == 0:
+		return usererr.New("secret %s: no hosts", s.Name).Hint("name the hosts the secret may be sent to: hosts = [\"api.example.com\"]")
 	case len(s.Placeholder) < minPlaceholderRandom || !strings.Contains(s.Placeholder, PlaceholderMarker):
 		return fmt.Errorf("secret %s: placeholder is not one git sandbox made", s.Name)
 	case strings.Contains(s.Value, s.Placeholder) || strings.Contains(s.Placeholder, s.Value):

@@ -57,12 +57,13 @@ func TestNewSecretRefuses(t *testing.T) {
 		value string
 		why   string
 	}{
-		{"", []string{"api.example.com"}, "v", "no name"},
+		{"", []string{"api.example.com"}, "value-of-k", "no name"},
 		{"K", []string{"api.example.com"}, "", "empty"},
-		{"K", nil, "v", "no hosts"},
-		{"K", []string{"192.0.2.1"}, "v", "is an address"},
-		{"K", []string{"https://x"}, "v", "scheme"},
-		{"K", []string{"api.example.com"}, "a\nb", "line break"},
+		{"K", []string{"api.example.com"}, "1234567", "shorter than 8"},
+		{"K", nil, "value-of-k", "no hosts"},
+		{"K", []string{"192.0.2.1"}, "value-of-k", "is an address"},
+		{"K", []string{"https://x"}, "value-of-k", "scheme"},
+		{"K", []string{"api.example.com"}, "value\nof-k", "line break"},
 	} {
 		_, err := NewSecret(tc.name, tc.hosts, tc.value)
 		if err == nil || !strings.Contains(err.Error(), tc.why) {
