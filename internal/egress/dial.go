@@ -25,6 +25,8 @@ type dialer struct {
 	resolver Resolver
 	timeout  time.Duration
 	net      net.Dialer
+	// connect, when set, replaces net.DialContext (tests).
+	connect func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // dial connects to t for kind. A refusal is a *DeniedError; anything else
@@ -54,7 +56,11 @@ func (d *dialer) dial(ctx context.Context, t Target, kind Kind) (net.Conn, netip
 	var last error
 	for _, a := range kept {
 		cctx, cancel := context.WithTimeout(ctx, d.timeout)
-		c, err := d.net.DialContext(cctx, "tcp", net.JoinHostPort(a.String(), strconv.Itoa(int(t.Port))))
+		connect := d.net.DialContext
+		if d.connect != nil {
+			connect = d.connect
+		}
+		c, err := connect(cctx, "tcp", net.JoinHostPort(a.String(), strconv.Itoa(int(t.Port))))
 		cancel()
 		if err == nil {
 			return c, a, nil

@@ -477,6 +477,9 @@ func TestProxyCredentialBroker(t *testing.T) {
 			if got.body != `{"prompt":"hi"}` {
 				t.Fatalf("upstream body %q", got.body)
 			}
+			if got.proto != "HTTP/2.0" {
+				t.Fatalf("upstream side spoke %s, want HTTP/2.0 (the upstream offers it)", got.proto)
+			}
 			// The upstream echoed the real value; the agent sees only the
 			// placeholder.
 			if strings.Contains(body, realAPIKey) || resp.Header.Get("X-Echo") != e.api.Placeholder || !strings.Contains(body, "key="+e.api.Placeholder) {
