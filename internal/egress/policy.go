@@ -28,6 +28,7 @@ func (k Kind) DefaultPort() uint16 {
 	return 443
 }
 
+// String is the kind as the log writes it.
 func (k Kind) String() string {
 	if k == HTTP {
 		return "http"
@@ -365,6 +366,7 @@ type DeniedError struct {
 	Reason string
 }
 
+// Error is host:port and the reason.
 func (e *DeniedError) Error() string { return e.Target.String() + ": " + e.Reason }
 
 // Check decides whether t may be reached by kind, by name only; the
