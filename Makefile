@@ -1,10 +1,11 @@
 # git sandbox — build, install, test.
 #
-#   make build     bin/git-sandbox
+#   make build     bin/git-sandbox (static: the same binary runs in the proxy container)
 #   make install   the binary and its man page (git help sandbox) under PREFIX
 #   make test      unit and end-to-end tests (builds the offline test image once)
 #   make check     vet, staticcheck, gofmt and race-enabled unit tests
-#   make bench     speed ratios against the raw git and Docker commands
+#   make bench     speed ratios against the raw git and Docker commands, and
+#                  the egress proxy against direct connections
 
 GO         ?= go
 PREFIX     ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
@@ -21,8 +22,10 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v /e2e)
 
 .PHONY: build install uninstall test test-unit test-e2e test-image check bench clean
 
+# CGO_ENABLED=0: a static binary with Go's own resolver, so that it runs
+# unchanged inside a sandbox's minimal egress proxy container.
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/git-sandbox ./cmd/git-sandbox
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/git-sandbox ./cmd/git-sandbox
 
 install: build
 	install -d $(BINDIR) $(MANDIR)/man1
@@ -56,6 +59,7 @@ check:
 
 bench: test-image
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e
+	$(GO) test -count=1 -timeout 10m -run '^$$' -bench . -benchtime 1x ./internal/egress
 
 clean:
 	rm -rf bin

@@ -61,6 +61,7 @@ type CLI struct {
 
 	Supervise SuperviseCmd `cmd:"" name:"__supervise" hidden:"" help:"Snapshot a running sandbox (started by start)."`
 	Man       ManCmd       `cmd:"" name:"__man" hidden:"" help:"Print the man page."`
+	Proxy     ProxyCmd     `cmd:"" name:"__proxy" hidden:"" help:"Run a sandbox's egress proxy (started in its proxy container)."`
 }
 
 // App is what every command's Run receives: the process's streams and

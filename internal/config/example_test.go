@@ -13,7 +13,7 @@ import (
 // TestExampleDocumentsEveryKey keeps .sandbox.toml.example complete and
 // valid: it must decode as a user config and mention every key.
 func TestExampleDocumentsEveryKey(t *testing.T) {
-	b, err := os.ReadFile("../.sandbox.toml.example")
+	b, err := os.ReadFile("../../.sandbox.toml.example")
 	if err != nil {
 		t.Fatal(err)
 	}

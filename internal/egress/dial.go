@@ -1,0 +1,87 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// Resolver looks up a host name's addresses. *net.Resolver is one; tests
+// pass their own.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// dialer reaches a destination the way the policy allows: it checks the
+// name, resolves it itself, keeps only the addresses the policy lets that
+// entry reach, and connects to one of those very addresses, so a name cannot
+// resolve to something else between the check and the connection.
+type dialer struct {
+	policy   *Policy
+	resolver Resolver
+	timeout  time.Duration
+	net      net.Dialer
+	// connect, when set, replaces net.DialContext (tests).
+	connect func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// dial connects to t for kind. A refusal is a *DeniedError; anything else
+// is a failure to reach an allowed destination.
+func (d *dialer) dial(ctx context.Context, t Target, kind Kind) (net.Conn, netip.Addr, error) {
+	dec, err := d.policy.Check(t, kind)
+	if err != nil {
+		return nil, netip.Addr{}, err
+	}
+	addrs := []netip.Addr{t.Addr}
+	if !t.Addr.IsValid() {
+		rctx, cancel := context.WithTimeout(ctx, d.timeout)
+		addrs, err = d.resolver.LookupNetIP(rctx, "ip", t.Host)
+		cancel()
+		if err != nil {
+			var dnsErr *net.DNSError
+			if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+				return nil, netip.Addr{}, fmt.Errorf("resolve %s: no such host", t.Host)
+			}
+			return nil, netip.Addr{}, fmt.Errorf("resolve %s: %w", t.Host, err)
+		}
+	}
+	kept, err := d.policy.Vet(dec, t, kind, addrs)
+	if err != nil {
+		return nil, netip.Addr{}, err
+	}
+	var last error
+	for _, a := range kept {
+		cctx, cancel := context.WithTimeout(ctx, d.timeout)
+		connect := d.net.DialContext
+		if d.connect != nil {
+			connect = d.connect
+		}
+		c, err := connect(cctx, "tcp", net.JoinHostPort(a.String(), strconv.Itoa(int(t.Port))))
+		cancel()
+		if err == nil {
+			return c, a, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, netip.Addr{}, fmt.Errorf("connect %s: %w", t, last)
+}
+
+// dialFunc is d.dial for an http.Transport, which names the destination
+// as host:port.
+func (d *dialer) dialFunc(kind Kind) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, _, addr string) (net.Conn, error) {
+		t, err := ParseTarget(addr, kind)
+		if err != nil {
+			return nil, err
+		}
+		c, _, err := d.dial(ctx, t, kind)
+		return c, err
+	}
+}

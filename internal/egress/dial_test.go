@@ -1,0 +1,69 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The dialer resolves a name once and connects to exactly the addresses it
+// vetted, in order; a refused name is not connected to at all.
+func TestDialerConnectsOnlyToVettedAddresses(t *testing.T) {
+	p := &Policy{Allow: MustParseEntries(FromUser, "*.example.com", "db.corp.example:5432", "metadata.example.org")}
+	res := newResolver(
+		"a.example.com", "10.0.0.7,93.184.216.34,169.254.169.254,2606:2800:220:1::1",
+		"rebind.example.com", "192.168.1.1",
+		"loop.example.com", "::1",
+		"cgnat.example.com", "100.64.3.3",
+		"ula.example.com", "fd00::5",
+		"db.corp.example", "10.1.2.3",
+		"metadata.example.org", "169.254.169.254",
+	)
+	var dialled []string
+	refused := errors.New("refused by the test")
+	d := &dialer{policy: p, resolver: res, timeout: time.Second,
+		connect: func(_ context.Context, _, addr string) (net.Conn, error) {
+			dialled = append(dialled, addr)
+			return nil, refused
+		}}
+	for _, tc := range []struct {
+		target string
+		denied string   // part of the denial, "" when allowed
+		dials  []string // what was connected to, in order
+	}{
+		{"a.example.com:443", "", []string{"93.184.216.34:443", "[2606:2800:220:1::1]:443"}},
+		{"rebind.example.com:443", "192.168.1.1 (private)", nil},
+		{"loop.example.com:443", "::1 (local)", nil},
+		{"cgnat.example.com:443", "100.64.3.3 (private)", nil},
+		{"ula.example.com:443", "fd00::5 (private)", nil},
+		{"db.corp.example:5432", "", []string{"10.1.2.3:5432"}}, // an exact name reaches a private address
+		{"metadata.example.org:443", "169.254.169.254 (local)", nil},
+		{"other.example.net:443", "not in the allow list", nil},
+		{"10.1.2.3:5432", "IP address not in the allow list", nil},
+	} {
+		dialled = nil
+		_, _, err := d.dial(context.Background(), target(t, tc.target, Connect), Connect)
+		var de *DeniedError
+		if tc.denied != "" {
+			if !errors.As(err, &de) || !strings.Contains(de.Reason, tc.denied) {
+				t.Errorf("%s: %v, want a denial saying %q", tc.target, err, tc.denied)
+			}
+		} else if !errors.Is(err, refused) {
+			t.Errorf("%s: %v", tc.target, err)
+		}
+		if strings.Join(dialled, " ") != strings.Join(tc.dials, " ") {
+			t.Errorf("%s: connected to %v, want %v", tc.target, dialled, tc.dials)
+		}
+	}
+	for name, n := range res.lookups {
+		if n != 1 {
+			t.Errorf("%s resolved %d times", name, n)
+		}
+	}
+	if res.lookups["other.example.net"] != 0 {
+		t.Error("a name outside the list was resolved")
+	}
+}
