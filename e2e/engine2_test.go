@@ -8,8 +8,10 @@ package e2e
 // it sees none of the client's files, as a remote engine would.
 //
 // Tests get its DOCKER_HOST from startEngine2 (one engine per test binary,
-// started on first use, stopped at the end of the run) or a private one
-// from newEngine2 (stopped when the test ends). It needs root: outside CI
+// started on first use, stopped at the end of the run), the environment
+// for reaching it over TCP with mutual TLS from startEngine2TLS, or a
+// private engine from newEngine2 (stopped when the test ends). Env.UseEngine
+// points a test's git sandbox commands at it. It needs root: outside CI
 // without root those tests skip and the run says so at the end; under
 // CI=true they fail.
 
@@ -34,9 +36,20 @@ import (
 
 // engine2 is one running second engine.
 type engine2 struct {
-	Dir    string // its directory: socket, data-root, exec-root, config, log
-	Host   string // its DOCKER_HOST, unix://Dir/docker.sock
-	Bridge string // the bridge made for it
+	Dir      string // its directory: socket, data-root, exec-root, config, log
+	Host     string // its DOCKER_HOST, unix://Dir/docker.sock
+	TLSHost  string // tcp://127.0.0.1:PORT with mutual TLS, when asked for
+	CertPath string // the client's ca.pem, cert.pem, key.pem for TLSHost
+	Bridge   string // the bridge made for it
+}
+
+// env is the environment that points the docker CLI or SDK at the engine:
+// over its unix socket, or over TCP with TLS.
+func (g *engine2) env(tls bool) []string {
+	if tls {
+		return []string{"DOCKER_HOST=" + g.TLSHost, "DOCKER_TLS_VERIFY=1", "DOCKER_CERT_PATH=" + g.CertPath}
+	}
+	return []string{"DOCKER_HOST=" + g.Host}
 }
 
 var shared2 struct {
@@ -83,6 +96,19 @@ func requireEngine2(t testing.TB) {
 // test base image loaded, starting it on first use.
 func startEngine2(t testing.TB) string {
 	t.Helper()
+	return sharedEngine2(t).Host
+}
+
+// startEngine2TLS returns the environment that reaches the shared second
+// engine over TCP with mutual TLS (DOCKER_HOST, DOCKER_TLS_VERIFY,
+// DOCKER_CERT_PATH), starting it on first use.
+func startEngine2TLS(t testing.TB) []string {
+	t.Helper()
+	return sharedEngine2(t).env(true)
+}
+
+func sharedEngine2(t testing.TB) *engine2 {
+	t.Helper()
 	requireEngine2(t)
 	shared2.once.Do(func() {
 		dir, err := engine2Dir()
@@ -91,7 +117,7 @@ func startEngine2(t testing.TB) string {
 			return
 		}
 		began := time.Now()
-		shared2.eng, shared2.err = runEngine2Start(dir, baseImage)
+		shared2.eng, shared2.err = runEngine2Start(dir, true, baseImage)
 		shared2.elapsed = time.Since(began)
 		if shared2.err == nil {
 			fmt.Fprintf(os.Stderr, "e2e: second engine up at %s in %s\n", shared2.eng.Host, shared2.elapsed.Round(10*time.Millisecond))
@@ -100,7 +126,7 @@ func startEngine2(t testing.TB) string {
 	if shared2.err != nil {
 		t.Fatalf("start the second Docker engine: %v", shared2.err)
 	}
-	return shared2.eng.Host
+	return shared2.eng
 }
 
 // stopEngine2 stops the shared engine, if it was started, and says when the
@@ -132,7 +158,7 @@ func newEngine2(t testing.TB, images ...string) *engine2 {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	eng, err := runEngine2Start(dir, images...)
+	eng, err := runEngine2Start(dir, false, images...)
 	if err != nil {
 		t.Fatalf("start a second Docker engine: %v", err)
 	}
@@ -155,23 +181,48 @@ func engine2Dir() (string, error) {
 	return os.MkdirTemp(parent, "gse2-")
 }
 
-func runEngine2Start(dir string, images ...string) (*engine2, error) {
+// runEngine2Start starts an engine in dir with images copied from the main
+// daemon, and also on a TCP port with TLS when tls is set.
+func runEngine2Start(dir string, tls bool, images ...string) (*engine2, error) {
 	var out bytes.Buffer
 	env := []string{"ENGINE2_IMAGES=" + strings.Join(images, " "), fmt.Sprintf("ENGINE2_OWNER_PID=%d", os.Getpid())}
+	if tls {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, fmt.Sprintf("ENGINE2_TLS_PORT=%d", port))
+	}
 	if err := runEngine2(&out, "start", dir, env...); err != nil {
 		return nil, err
 	}
 	eng := &engine2{Dir: dir}
 	for _, line := range strings.Split(out.String(), "\n") {
-		if h, ok := strings.CutPrefix(line, "DOCKER_HOST="); ok {
-			eng.Host = h
+		k, v, _ := strings.Cut(line, "=")
+		switch k {
+		case "DOCKER_HOST":
+			eng.Host = v
+		case "DOCKER_HOST_TLS":
+			eng.TLSHost = v
+		case "DOCKER_CERT_PATH":
+			eng.CertPath = v
 		}
 	}
-	if eng.Host == "" {
-		return nil, fmt.Errorf("engine.sh start printed no DOCKER_HOST:\n%s", out.String())
+	if eng.Host == "" || tls && (eng.TLSHost == "" || eng.CertPath == "") {
+		return nil, fmt.Errorf("engine.sh start did not print where the engine listens:\n%s", out.String())
 	}
 	eng.Bridge = engine2State(dir)["BRIDGE"]
 	return eng, nil
+}
+
+// freePort is a TCP port on 127.0.0.1 that nothing listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // runEngine2 runs engine.sh CMD DIR; stdout goes to out when given.
@@ -208,24 +259,43 @@ func engine2State(dir string) map[string]string {
 	return st
 }
 
-// dockerAt runs the docker CLI against host ("" for the main daemon) and
-// returns its trimmed stdout; it fails the test on error.
+// dockerAt runs the docker CLI against an engine (a DOCKER_HOST, or the
+// main daemon for "") and returns its trimmed stdout; it fails the test on
+// error.
 func dockerAt(t testing.TB, host string, args ...string) string {
 	t.Helper()
-	out, err := dockerAtErr(host, args...)
+	return dockerEnv(t, hostEnv(host), args...)
+}
+
+func dockerAtErr(host string, args ...string) (string, error) {
+	return dockerEnvErr(hostEnv(host), args...)
+}
+
+func hostEnv(host string) []string {
+	if host == "" {
+		return nil
+	}
+	return []string{"DOCKER_HOST=" + host}
+}
+
+// dockerEnv runs the docker CLI with env added (DOCKER_HOST and the like)
+// and returns its trimmed stdout; it fails the test on error.
+func dockerEnv(t testing.TB, env []string, args ...string) string {
+	t.Helper()
+	out, err := dockerEnvErr(env, args...)
 	if err != nil {
-		t.Fatalf("docker %s (DOCKER_HOST=%s): %v", strings.Join(args, " "), host, err)
+		t.Fatalf("docker %s (%s): %v", strings.Join(args, " "), strings.Join(env, " "), err)
 	}
 	return out
 }
 
-func dockerAtErr(host string, args ...string) (string, error) {
+func dockerEnvErr(env []string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := exec.CommandContext(ctx, "docker", args...)
 	c.Env = os.Environ()
-	if host != "" {
-		c.Env = append(c.Env, "DOCKER_HOST="+host)
+	if len(env) > 0 {
+		c.Env = append(dockerFreeEnv(c.Env), env...)
 	}
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
@@ -235,10 +305,18 @@ func dockerAtErr(host string, args ...string) (string, error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// UseEngine points the test's git sandbox commands at the engine host.
-func (e *Env) UseEngine(host string) {
-	e.vars = slices.DeleteFunc(e.vars, func(v string) bool { return strings.HasPrefix(v, "DOCKER_HOST=") })
-	e.vars = append(e.vars, "DOCKER_HOST="+host)
+// dockerFreeEnv is env without the variables that choose a Docker engine.
+func dockerFreeEnv(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(v string) bool {
+		k, _, _ := strings.Cut(v, "=")
+		return k == "DOCKER_HOST" || k == "DOCKER_TLS_VERIFY" || k == "DOCKER_CERT_PATH" || k == "DOCKER_CONTEXT"
+	})
+}
+
+// UseEngine points the test's git sandbox commands at another engine:
+// vars are "DOCKER_HOST=" + startEngine2(t), or startEngine2TLS(t).
+func (e *Env) UseEngine(vars ...string) {
+	e.vars = append(dockerFreeEnv(e.vars), vars...)
 }
 
 func TestEngine2RunsContainersOfItsOwn(t *testing.T) {
@@ -263,6 +341,41 @@ func TestEngine2RunsContainersOfItsOwn(t *testing.T) {
 	defer dockerAt(t, host, "rm", "-f", name)
 	if _, err := dockerAtErr("", "container", "inspect", name); err == nil {
 		t.Errorf("a container created on the second engine shows on the main daemon")
+	}
+}
+
+func TestEngine2ServesTLSOverTCP(t *testing.T) {
+	env := startEngine2TLS(t)
+	if got := dockerEnv(t, env, "run", "--rm", "--network", "none", baseImage, "echo", "over tls"); got != "over tls" {
+		t.Fatalf("container output %q, want %q", got, "over tls")
+	}
+	if got, want := dockerEnv(t, env, "info", "--format", "{{.ID}}"), dockerAt(t, startEngine2(t), "info", "--format", "{{.ID}}"); got != want {
+		t.Errorf("TCP reaches engine %s, the socket %s", got, want)
+	}
+	// Without the client certificate the engine answers nothing.
+	if out, err := dockerEnvErr(env[:1], "version", "--format", "{{.Server.Version}}"); err == nil {
+		t.Errorf("the engine answered a client without TLS: %q", out)
+	}
+}
+
+// git sandbox itself (the Docker SDK, configured from the environment)
+// reaches the second engine over its socket and over TCP with TLS: doctor
+// finds the engine there, without the sandbox image the main daemon has.
+func TestEngine2GitSandboxReachesIt(t *testing.T) {
+	e := NewEnv(t)
+	main := e.Sandbox("doctor")
+	if !strings.Contains(main.Stdout, "ok   docker") || strings.Contains(main.Stdout, testImage+" is missing") {
+		t.Fatalf("doctor against the main daemon (which has %s):\n%s", testImage, main)
+	}
+	for _, vars := range [][]string{{"DOCKER_HOST=" + startEngine2(t)}, startEngine2TLS(t)} {
+		e.UseEngine(vars...)
+		r := e.Sandbox("doctor")
+		if !strings.Contains(r.Stdout, "ok   docker: engine") {
+			t.Errorf("doctor with %v finds no engine:\n%s", vars, r)
+		}
+		if !strings.Contains(r.Stdout, testImage+" is missing") {
+			t.Errorf("doctor with %v does not look at the second engine (its image %s is not there):\n%s", vars, testImage, r)
+		}
 	}
 }
 

@@ -20,6 +20,11 @@
 # worktree finds nothing there. ENGINE2_HIDE replaces that list;
 # ENGINE2_HIDE=none turns the isolation off.
 #
+# ENGINE2_TLS_PORT=PORT also serves the API on tcp://127.0.0.1:PORT with
+# mutual TLS (a CA, server and client certificates made for it under DIR):
+# start then also prints DOCKER_HOST_TLS=tcp://127.0.0.1:PORT and
+# DOCKER_CERT_PATH=DIR/client, for a client with DOCKER_TLS_VERIFY=1.
+#
 # The data-root is a tmpfs (ENGINE2_DATA_TMPFS, its size limit, default 8g;
 # "no" keeps it on disk under DIR): loading images is faster, and stopping
 # does not wait for thousands of files to be deleted.
@@ -155,6 +160,34 @@ write_config() {
 EOF
 }
 
+# make_tls: a CA, a server certificate for 127.0.0.1 and a client
+# certificate, in DIR/tls and DIR/client (the layout DOCKER_CERT_PATH wants).
+make_tls() {
+	command -v openssl >/dev/null 2>&1 || die "openssl is missing (needed for ENGINE2_TLS_PORT)"
+	local t=$dir/tls c=$dir/client
+	mkdir -p "$t" "$c"
+	chmod 0700 "$t" "$c"
+	(
+		cd "$t"
+		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+			-subj "/CN=engine2 test CA" -keyout ca-key.pem -out ca.pem
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+			-subj "/CN=127.0.0.1" -keyout server-key.pem -out server.csr
+		printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >server.ext
+		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial \
+			-days 2 -extfile server.ext -out server-cert.pem
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+			-subj "/CN=engine2 test client" -keyout "$c/key.pem" -out client.csr
+		printf 'extendedKeyUsage=clientAuth\n' >client.ext
+		openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial \
+			-days 2 -extfile client.ext -out "$c/cert.pem"
+		cp ca.pem "$c/ca.pem"
+	) >"$dir/tls.log" 2>&1 || {
+		cat "$dir/tls.log" >&2
+		die "could not make the TLS certificates"
+	}
+}
+
 hidden_paths() {
 	local list=${ENGINE2_HIDE-/tmp /var/tmp /home /root ${TMPDIR:-}} p
 	[ "$list" = none ] && return 0
@@ -170,6 +203,12 @@ launch() {
 	local args=(dockerd --config-file "$dir/daemon.json" -H "$host"
 		--data-root "$dir/data" --exec-root "$dir/exec" --pidfile "$pidfile"
 		--bridge "$name" --iptables=false --ip-masq=false)
+	if [ -n "${ENGINE2_TLS_PORT:-}" ]; then
+		make_tls
+		args+=(-H "tcp://127.0.0.1:$ENGINE2_TLS_PORT" --tlsverify --tlscacert "$dir/tls/ca.pem"
+			--tlscert "$dir/tls/server-cert.pem" --tlskey "$dir/tls/server-key.pem")
+		echo "TLS_PORT=$ENGINE2_TLS_PORT" >>"$state"
+	fi
 	local hide data=${ENGINE2_DATA_TMPFS-8g}
 	[ "$data" != no ] || data=
 	mkdir -p "$dir/data"
@@ -233,7 +272,7 @@ start() {
 	command -v dockerd >/dev/null 2>&1 || die "dockerd is missing (Debian package docker.io)"
 	if alive && answers; then
 		load_images
-		echo "DOCKER_HOST=$host"
+		print_hosts
 		return 0
 	fi
 	if [ -e "$dir" ] || ip link show "$name" >/dev/null 2>&1; then
@@ -259,7 +298,7 @@ start() {
 	fi
 	start_watchdog
 	load_images
-	echo "DOCKER_HOST=$host"
+	print_hosts
 }
 
 # procs_of_engine: processes still left from this engine: its dockerd,
@@ -370,9 +409,20 @@ stop() {
 	[ -n "$quiet" ] || log "stopped"
 }
 
+# print_hosts: what a client needs to reach the engine.
+print_hosts() {
+	local port
+	echo "DOCKER_HOST=$host"
+	port=$(sed -n 's/^TLS_PORT=//p' "$state" 2>/dev/null || true)
+	if [ -n "$port" ]; then
+		echo "DOCKER_HOST_TLS=tcp://127.0.0.1:$port"
+		echo "DOCKER_CERT_PATH=$dir/client"
+	fi
+}
+
 status() {
 	if alive && answers; then
-		echo "DOCKER_HOST=$host"
+		print_hosts
 		return 0
 	fi
 	echo "engine2: not running ($dir)" >&2
