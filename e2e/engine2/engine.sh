@@ -67,11 +67,18 @@ die() {
 
 answers() { docker -H "$host" version >/dev/null 2>&1; }
 
-alive() {
+# engine_pid: the pid in the pidfile if that process is this engine's
+# dockerd (its command line names the pidfile), not a reused pid.
+engine_pid() {
 	local pid
-	pid=$(cat "$pidfile" 2>/dev/null) || return 1
-	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+	pid=$(cat "$pidfile" 2>/dev/null) || return 0
+	[ -n "$pid" ] || return 0
+	if tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | grep -qxF -- "$pidfile"; then
+		echo "$pid"
+	fi
 }
+
+alive() { [ -n "$(engine_pid)" ]; }
 
 need_root() {
 	[ "$(id -u)" = 0 ] || die "needs root (it creates a bridge with ip link and starts dockerd); run it as root or with sudo"
@@ -354,14 +361,13 @@ stop() {
 	local quiet=${1:-} pid i left
 	need_root
 	if [ -e "$dir" ]; then
-		if [ -f "$dir/watchdog.pid" ]; then
-			pid=$(cat "$dir/watchdog.pid")
-			if [ -n "$pid" ] && [ "$pid" != "$PPID" ] && [ "$pid" != $$ ]; then
-				kill "$pid" 2>/dev/null || true
-			fi
+		pid=$(cat "$dir/watchdog.pid" 2>/dev/null || true)
+		if [ -n "$pid" ] && [ "$pid" != $$ ] &&
+			tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "engine2-watchdog"; then
+			kill "$pid" 2>/dev/null || true
 		fi
-		pid=$(cat "$pidfile" 2>/dev/null || true)
-		if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		pid=$(engine_pid)
+		if [ -n "$pid" ]; then
 			kill -TERM "$pid"
 			# dockerd stops its containers (shutdown-timeout: 5 s) and its containerd.
 			for i in $(seq 1 400); do
