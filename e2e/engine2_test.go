@@ -520,10 +520,7 @@ func mainDaemonState(t testing.TB, witness string) map[string]string {
 		"info":    dockerAt(t, "", "info", "--format", "{{.ID}} {{.DockerRootDir}} {{.Driver}} {{.ContainerdCommit.ID}}"),
 		"witness": dockerAt(t, "", "inspect", "--format", "{{.State.Running}} {{.State.Pid}} {{.State.StartedAt}} {{.RestartCount}} {{.NetworkSettings.IPAddress}}", witness),
 	}
-	var rts []string
-	for _, f := range strings.Fields(dockerAt(t, "", "info", "--format", "{{range $k, $v := .Runtimes}}{{$k}} {{end}}")) {
-		rts = append(rts, f)
-	}
+	rts := strings.Fields(dockerAt(t, "", "info", "--format", "{{range $k, $v := .Runtimes}}{{$k}} {{end}}"))
 	slices.Sort(rts)
 	st["runtimes"] = strings.Join(rts, " ")
 	ifc, err := net.InterfaceByName("docker0")
