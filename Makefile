@@ -6,6 +6,9 @@
 #   make check     vet, staticcheck, gofmt and race-enabled unit tests
 #   make bench     speed ratios against the raw git and Docker commands, and
 #                  the egress proxy against direct connections
+#   make engine2   start a second Docker engine (gVisor registered) for tests
+#                  of remote engines; make engine2-stop, make engine2-status;
+#                  make test-engine2 runs its own tests (root needed)
 
 GO         ?= go
 PREFIX     ?= $(if $(filter 0,$(shell id -u)),/usr/local,$(HOME)/.local)
@@ -17,10 +20,12 @@ STATICCHECK_VERSION ?= v0.8.2
 # The offline base image the tests build their sandbox image from.
 TEST_BASE_IMAGE ?= git-sandbox-test-base:bookworm
 export GIT_SANDBOX_TEST_BASE_IMAGE := $(TEST_BASE_IMAGE)
+# Where make engine2 keeps the second engine (socket, data, log).
+ENGINE2_DIR ?= /tmp/git-sandbox-engine2
 
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /e2e)
 
-.PHONY: build install uninstall test test-unit test-e2e test-image check bench clean
+.PHONY: build install uninstall test test-unit test-e2e test-image check bench clean engine2 engine2-stop engine2-status test-engine2
 
 # CGO_ENABLED=0: a static binary with Go's own resolver, so that it runs
 # unchanged inside a sandbox's minimal egress proxy container.
@@ -60,6 +65,19 @@ check:
 bench: test-image
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e
 	$(GO) test -count=1 -timeout 10m -run '^$$' -bench . -benchtime 1x ./internal/egress
+
+engine2: test-image
+	@ENGINE2_IMAGES="$(TEST_BASE_IMAGE)" ./e2e/engine2/engine.sh start $(ENGINE2_DIR)
+	@echo "use it with: export DOCKER_HOST=unix://$(ENGINE2_DIR)/docker.sock; stop it with: make engine2-stop"
+
+engine2-stop:
+	./e2e/engine2/engine.sh stop $(ENGINE2_DIR)
+
+engine2-status:
+	@./e2e/engine2/engine.sh status $(ENGINE2_DIR)
+
+test-engine2: test-image
+	$(GO) test -count=1 -timeout 20m -v -run Engine2 ./e2e
 
 clean:
 	rm -rf bin

@@ -81,6 +81,7 @@ func runMain(m *testing.M) int {
 	}
 	code := m.Run()
 	cleanupLeftovers()
+	stopEngine2()
 	return code
 }
 
