@@ -369,7 +369,16 @@ func (s *Sandbox) Exec(ctx context.Context, argv []string, io IO) (int, error) {
 	if io.StdinIsTerminal {
 		env = append(env, "TERM="+firstNonEmpty(os.Getenv("TERM"), "xterm-256color"))
 	}
+	// A process started into a container a snapshot has paused hangs, and
+	// with it the daemon's handling of that container (its unpause
+	// included). Snapshots pause only under the sandbox's lock: hold it
+	// until the command runs, not while it runs.
+	unlock, err := record.Lock(s.env.Layout.Lock(s.Branch))
+	if err != nil {
+		return -1, err
+	}
 	return d.Exec(ctx, s.Container, container.ExecOptions{
 		Argv: argv, User: fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()), WorkDir: container.Workspace, Env: env, Streams: streams,
+		Started: unlock,
 	})
 }
