@@ -128,9 +128,26 @@ func TestImageBuildSaysWhichAgentsWereInstalled(t *testing.T) {
 	must(t, err)
 	e := NewEnv(t)
 	tag := ownImage(fmt.Sprintf("git-sandbox-test:agents-%d", os.Getpid()))
-	defer exec.Command("docker", "rmi", tag).Run()
+	// Each build may leave the tag on another image (the cache can offer
+	// another test's identical steps): every image the tag was on goes.
+	built := map[string]bool{}
+	defer func() {
+		_ = exec.Command("docker", "rmi", tag).Run()
+		for id := range built {
+			_ = exec.Command("docker", "rmi", id).Run()
+		}
+	}()
+	// The first build runs every step (another test may have cached the
+	// same ones); the second comes from the cache.
 	for _, pass := range []string{"first build", "cached build"} {
-		r := e.Sandbox("image", "build", "--base", base, "--tag", tag)
+		args := []string{"image", "build", "--base", base, "--tag", tag}
+		if pass == "first build" {
+			args = append(args, "--no-cache")
+		}
+		r := e.Sandbox(args...)
+		if id := imageID(tag); id != "" {
+			built[id] = true
+		}
 		if r.Code != 0 {
 			t.Fatalf("image build (%s): %s", pass, r)
 		}
@@ -145,9 +162,12 @@ func TestImageBuildSaysWhichAgentsWereInstalled(t *testing.T) {
 			t.Errorf("no progress shown, or the failed install not reported:\n%s", r.Stderr)
 		}
 	}
-	// --no-agents installs none, and says so.
-	r := e.Sandbox("image", "build", "--base", base, "--tag", tag, "--no-agents")
-	if r.Code != 0 || !strings.Contains(r.Stderr, tag+" has no agent CLIs (--no-agents): only the shell agent works") {
+	// --no-agents installs none, and says so. (Another tag: retagging
+	// would leave the first image behind, untagged.)
+	bare := ownImage(fmt.Sprintf("git-sandbox-test:no-agents-%d", os.Getpid()))
+	defer exec.Command("docker", "rmi", bare).Run()
+	r := e.Sandbox("image", "build", "--base", base, "--tag", bare, "--no-agents")
+	if r.Code != 0 || !strings.Contains(r.Stderr, bare+" has no agent CLIs (--no-agents): only the shell agent works") {
 		t.Errorf("image build --no-agents: %s", r)
 	}
 }
