@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/docker/docker/api/types"
 	dcontainer "github.com/docker/docker/api/types/container"
@@ -119,6 +120,23 @@ func rawTerminal(ctx context.Context, fd int, resize func(h, w uint) error) func
 	}
 }
 
+// waitExecStarted waits, for a few seconds at most, until the daemon
+// reports the exec's process as started.
+func (d *Docker) waitExecStarted(ctx context.Context, execID string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		info, err := d.api.ContainerExecInspect(ctx, execID)
+		if err != nil || info.Running || info.Pid != 0 || info.ExitCode != 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // ExecOptions describe a command run in a running container.
 type ExecOptions struct {
 	Argv    []string
@@ -126,10 +144,20 @@ type ExecOptions struct {
 	WorkDir string
 	Env     []string
 	Streams Streams
+	// Started, when set, is called once the command's process runs (or
+	// could not be started), before its output is copied.
+	Started func()
 }
 
 // Exec runs a command in a running container and returns its exit code.
 func (d *Docker) Exec(ctx context.Context, id string, o ExecOptions) (int, error) {
+	var once sync.Once
+	started := func() {
+		if o.Started != nil {
+			once.Do(o.Started)
+		}
+	}
+	defer started()
 	created, err := d.api.ContainerExecCreate(ctx, id, dcontainer.ExecOptions{
 		Cmd: o.Argv, User: o.User, WorkingDir: o.WorkDir, Env: o.Env,
 		Tty: o.Streams.TTY, AttachStdin: o.Streams.Stdin != nil, AttachStdout: true, AttachStderr: true,
@@ -140,6 +168,11 @@ func (d *Docker) Exec(ctx context.Context, id string, o ExecOptions) (int, error
 	resp, err := d.api.ContainerExecAttach(ctx, created.ID, dcontainer.ExecAttachOptions{Tty: o.Streams.TTY})
 	if err != nil {
 		return -1, fmt.Errorf("exec: %w", err)
+	}
+	if o.Started != nil {
+		// The daemon answers the attach before it starts the process.
+		d.waitExecStarted(ctx, created.ID)
+		started()
 	}
 	wait := d.pump(ctx, resp, o.Streams, func(h, w uint) error {
 		return d.api.ContainerExecResize(ctx, created.ID, dcontainer.ResizeOptions{Height: h, Width: w})

@@ -7,6 +7,8 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,8 +26,13 @@ const LabelImage = "git-sandbox.image"
 
 // BuildOptions describe an image build.
 type BuildOptions struct {
-	Tag      string
-	Base     string
+	Tag  string
+	Base string
+	// Agents maps agent names to the npm packages of their CLIs: the build
+	// tries to install each (with a time limit) and records the names of
+	// those it could in /etc/git-sandbox-agents (see ImageAgents).
+	Agents map[string]string
+	// NoAgents skips the agent CLIs whatever Agents holds.
 	NoAgents bool
 	NoCache  bool
 	// Progress receives the build's output; TerminalFd/IsTerminal let it
@@ -66,13 +73,16 @@ func (d *Docker) Build(ctx context.Context, o BuildOptions) error {
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	agents := "auto"
-	if o.NoAgents {
-		agents = "none"
+	var agents []string
+	if !o.NoAgents {
+		for _, name := range slices.Sorted(maps.Keys(o.Agents)) {
+			agents = append(agents, name+"="+o.Agents[name])
+		}
 	}
+	packages := strings.Join(agents, " ")
 	resp, err := d.api.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{
 		Tags:        []string{o.Tag},
-		BuildArgs:   map[string]*string{"BASE": &o.Base, "AGENTS": &agents},
+		BuildArgs:   map[string]*string{"BASE": &o.Base, "AGENT_PACKAGES": &packages},
 		Remove:      true,
 		ForceRemove: true,
 		NoCache:     o.NoCache,

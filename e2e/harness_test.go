@@ -6,6 +6,11 @@
 // Without a reachable Docker daemon the suite fails, always: a skipped
 // suite must never look like a passing one. `make test-unit` runs
 // everything else.
+//
+// The suite never builds, tags or removes a user's images: its sandbox
+// image has a tag of its own for each run (the binary is told through
+// GIT_SANDBOX_DEFAULT_IMAGE, so even the default-image paths use it), and
+// the suite fails if git-sandbox:latest is not exactly as it found it.
 package e2e
 
 import (
@@ -31,8 +36,9 @@ import (
 var (
 	// binDir holds the git-sandbox binary built for this run.
 	binDir string
-	// testImage is the sandbox image every test uses.
-	testImage = "git-sandbox:latest"
+	// testImage is the sandbox image every test uses: this run's own tag,
+	// also the binary's default image (GIT_SANDBOX_DEFAULT_IMAGE).
+	testImage = fmt.Sprintf("git-sandbox-test:e2e-%d", os.Getpid())
 	// baseImage is the offline base it is built from.
 	baseImage = envOr("GIT_SANDBOX_TEST_BASE_IMAGE", "git-sandbox-test-base:bookworm")
 	// repoRoot is the project's source tree.
@@ -75,14 +81,50 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: build git-sandbox: %v\n", err)
 		return 1
 	}
+	userImage := imageID(userDefaultImage)
 	if err := ensureImages(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: FAIL: %v\n", err)
+		removeImages()
 		return 1
 	}
 	code := m.Run()
 	cleanupLeftovers()
 	stopEngine2()
+	removeImages()
+	if after := imageID(userDefaultImage); after != userImage {
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: the suite changed the user's %s (image %q before, %q after)\n", userDefaultImage, userImage, after)
+		code = 1
+	}
 	return code
+}
+
+// userDefaultImage is the image a user's git sandbox builds and runs by
+// default. Nothing in the suite may build, tag, rename or remove it.
+const userDefaultImage = "git-sandbox:latest"
+
+// imageID returns the id of an image, or "" when it is absent.
+func imageID(ref string) string {
+	out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", ref).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// testImages are the tags this run built; removeImages removes them.
+var testImages sync.Map
+
+// ownImage records a tag this run builds, for removal at the end.
+func ownImage(tag string) string {
+	testImages.Store(tag, true)
+	return tag
+}
+
+func removeImages() {
+	testImages.Range(func(k, _ any) bool {
+		_ = exec.Command("docker", "rmi", k.(string)).Run()
+		return true
+	})
 }
 
 // ensureImages builds the offline base (once, cached by tag) and the
@@ -96,7 +138,7 @@ func ensureImages() error {
 			return fmt.Errorf("build the test base image: %v", err)
 		}
 	}
-	cmd := exec.Command(filepath.Join(binDir, "git-sandbox"), "image", "build", "--base", baseImage, "--tag", testImage, "--no-agents")
+	cmd := exec.Command(filepath.Join(binDir, "git-sandbox"), "image", "build", "--base", baseImage, "--tag", ownImage(testImage), "--no-agents")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -105,8 +147,9 @@ func ensureImages() error {
 	return nil
 }
 
-// labelPrefix marks every container this run created (through the repo
-// ids of its test repositories).
+// createdRepos holds the repository id of every test repository; the
+// containers labelled with one of them are this run's, and what
+// cleanupLeftovers removes.
 var createdRepos sync.Map
 
 func cleanupLeftovers() {
@@ -166,6 +209,7 @@ func newEnvAt(t testing.TB, root string, cred *userCred) *Env {
 		"GIT_CONFIG_NOSYSTEM=1",
 		"LANG=C.UTF-8",
 		"TERM=dumb",
+		"GIT_SANDBOX_DEFAULT_IMAGE=" + testImage,
 	}
 	if h := os.Getenv("DOCKER_HOST"); h != "" {
 		e.vars = append(e.vars, "DOCKER_HOST="+h)

@@ -1,36 +1,69 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// TestStartBuildsTheMissingDefaultImage removes the default image and
-// starts a sandbox: start builds it first (offline, from the configured
-// local base) and goes on. Not parallel: every other test needs the image,
-// and Go runs parallel tests only after the sequential ones.
-func TestStartBuildsTheMissingDefaultImage(t *testing.T) {
-	const backup = "git-sandbox-e2e-backup:latest"
-	if out, err := exec.Command("docker", "tag", testImage, backup).CombinedOutput(); err != nil {
-		t.Fatalf("docker tag: %v\n%s", err, out)
+// fakeNPMBase is the test base plus an npm that installs the codex CLI (a
+// stub) and fails for every other package, as npm does when its registry
+// cannot be reached. Image builds from it try the real install steps and
+// report a partial result, offline and in seconds.
+var fakeNPMBase = sync.OnceValues(func() (string, error) {
+	tag := ownImage(fmt.Sprintf("git-sandbox-test:fakenpm-%d", os.Getpid()))
+	const npm = `#!/bin/sh
+for a in "$@"; do
+  case "$a" in
+  @openai/codex) printf '#!/bin/sh\necho codex stub\n' > /usr/local/bin/codex; chmod +x /usr/local/bin/codex; echo "added 1 package"; exit 0 ;;
+  @*) echo "npm error code ENOTFOUND ($a)" >&2; exit 1 ;;
+  esac
+done
+exit 2
+`
+	dockerfile := "FROM " + baseImage + "\nRUN echo " + base64.StdEncoding.EncodeToString([]byte(npm)) +
+		" | base64 -d > /usr/local/bin/npm && chmod +x /usr/local/bin/npm\n"
+	cmd := exec.Command("docker", "build", "-q", "-t", tag, "-")
+	cmd.Stdin = strings.NewReader(dockerfile)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build %s: %v\n%s", tag, err, out.String())
 	}
-	defer func() {
-		if exec.Command("docker", "image", "inspect", testImage).Run() != nil {
-			_ = exec.Command("docker", "tag", backup, testImage).Run()
-		}
-		_ = exec.Command("docker", "rmi", backup).Run()
-	}()
-	if out, err := exec.Command("docker", "rmi", testImage).CombinedOutput(); err != nil {
-		t.Fatalf("docker rmi: %v\n%s", err, out)
+	return tag, nil
+})
+
+// TestStartBuildsTheMissingDefaultImage starts a sandbox while the default
+// image is missing: start builds it first (offline, from the configured
+// local base) and goes on. The default image here is a tag of this test's
+// own, so no other test's image and no user's image is touched.
+func TestStartBuildsTheMissingDefaultImage(t *testing.T) {
+	t.Parallel()
+	base, err := fakeNPMBase()
+	must(t, err)
+	auto := ownImage(fmt.Sprintf("git-sandbox-test:auto-%d", os.Getpid()))
+	defer exec.Command("docker", "rmi", auto).Run()
+	if exec.Command("docker", "image", "inspect", auto).Run() == nil {
+		t.Fatalf("%s exists before the test", auto)
 	}
 	e := NewEnv(t)
-	r := e.Sandbox("start", "auto", "--agent", "shell", "--", "sh", "-c", "git --version")
-	if r.Code != 0 || !strings.Contains(r.Stderr, "is missing; building it from "+baseImage) || !strings.Contains(r.Stdout, "git version") {
+	e.WriteConfig("base_image = %q\n[limits]\npids = 256\n", base)
+	r := e.Run(e.Repo, []string{"GIT_SANDBOX_DEFAULT_IMAGE=" + auto}, "git", "sandbox", "start", "auto", "--agent", "shell", "--", "sh", "-c", "git --version; command -v codex")
+	if r.Code != 0 || !strings.Contains(r.Stderr, "image "+auto+" is missing; building it from "+base) || !strings.Contains(r.Stdout, "git version") {
 		t.Fatalf("start without the default image: %s", r)
 	}
-	if err := exec.Command("docker", "image", "inspect", testImage).Run(); err != nil {
+	// The build tried the agent CLIs too: the one the fake npm could
+	// install is there.
+	if !strings.Contains(r.Stdout, "/usr/local/bin/codex") {
+		t.Errorf("the auto-built image lacks the codex CLI the build could install: %s", r)
+	}
+	if err := exec.Command("docker", "image", "inspect", auto).Run(); err != nil {
 		t.Errorf("the default image was not built: %v", err)
 	}
 }
@@ -86,24 +119,55 @@ func TestManPage(t *testing.T) {
 	}
 }
 
-// TestImageBuildSaysWhetherAgentsWereInstalled: without --no-agents the
-// build tries to install the claude and codex CLIs and says plainly
-// whether it could (offline, it cannot).
-func TestImageBuildSaysWhetherAgentsWereInstalled(t *testing.T) {
+// TestImageBuildSaysWhichAgentsWereInstalled: without --no-agents the
+// build tries to install each agent's CLI with npm and says which it could
+// and which it could not. Here npm can install codex only.
+func TestImageBuildSaysWhichAgentsWereInstalled(t *testing.T) {
 	t.Parallel()
+	base, err := fakeNPMBase()
+	must(t, err)
 	e := NewEnv(t)
-	const tag = "git-sandbox-e2e-agents:latest"
-	defer exec.Command("docker", "rmi", tag).Run()
-	r := e.Sandbox("image", "build", "--base", baseImage, "--tag", tag)
-	if r.Code != 0 {
-		t.Fatalf("image build: %s", r)
+	tag := ownImage(fmt.Sprintf("git-sandbox-test:agents-%d", os.Getpid()))
+	// Each build may leave the tag on another image (the cache can offer
+	// another test's identical steps): every image the tag was on goes.
+	built := map[string]bool{}
+	defer func() {
+		_ = exec.Command("docker", "rmi", tag).Run()
+		for id := range built {
+			_ = exec.Command("docker", "rmi", id).Run()
+		}
+	}()
+	// The first build runs every step (another test may have cached the
+	// same ones); the second comes from the cache.
+	for _, pass := range []string{"first build", "cached build"} {
+		args := []string{"image", "build", "--base", base, "--tag", tag}
+		if pass == "first build" {
+			args = append(args, "--no-cache")
+		}
+		r := e.Sandbox(args...)
+		if id := imageID(tag); id != "" {
+			built[id] = true
+		}
+		if r.Code != 0 {
+			t.Fatalf("image build (%s): %s", pass, r)
+		}
+		// Said after the build by reading the image, so also true when
+		// every step came from the cache.
+		for _, want := range []string{"built " + tag, "agent CLIs in " + tag + ": codex\n", "not installed: claude\n", "hint: run git sandbox image build --no-cache again where npm can reach its registry to add claude\n"} {
+			if !strings.Contains(r.Stderr, want) {
+				t.Errorf("%s: the output lacks %q:\n%s", pass, want, r.Stderr)
+			}
+		}
+		if pass == "first build" && (!strings.Contains(r.Stderr, "Step ") || !strings.Contains(r.Stderr, "claude could NOT be installed")) {
+			t.Errorf("no progress shown, or the failed install not reported:\n%s", r.Stderr)
+		}
 	}
-	// Said after the build by reading the image, so also true when every
-	// step came from the cache.
-	if !strings.Contains(r.Stderr, "has no agent CLIs") && !strings.Contains(r.Stderr, "agent CLIs in "+tag+": claude, codex") {
-		t.Errorf("the build does not say whether the agent CLIs were installed:\n%s", r.Stderr)
-	}
-	if !strings.Contains(r.Stderr, "built "+tag) || !strings.Contains(r.Stderr, "Step ") {
-		t.Errorf("no progress or result shown:\n%s", r.Stderr)
+	// --no-agents installs none, and says so. (Another tag: retagging
+	// would leave the first image behind, untagged.)
+	bare := ownImage(fmt.Sprintf("git-sandbox-test:no-agents-%d", os.Getpid()))
+	defer exec.Command("docker", "rmi", bare).Run()
+	r := e.Sandbox("image", "build", "--base", base, "--tag", bare, "--no-agents")
+	if r.Code != 0 || !strings.Contains(r.Stderr, bare+" has no agent CLIs (--no-agents): only the shell agent works") {
+		t.Errorf("image build --no-agents: %s", r)
 	}
 }

@@ -526,8 +526,17 @@ func TestLandRefusesFailedVerifyUnlessForced(t *testing.T) {
 	e.AssertSameHostState(before, "t1")
 	e.assertSandboxIntact("t1", "work.txt", "work\n")
 
+	// A dry run says what would happen, and nothing happens.
+	r = e.MustSandbox("land", "t1", "--force", "--dry-run")
+	if !strings.Contains(r.Stderr, "verify FAILED (exit code 1), would land with --force") || strings.Contains(r.Stderr, "landed") {
+		t.Errorf("land --force --dry-run does not say what it would do:\n%s", r.Stderr)
+	}
+	if got := e.Git("rev-parse", "main"); got != oldMain {
+		t.Errorf("land --dry-run moved main to %s", got)
+	}
+
 	r = e.MustSandbox("land", "t1", "--force")
-	if !strings.Contains(r.Stderr, "landed with --force") {
+	if !strings.Contains(r.Stderr, "verify FAILED (exit code 1), landed with --force") {
 		t.Errorf("land --force does not say verify failed:\n%s", r.Stderr)
 	}
 	if ps := e.parents("main"); !slices.Equal(ps, []string{oldMain}) {

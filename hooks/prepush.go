@@ -12,6 +12,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/verify"
 	"github.com/git-sandbox/git-sandbox/internal/version"
@@ -97,8 +98,9 @@ func Check(ctx context.Context, env *sandbox.Env, updates []Update) []Refusal {
 // VerifyOptions configure verify-before-push.
 type VerifyOptions struct {
 	Config *config.Loaded
-	Stdout io.Writer
-	Stderr io.Writer
+	// UI receives progress, warnings and a failed run's (escaped) output;
+	// nil means the environment's printer.
+	UI *ui.Printer
 }
 
 // VerifyPushed runs the verify command on exactly each pushed commit, in a
@@ -107,8 +109,12 @@ type VerifyOptions struct {
 // ctx is cancelled (Ctrl-C).
 func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o VerifyOptions) ([]Refusal, error) {
 	cfg := o.Config
+	p := o.UI
+	if p == nil {
+		p = env.UI
+	}
 	if cfg.Verify == "" {
-		fmt.Fprintf(o.Stderr, "git sandbox: warning: verify_before_push is set but no verify command is configured; pushing unverified\n")
+		p.Warnf("verify_before_push is set but no verify command is configured; pushing unverified")
 		return nil, nil
 	}
 	var todo []Update
@@ -132,7 +138,7 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 		return nil, err
 	}
 	if !ok {
-		return nil, container.ErrImageMissing(cfg.Image, cfg.Image == config.DefaultImage)
+		return nil, container.ErrImageMissing(cfg.Image, cfg.Image == config.DefaultImage())
 	}
 	mem, err := config.MemoryBytes(cfg.Limits.Memory)
 	if err != nil {
@@ -147,7 +153,7 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(o.Stderr, "git sandbox: verifying %s (%s) before the push: %s\n", termsafe.String(u.LocalRef), u.LocalSHA[:12], termsafe.String(cfg.Verify))
+		p.Infof("verifying %s (%s) before the push: %s", termsafe.String(u.LocalRef), u.LocalSHA[:12], termsafe.String(cfg.Verify))
 		var output strings.Builder
 		code, err := verify.Run(ctx, verify.Options{
 			Docker:    d,
@@ -173,7 +179,7 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 			return nil, err
 		}
 		if code != 0 {
-			fmt.Fprint(o.Stderr, termsafe.Text(output.String()))
+			fmt.Fprint(p.Writer(), termsafe.Text(output.String()))
 			refused = append(refused, Refusal{Ref: u.LocalRef,
 				Reason: fmt.Sprintf("verify failed on the pushed commit %s (exit code %d; output above)", u.LocalSHA[:12], code),
 				Hint:   "fix the commit and push again"})

@@ -64,7 +64,10 @@ func (l Layout) Gitfile(branch string) string { return filepath.Join(l.Dir(branc
 // Record is the sandbox's trusted record file.
 func (l Layout) Record(branch string) string { return filepath.Join(l.Dir(branch), "record.json") }
 
-// Lock serialises state changes of one sandbox (snapshots, record writes).
+// Lock serialises what reads or writes one sandbox's files from the host —
+// snapshots, restores into the worktree — with starts of its container, so
+// a snapshot that found the container stopped is done reading before the
+// agent runs again. Record writes take their own lock, Lock + ".record".
 func (l Layout) Lock(branch string) string { return filepath.Join(l.Dir(branch), "lock") }
 
 // RescueIndex is the private index snapshots are written through.

@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
 
+	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/sigstack"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
@@ -50,7 +53,7 @@ type CLI struct {
 	Land   LandCmd   `cmd:"" help:"Land the sandbox's work as one commit on its base branch."`
 	Sync   SyncCmd   `cmd:"" help:"Bring the agent's commits back onto the sandbox branch."`
 	Verify VerifyCmd `cmd:"" help:"Run the verify command on the sandbox's work now."`
-	Rescue RescueCmd `cmd:"" help:"Snapshots: list, show, restore, take, prune."`
+	Rescue RescueCmd `cmd:"" help:"Snapshots: list, show, restore, snapshot, prune."`
 	Hooks  HooksCmd  `cmd:"" help:"Install, remove or inspect the pre-push hook."`
 	Hook   HookCmd   `cmd:"" help:"Run by the installed hooks."`
 	Image  ImageCmd  `cmd:"" help:"Build the sandbox image."`
@@ -64,13 +67,17 @@ type CLI struct {
 	Proxy     ProxyCmd     `cmd:"" name:"__proxy" hidden:"" help:"Run a sandbox's egress proxy (started in its proxy container)."`
 }
 
-// App is what every command's Run receives: the process's streams and
-// lazily opened repository, configuration and Docker client.
+// App is what every command's Run receives: the process's streams, the
+// printer every message goes through, and the lazily opened repository,
+// configuration and Docker client.
 type App struct {
 	Ctx    context.Context
 	Stdin  io.Reader
 	Stdout io.Writer
+	// Stderr is the raw stream, for what a container writes there; messages
+	// go through UI.
 	Stderr io.Writer
+	UI     *ui.Printer
 	Dir    string
 	kong   *kong.Kong
 
@@ -115,9 +122,9 @@ func (a *App) Env() (*sandbox.Env, error) {
 		return nil, err
 	}
 	for _, w := range cfg.Warnings {
-		warnf(a.Stderr, "%s", w)
+		a.UI.Warnf("%s", w)
 	}
-	a.env = sandbox.NewEnv(repo, cfg, root, a.Stdout, a.Stderr)
+	a.env = sandbox.NewEnv(repo, cfg, root, a.UI)
 	return a.env, nil
 }
 
@@ -133,7 +140,14 @@ func (a *App) Find(branch string) (*sandbox.Env, *sandbox.Sandbox, error) {
 
 // Main runs git sandbox with args and returns the exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	p := ui.FromEnv(stderr)
+	if p.Tracing() {
+		gitcmd.SetTrace(p.Tracef)
+		defer gitcmd.SetTrace(nil)
+	}
+	// Termination cancels what runs; handlers pushed further in (verify,
+	// an attached agent, a paused snapshot) decide first while they run.
+	ctx, cancel := sigstack.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer cancel()
 	var cli CLI
 	exit := -1
@@ -144,9 +158,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		kong.Exit(func(code int) { exit = code }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, Summary: true}),
 		kong.Help(helpWithExitStatus),
+		helpVars(),
 	)
 	if err != nil {
-		fmt.Fprintf(stderr, "%serror: %v\n", prefix, err)
+		p.Error(err)
 		return 1
 	}
 	kctx, err := parser.Parse(args)
@@ -154,24 +169,49 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exit
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%serror: %v\n", prefix, err)
+		p.Error(err)
 		var pe *kong.ParseError
 		if errors.As(err, &pe) {
-			fmt.Fprintf(stderr, "hint: %s --help shows the usage\n", strings.TrimSpace("git sandbox "+commandPath(pe.Context)))
+			p.Hintf("%s --help shows the usage", strings.TrimSpace("git sandbox "+commandPath(pe.Context)))
 		}
 		return usererr.ExitUsage
 	}
-	app := &App{Ctx: ctx, Stdin: stdin, Stdout: stdout, Stderr: stderr, Dir: cli.Dir, kong: parser}
+	app := &App{Ctx: ctx, Stdin: stdin, Stdout: stdout, Stderr: stderr, UI: p, Dir: cli.Dir, kong: parser}
 	defer func() {
 		if app.env != nil {
 			app.env.Close()
 		}
 	}()
 	if err := kctx.Run(app); err != nil {
-		printError(stderr, err)
+		p.Error(err)
 		return usererr.Code(err)
 	}
 	return 0
+}
+
+// helpVars are the values help texts interpolate (${name} in a help tag),
+// so they say what the code does: the agents are those registered.
+func helpVars() kong.Vars {
+	return kong.Vars{
+		"agents":        orList(agent.Names()),
+		"default_agent": config.Defaults().Agent,
+		"default_image": config.DefaultImage(),
+		"default_base":  config.DefaultBaseImage,
+		"image_agents":  andList(agent.Installable()),
+	}
+}
+
+// orList writes names as "a, b or c".
+func orList(names []string) string { return joinLast(names, " or ") }
+
+// andList writes names as "a, b and c".
+func andList(names []string) string { return joinLast(names, " and ") }
+
+func joinLast(names []string, last string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + last + names[len(names)-1]
 }
 
 func commandPath(ctx *kong.Context) string {

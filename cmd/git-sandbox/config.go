@@ -22,7 +22,7 @@ func (c *ConfigShowCmd) Run(app *App) error {
 	if env, err := app.Env(); err == nil {
 		cfg = env.Config
 	} else {
-		warnf(app.Stderr, "%v (showing your own config only)", err)
+		app.UI.Warnf("%v (showing your own config only)", err)
 		if cfg, err = config.Load(""); err != nil {
 			return err
 		}

@@ -35,7 +35,7 @@ func (c *DiffCmd) Run(app *App) error {
 		return err
 	}
 	if running, err := sb.Running(app.Ctx); err == nil && running {
-		warnf(app.Stderr, "%s is still running: its work may still change", sb.Display())
+		app.UI.Warnf("%s is still running: its work may still change", sb.Display())
 	}
 	final, _, err := sb.Final(app.Ctx, rescue.ReasonManual)
 	if err != nil {
@@ -47,11 +47,11 @@ func (c *DiffCmd) Run(app *App) error {
 		return err
 	}
 	if len(changes) == 0 {
-		infof(app.Stderr, "nothing to land: %s has no changes since its baseline", sb.Display())
+		app.UI.Infof("nothing to land: %s has no changes since its baseline", sb.Display())
 		return nil
 	}
 	flags := review.FlagsOf(app.Ctx, g, changes)
-	color := review.UseColor(isTerminal(app.Stdout))
+	color := app.UI.Color(app.Stdout)
 	flagOut := app.Stdout
 	format := review.FormatPatch
 	switch {
@@ -59,12 +59,12 @@ func (c *DiffCmd) Run(app *App) error {
 		format = review.FormatStat
 	case c.NameOnly:
 		format = review.FormatNameOnly
-		flagOut = app.Stderr
+		flagOut = app.UI.Writer()
 		color = false
 	}
 	printFlags(flagOut, flags, color && flagOut == app.Stdout)
 	for _, p := range final.Skipped {
-		warnf(app.Stderr, "%s cannot be stored by git and would not land", termsafe.String(p))
+		app.UI.Warnf("%s cannot be stored by git and would not land", termsafe.String(p))
 	}
 	patch, err := review.Patch(app.Ctx, g, sb.Baseline, final.ID, format)
 	if err != nil {

@@ -77,16 +77,16 @@ func (c *DoctorCmd) Run(app *App) error {
 		check(true, "docker", "engine "+sv+", API "+d.APIVersion(), "")
 		ok, err := d.ImageExists(app.Ctx, cfg.Image)
 		hint := "git sandbox image build (add --base IMAGE to build offline from a local image)"
-		if cfg.Image != config.DefaultImage {
+		if cfg.Image != config.DefaultImage() {
 			hint = "build or pull " + cfg.Image
 		}
 		detail := cfg.Image
 		if err != nil {
 			detail = errText(err)
-		} else if !ok && cfg.Image == config.DefaultImage {
+		} else if !ok && cfg.Image == config.DefaultImage() {
 			detail += " is missing (start builds it from " + cfg.BaseImage + ")"
 		}
-		check(err == nil && (ok || cfg.Image == config.DefaultImage), "image", detail, hint)
+		check(err == nil && (ok || cfg.Image == config.DefaultImage()), "image", detail, hint)
 	}
 
 	for _, name := range agent.Names() {

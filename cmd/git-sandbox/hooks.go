@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"syscall"
 
 	"github.com/git-sandbox/git-sandbox/hooks"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 )
 
 // HooksCmd groups the hook management commands.
@@ -61,17 +61,17 @@ func (c *HooksInstallCmd) Run(app *App) error {
 	}
 	switch {
 	case before.Installed:
-		infof(app.Stderr, "the pre-push hook is already installed in %s", dir)
+		app.UI.Infof("the pre-push hook is already installed in %s", dir)
 	case st.Chained:
-		infof(app.Stderr, "installed the pre-push hook in %s; your own hook runs first (%s)", dir, hooks.Chained)
+		app.UI.Infof("installed the pre-push hook in %s; your own hook runs first (%s)", dir, hooks.Chained)
 	default:
-		infof(app.Stderr, "installed the pre-push hook in %s", dir)
+		app.UI.Infof("installed the pre-push hook in %s", dir)
 	}
 	if viaConfig {
-		infof(app.Stderr, "note: %s is your core.hooksPath; every repository using it gets the check", dir)
+		app.UI.Infof("note: %s is your core.hooksPath; every repository using it gets the check", dir)
 	}
 	if _, err := exec.LookPath("git-sandbox"); err != nil {
-		warnf(app.Stderr, "git-sandbox is not on PATH, so the hook will refuse pushes until it is")
+		app.UI.Warnf("git-sandbox is not on PATH, so the hook will refuse pushes until it is")
 	}
 	return nil
 }
@@ -90,9 +90,9 @@ func (c *HooksUninstallCmd) Run(app *App) error {
 		return err
 	}
 	if st.Chained {
-		infof(app.Stderr, "removed the pre-push hook from %s and put your own back", dir)
+		app.UI.Infof("removed the pre-push hook from %s and put your own back", dir)
 	} else {
-		infof(app.Stderr, "removed the pre-push hook from %s", dir)
+		app.UI.Infof("removed the pre-push hook from %s", dir)
 	}
 	return nil
 }
@@ -142,7 +142,7 @@ type HookPrePushCmd struct {
 // Run checks a push; the ref lines come on standard input.
 func (c *HookPrePushCmd) Run(app *App) error {
 	// Ctrl-C during a verify run must still remove its container and files.
-	ctx, stop := signal.NotifyContext(app.Ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := sigstack.NotifyContext(app.Ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	app.Ctx = ctx
 	env, err := app.Env()
@@ -159,7 +159,7 @@ func (c *HookPrePushCmd) Run(app *App) error {
 	if !env.Config.VerifyBeforePush {
 		return nil
 	}
-	refused, err := hooks.VerifyPushed(ctx, env, updates, hooks.VerifyOptions{Config: env.Config, Stdout: app.Stdout, Stderr: app.Stderr})
+	refused, err := hooks.VerifyPushed(ctx, env, updates, hooks.VerifyOptions{Config: env.Config, UI: app.UI})
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func (c *LandCmd) Run(app *App) error {
 	p := res.Plan
 	onto := termsafe.String(strings.TrimPrefix(p.Ref, "refs/heads/"))
 	if p.Empty {
-		infof(app.Stderr, "nothing to land: %s changes nothing on %s", sb.Display(), onto)
+		app.UI.Infof("nothing to land: %s changes nothing on %s", sb.Display(), onto)
 		return nil
 	}
 	verb := "landed"
@@ -60,12 +60,12 @@ func (c *LandCmd) Run(app *App) error {
 	if res.Verdict != nil {
 		state := "passed"
 		if !res.Verdict.OK {
-			state = fmt.Sprintf("FAILED (exit code %d), landed with --force", res.Verdict.ExitCode)
+			state = fmt.Sprintf("FAILED (exit code %d), %s with --force", res.Verdict.ExitCode, verb)
 		}
-		infof(app.Stderr, "verify %s on this tree", state)
+		app.UI.Infof("verify %s on this tree", state)
 	}
 	for _, f := range p.Flags {
-		fmt.Fprintf(app.Stderr, "  ! %s: %s\n", termsafe.String(f.Path), termsafe.String(f.Reason))
+		fmt.Fprintf(app.UI.Writer(), "  ! %s: %s\n", termsafe.String(f.Path), termsafe.String(f.Reason))
 	}
 	if c.DryRun {
 		fmt.Fprintf(app.Stdout, "%s\n", termsafe.Text(strings.TrimRight(p.Message, "\n")))
@@ -73,15 +73,15 @@ func (c *LandCmd) Run(app *App) error {
 		for _, ch := range p.Changes {
 			fmt.Fprintf(app.Stdout, "%c\t%s\n", ch.Status, termsafe.String(ch.Path))
 		}
-		infof(app.Stderr, "%s %s on %s (%s): %d file(s); nothing was changed", verb, sb.Display(), onto, p.Tip[:12], len(p.Changes))
+		app.UI.Infof("%s %s on %s (%s): %d file(s); nothing was changed", verb, sb.Display(), onto, p.Tip[:12], len(p.Changes))
 		return nil
 	}
-	infof(app.Stderr, "%s %s on %s as %s: %d file(s)", verb, sb.Display(), onto, res.Commit[:12], len(p.Changes))
+	app.UI.Infof("%s %s on %s as %s: %d file(s)", verb, sb.Display(), onto, res.Commit[:12], len(p.Changes))
 	if p.Checkout != nil {
-		infof(app.Stderr, "updated the checkout %s", p.Checkout.Path)
+		app.UI.Infof("updated the checkout %s", p.Checkout.Path)
 	}
 	if res.Cleaned {
-		infof(app.Stderr, "removed the sandbox; its snapshots stay (git sandbox rescue list %s)", sb.Display())
+		app.UI.Infof("removed the sandbox; its snapshots stay (git sandbox rescue list %s)", sb.Display())
 	}
 	fmt.Fprintln(app.Stdout, res.Commit)
 	return nil

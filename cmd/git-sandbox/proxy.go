@@ -1,12 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"os"
-	"os/signal"
 
 	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 )
 
 // ProxyCmd runs a sandbox's egress proxy. start runs it as the command of
@@ -22,9 +21,9 @@ func (c *ProxyCmd) Run(app *App) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(app.Ctx, os.Interrupt)
+	ctx, stop := sigstack.NotifyContext(app.Ctx, os.Interrupt)
 	defer stop()
 	return egress.Run(ctx, cfg, app.Stderr, func(a net.Addr) {
-		fmt.Fprintf(app.Stderr, "%sproxy listening on %s\n", prefix, a)
+		app.UI.Infof("proxy listening on %s", a)
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
 )
 
 // lineWriter hands each line written to it to a channel.
@@ -61,7 +62,7 @@ func TestProxyCommand(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stderr := &lineWriter{lines: make(chan string, 10)}
-	app := &App{Ctx: ctx, Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: stderr}
+	app := &App{Ctx: ctx, Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: stderr, UI: ui.New(stderr, ui.Options{})}
 	done := make(chan error, 1)
 	go func() { done <- (&ProxyCmd{Config: cfgPath}).Run(app) }()
 

@@ -41,8 +41,8 @@ func (c *PsCmd) Run(app *App) error {
 		return enc.Encode(list)
 	}
 	if len(list) == 0 {
-		infof(app.Stderr, "no sandboxes in this repository")
-		fmt.Fprintln(app.Stderr, "hint: git sandbox start BRANCH -p \"TASK\" creates one")
+		app.UI.Infof("no sandboxes in this repository")
+		app.UI.Hintf("git sandbox start BRANCH -p \"TASK\" creates one")
 		return nil
 	}
 	rows := [][]string{{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "WORKTREE"}}

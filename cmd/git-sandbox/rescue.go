@@ -67,7 +67,7 @@ func (c *RescueListCmd) Run(app *App) error {
 		return enc.Encode(list)
 	}
 	if len(list) == 0 {
-		infof(app.Stderr, "no snapshots")
+		app.UI.Infof("no snapshots")
 		return nil
 	}
 	rows := [][]string{{"SNAPSHOT", "SANDBOX", "TIME", "REASON", "CHANGES", "NOTE"}}
@@ -120,7 +120,7 @@ func (c *RescueShowCmd) Run(app *App) error {
 	if err != nil {
 		return err
 	}
-	return review.Render(w, patch, review.UseColor(isTerminal(w)))
+	return review.Render(w, patch, app.UI.Color(w))
 }
 
 // RescueRestoreCmd is git sandbox rescue restore.
@@ -154,7 +154,7 @@ func (c *RescueRestoreCmd) Run(app *App) error {
 		if err != nil {
 			return err
 		}
-		infof(app.Stderr, "restored snapshot %s of %s as branch %s (%s)", s.ID[:12], termsafe.String(s.Branch), termsafe.String(c.Branch), commit[:12])
+		app.UI.Infof("restored snapshot %s of %s as branch %s (%s)", s.ID[:12], termsafe.String(s.Branch), termsafe.String(c.Branch), commit[:12])
 		return nil
 	}
 	sb, err := env.Find(s.Branch)
@@ -174,7 +174,7 @@ func (c *RescueRestoreCmd) Run(app *App) error {
 		return err
 	}
 	if len(changed) == 0 {
-		infof(app.Stderr, "the worktree of %s already holds snapshot %s", sb.Display(), s.ID[:12])
+		app.UI.Infof("the worktree of %s already holds snapshot %s", sb.Display(), s.ID[:12])
 		return nil
 	}
 	if !c.Force {
@@ -182,7 +182,7 @@ func (c *RescueRestoreCmd) Run(app *App) error {
 			Hint("its current state is saved as snapshot %s; rerun with --force to restore", cur.ID[:12]).
 			WithCode(usererr.ExitRefused)
 	}
-	infof(app.Stderr, "restored snapshot %s into %s (%d files; the state before is snapshot %s)", s.ID[:12], sb.Display(), len(changed), cur.ID[:12])
+	app.UI.Infof("restored snapshot %s into %s (%d files; the state before is snapshot %s)", s.ID[:12], sb.Display(), len(changed), cur.ID[:12])
 	return nil
 }
 
@@ -202,12 +202,12 @@ func (c *RescueSnapshotCmd) Run(app *App) error {
 		return err
 	}
 	if !t.New {
-		infof(app.Stderr, "nothing changed since snapshot %s", t.ID[:12])
+		app.UI.Infof("nothing changed since snapshot %s", t.ID[:12])
 	} else {
-		infof(app.Stderr, "snapshot %s (%d changes since the baseline)", t.ID[:12], t.Changes)
+		app.UI.Infof("snapshot %s (%d changes since the baseline)", t.ID[:12], t.Changes)
 	}
 	for _, p := range t.Skipped {
-		warnf(app.Stderr, "skipped %s: git cannot store this path", termsafe.String(p))
+		app.UI.Warnf("skipped %s: git cannot store this path", termsafe.String(p))
 	}
 	fmt.Fprintln(app.Stdout, t.ID)
 	return nil
@@ -246,10 +246,10 @@ func (c *RescuePruneCmd) Run(app *App) error {
 		verb = "would prune"
 	}
 	for _, p := range pruned {
-		infof(app.Stderr, "%s %d snapshot(s) of %s (newest %s)", verb, p.Count, termsafe.String(p.Branch), p.Newest.Local().Format("2006-01-02 15:04"))
+		app.UI.Infof("%s %d snapshot(s) of %s (newest %s)", verb, p.Count, termsafe.String(p.Branch), p.Newest.Local().Format("2006-01-02 15:04"))
 	}
 	if len(pruned) == 0 {
-		infof(app.Stderr, "nothing to prune")
+		app.UI.Infof("nothing to prune")
 	}
 	return nil
 }

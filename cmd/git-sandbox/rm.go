@@ -26,9 +26,9 @@ func (c *RmCmd) Run(app *App) error {
 		return err
 	}
 	if last != nil && last.Changes > 0 {
-		infof(app.Stderr, "removed %s; its work is in snapshot %s (git sandbox rescue restore %s --branch NEW)", sb.Display(), last.ID[:12], last.ID[:12])
+		app.UI.Infof("removed %s; its work is in snapshot %s (git sandbox rescue restore %s --branch NEW)", sb.Display(), last.ID[:12], last.ID[:12])
 		return nil
 	}
-	infof(app.Stderr, "removed %s", sb.Display())
+	app.UI.Infof("removed %s", sb.Display())
 	return nil
 }

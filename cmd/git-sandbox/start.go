@@ -17,12 +17,12 @@ type StartCmd struct {
 
 	Base    string   `help:"Branch (or commit) to start from and land on; default: the current branch." placeholder:"REF"`
 	Carry   bool     `help:"Bring this checkout's uncommitted work along, as part of the baseline."`
-	Agent   string   `short:"a" help:"Agent: claude, codex or shell (default from config: claude)."`
+	Agent   string   `short:"a" help:"Agent: ${agents} (default from config: ${default_agent})."`
 	Prompt  string   `short:"p" help:"The task. With it the agent runs headless; without it, interactively."`
 	Verify  string   `help:"Command that decides whether the work is done (run by verify and land)." placeholder:"CMD"`
 	Detach  bool     `short:"d" help:"Return at once; the agent runs in the background."`
 	Env     []string `short:"e" help:"Pass an environment variable: KEY (the host's value) or KEY=VALUE." placeholder:"KEY[=VAL]"`
-	Image   string   `help:"Container image (default from config: git-sandbox:latest)."`
+	Image   string   `help:"Container image (default from config: ${default_image})."`
 	Network string   `help:"Container network: none or bridge (default from config: bridge)." enum:",none,bridge" default:""`
 	Runtime string   `help:"OCI runtime, such as runsc or kata-runtime."`
 	Memory  string   `help:"Memory limit, such as 4g."`
@@ -78,22 +78,25 @@ func (c *StartCmd) Run(app *App) error {
 		if res.Resumed {
 			verb = "resumed"
 		}
-		infof(app.Stderr, "%s sandbox %s (container %s)", verb, name, res.Sandbox.Container)
-		fmt.Fprintf(app.Stderr, "hint: git sandbox logs -f %s follows it; git sandbox wait %s waits for it\n", name, name)
+		app.UI.Infof("%s sandbox %s (container %s)", verb, name, res.Sandbox.Container)
+		app.UI.Hintf("git sandbox logs -f %s follows it; git sandbox wait %s waits for it", name, name)
 		return nil
 	}
-	infof(app.Stderr, "agent in %s exited with code %d", name, res.ExitCode)
-	fmt.Fprintf(app.Stderr, "hint: git sandbox diff %s shows the change; git sandbox land %s lands it\n", name, name)
+	app.UI.Infof("agent in %s exited with code %d", name, res.ExitCode)
+	app.UI.Hintf("git sandbox diff %s shows the change; git sandbox land %s lands it", name, name)
 	if res.ExitCode != 0 {
 		return usererr.ExitStatus(res.ExitCode)
 	}
 	return nil
 }
 
+// printPlan prints the plan start returned, which is already redacted:
+// the values of passed-through variables are never in it.
 func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(app.Stdout)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
 		return enc.Encode(p)
 	}
 	w := app.Stdout
@@ -112,7 +115,7 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "snapshots every %s\n", p.Interval)
 	fmt.Fprintf(w, "\ncontainer %s\n", s.Name)
-	fmt.Fprintf(w, "  image    %s\n", s.Image)
+	fmt.Fprintf(w, "  image    %s\n", termsafe.String(s.Image))
 	fmt.Fprintf(w, "  argv     %s\n", termsafe.String(fmt.Sprintf("%q", s.Argv)))
 	fmt.Fprintf(w, "  user     %s\n", s.User)
 	fmt.Fprintf(w, "  network  %s\n", s.Network)
@@ -132,27 +135,11 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	}
 	fmt.Fprintf(w, "  env\n")
 	for _, e := range s.Env {
-		fmt.Fprintf(w, "    %s\n", termsafe.String(redactEnv(e)))
+		fmt.Fprintf(w, "    %s\n", termsafe.String(e))
 	}
 	fmt.Fprintf(w, "  labels\n")
 	for _, k := range container.SortedLabels(s.Labels) {
 		fmt.Fprintf(w, "    %s=%s\n", k, termsafe.String(s.Labels[k]))
 	}
 	return nil
-}
-
-// redactEnv hides values passed from the host environment: a plan is for
-// reading and pasting, and a token in it would leak.
-func redactEnv(kv string) string {
-	for _, safe := range []string{"HOME=", "USER=", "LOGNAME=", "GIT_SANDBOX", "TERM=", "IS_SANDBOX="} {
-		if len(kv) >= len(safe) && kv[:len(safe)] == safe {
-			return kv
-		}
-	}
-	for i := 0; i < len(kv); i++ {
-		if kv[i] == '=' {
-			return kv[:i+1] + "…"
-		}
-	}
-	return kv
 }

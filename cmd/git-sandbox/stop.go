@@ -18,6 +18,6 @@ func (c *StopCmd) Run(app *App) error {
 	if err != nil {
 		return err
 	}
-	infof(app.Stderr, "stopped %s; snapshot %s (%d changes)", sb.Display(), snap.ID[:12], snap.Changes)
+	app.UI.Infof("stopped %s; snapshot %s (%d changes)", sb.Display(), snap.ID[:12], snap.Changes)
 	return nil
 }

@@ -25,11 +25,11 @@ func (c *SyncCmd) Run(app *App) error {
 	}
 	switch {
 	case res.Head == "":
-		infof(app.Stderr, "the agent of %s has no commits", sb.Display())
+		app.UI.Infof("the agent of %s has no commits", sb.Display())
 	case res.Moved:
-		infof(app.Stderr, "%s is now at %s (%d new objects)", sb.Display(), res.Head[:12], res.Objects)
+		app.UI.Infof("%s is now at %s (%d new objects)", sb.Display(), res.Head[:12], res.Objects)
 	default:
-		infof(app.Stderr, "%s is up to date at %s", sb.Display(), res.Head[:12])
+		app.UI.Infof("%s is up to date at %s", sb.Display(), res.Head[:12])
 	}
 	return nil
 }

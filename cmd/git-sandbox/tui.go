@@ -1,19 +1,10 @@
 package main
 
-// Output rules, for every command:
-//
-//   - Results go to stdout; progress, warnings and errors go to stderr.
-//   - Messages are prefixed "git sandbox: ", lowercase, with no trailing
-//     period. A failure ends with "git sandbox: error: …" followed by
-//     "hint: …" lines that say what to do next.
-//   - Hints name commands as the user types them: git sandbox land, never
-//     git-sandbox land.
-//   - Anything the agent could have chosen (branch names, file names, commit
-//     messages, prompts) is printed through termsafe, so escape sequences
-//     show as text instead of acting on the terminal.
+// Output rules, for every command, are those of package ui: results go to
+// stdout, and every message, warning, error and hint goes through the
+// App's printer (app.UI), which writes them to stderr.
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -22,34 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
-	"github.com/git-sandbox/git-sandbox/internal/termsafe"
-	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
-
-const prefix = "git sandbox: "
-
-func printError(w io.Writer, err error) {
-	var es usererr.ExitStatus
-	if errors.As(err, &es) {
-		return
-	}
-	if ue, ok := usererr.As(err); ok {
-		fmt.Fprintf(w, "%serror: %s\n", prefix, termsafe.Text(ue.Msg))
-		for _, h := range ue.Hints {
-			fmt.Fprintf(w, "hint: %s\n", termsafe.Text(h))
-		}
-		return
-	}
-	fmt.Fprintf(w, "%serror: %s\n", prefix, termsafe.Text(err.Error()))
-}
-
-func warnf(w io.Writer, format string, args ...any) {
-	fmt.Fprintf(w, prefix+"warning: "+format+"\n", args...)
-}
-
-func infof(w io.Writer, format string, args ...any) {
-	fmt.Fprintf(w, prefix+format+"\n", args...)
-}
 
 // terminalIO describes the process's standard streams.
 func terminalIO(stdin io.Reader, stdout, stderr io.Writer) sandbox.IO {
@@ -64,11 +28,6 @@ func terminalIO(stdin io.Reader, stdout, stderr io.Writer) sandbox.IO {
 		}
 	}
 	return io
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // table prints rows with columns padded to their widest cell.

@@ -2,9 +2,9 @@ package main
 
 import (
 	"os"
-	"os/signal"
 	"syscall"
 
+	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -24,7 +24,7 @@ recorded for other work. Exits with the verify command's status.`
 // Run verifies.
 func (c *VerifyCmd) Run(app *App) error {
 	// Ctrl-C must still remove the verify container and its files.
-	ctx, stop := signal.NotifyContext(app.Ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := sigstack.NotifyContext(app.Ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	_, sb, err := app.Find(c.Branch)
 	if err != nil {
@@ -35,9 +35,9 @@ func (c *VerifyCmd) Run(app *App) error {
 		return err
 	}
 	if v.OK {
-		infof(app.Stderr, "verify passed on %s (tree %s)", sb.Display(), snap.Tree[:12])
+		app.UI.Infof("verify passed on %s (tree %s)", sb.Display(), snap.Tree[:12])
 		return nil
 	}
-	infof(app.Stderr, "verify FAILED on %s (tree %s): exit code %d", sb.Display(), snap.Tree[:12], v.ExitCode)
+	app.UI.Infof("verify FAILED on %s (tree %s): exit code %d", sb.Display(), snap.Tree[:12], v.ExitCode)
 	return usererr.ExitStatus(v.ExitCode)
 }

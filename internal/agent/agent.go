@@ -36,6 +36,9 @@ type Adapter interface {
 	LoginPaths() []string
 	// Env is extra environment the agent needs inside the container.
 	Env() []string
+	// Package is the npm package that installs the agent's CLI into the
+	// default image ("" when the agent needs nothing installed).
+	Package() string
 }
 
 var adapters = map[string]Adapter{}
@@ -60,6 +63,28 @@ func Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Installable lists the agents whose CLI the default image build installs,
+// sorted.
+func Installable() []string {
+	var out []string
+	for _, n := range Names() {
+		if adapters[n].Package() != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Packages maps each installable agent to its npm package: what the
+// default image build tries to install.
+func Packages() map[string]string {
+	out := map[string]string{}
+	for _, n := range Installable() {
+		out[n] = adapters[n].Package()
+	}
+	return out
 }
 
 // NeedTerminal is the error for an interactive agent started without a

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -71,5 +72,17 @@ func TestUnknownAgent(t *testing.T) {
 	}
 	if got := Names(); !slices.Equal(got, []string{"claude", "codex", "shell"}) {
 		t.Errorf("Names() = %q", got)
+	}
+}
+
+func TestInstallable(t *testing.T) {
+	if got := Installable(); !slices.Equal(got, []string{"claude", "codex"}) {
+		t.Errorf("Installable() = %q", got)
+	}
+	for _, name := range Installable() {
+		a, _ := Get(name)
+		if !strings.HasPrefix(a.Package(), "@") {
+			t.Errorf("%s package = %q, want a scoped npm package", name, a.Package())
+		}
 	}
 }

@@ -24,3 +24,5 @@ func (claude) LoginPaths() []string {
 }
 
 func (claude) Env() []string { return []string{"IS_SANDBOX=1"} }
+
+func (claude) Package() string { return "@anthropic-ai/claude-code" }

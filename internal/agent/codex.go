@@ -24,3 +24,5 @@ func (codex) LoginPaths() []string {
 }
 
 func (codex) Env() []string { return nil }
+
+func (codex) Package() string { return "@openai/codex" }

@@ -26,3 +26,5 @@ func (shell) Interactive(t Task) bool { return len(t.Args) == 0 && t.Prompt == "
 func (shell) LoginPaths() []string { return nil }
 
 func (shell) Env() []string { return nil }
+
+func (shell) Package() string { return "" }

@@ -26,8 +26,26 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
-// DefaultImage is the image git sandbox builds and uses unless told otherwise.
-const DefaultImage = "git-sandbox:latest"
+// defaultImage is the image git sandbox builds and uses unless told otherwise.
+const defaultImage = "git-sandbox:latest"
+
+// DefaultImageEnv names the environment variable that gives the default
+// image another name. It is meant for test suites (which must never build
+// over a user's git-sandbox:latest) and for packagers; everything the
+// default image gets — built by start when missing, named in hints — then
+// applies to that name instead.
+const DefaultImageEnv = "GIT_SANDBOX_DEFAULT_IMAGE"
+
+// DefaultImage is the image git sandbox builds itself and uses unless told
+// otherwise: git-sandbox:latest, or $GIT_SANDBOX_DEFAULT_IMAGE when that
+// is set to a name without spaces or control characters.
+func DefaultImage() string {
+	v := os.Getenv(DefaultImageEnv)
+	if v == "" || strings.IndexFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return defaultImage
+	}
+	return v
+}
 
 // DefaultBaseImage is what the default image is built from.
 const DefaultBaseImage = "debian:bookworm-slim"
@@ -132,7 +150,7 @@ func ParseDuration(s string) (time.Duration, error) {
 func Defaults() Config {
 	return Config{
 		Agent:     "claude",
-		Image:     DefaultImage,
+		Image:     DefaultImage(),
 		BaseImage: DefaultBaseImage,
 		Network:   "bridge",
 		Limits: Limits{

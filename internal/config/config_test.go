@@ -35,7 +35,7 @@ func TestDefaultsWithoutFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Image != DefaultImage || l.Network != "bridge" || l.Rescue.Interval.Duration != 2*time.Minute {
+	if l.Image != DefaultImage() || l.Network != "bridge" || l.Rescue.Interval.Duration != 2*time.Minute {
 		t.Errorf("defaults = %+v", l.Config)
 	}
 	if l.UserFile != "" || l.RepoFile != "" {

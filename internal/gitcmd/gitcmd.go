@@ -181,9 +181,13 @@ func (r *Runner) Environ(readOnly bool) []string {
 	return env
 }
 
-// trace, when GIT_SANDBOX_TRACE is set, prints every git command and how
-// long it took to stderr.
-var trace = os.Getenv("GIT_SANDBOX_TRACE") != ""
+// tracef, when set, receives every git command and how long it took.
+var tracef func(format string, args ...any)
+
+// SetTrace makes every git command that runs from now on reported to f
+// (nil turns it off). The command line sets it once, when
+// GIT_SANDBOX_TRACE asks for it.
+func SetTrace(f func(format string, args ...any)) { tracef = f }
 
 // Run runs git and returns its stdout. stdin may be nil.
 func (r *Runner) Run(ctx context.Context, stdin io.Reader, args ...string) ([]byte, error) {
@@ -201,8 +205,8 @@ func (r *Runner) RunFull(ctx context.Context, stdin io.Reader, args ...string) (
 	cmd.Stderr = &stderr
 	start := time.Now()
 	err := cmd.Run()
-	if trace {
-		fmt.Fprintf(os.Stderr, "trace: %6.1fms git %s\n", float64(time.Since(start).Microseconds())/1000, strings.Join(args, " "))
+	if tracef != nil {
+		tracef("%6.1fms git %s", float64(time.Since(start).Microseconds())/1000, strings.Join(args, " "))
 	}
 	if err != nil {
 		code := -1

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"io"
-	"os"
 	"strings"
 	"unicode"
 
@@ -25,15 +24,6 @@ const (
 	greenHi   = "\x1b[7;32m"
 	maxPaired = 64 // longest block of changed lines given word highlights
 )
-
-// UseColor decides colour: only on a terminal, and never when NO_COLOR is
-// set (https://no-color.org).
-func UseColor(isTerminal bool) bool {
-	if _, ok := os.LookupEnv("NO_COLOR"); ok {
-		return false
-	}
-	return isTerminal
-}
 
 // Render writes a unified diff, escaping every line so nothing in it acts
 // on the terminal. With color, removed and added lines are red and green,

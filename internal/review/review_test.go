@@ -2,7 +2,6 @@ package review
 
 import (
 	"bytes"
-	"os"
 	"strings"
 	"testing"
 )
@@ -99,16 +98,5 @@ func TestTokens(t *testing.T) {
 	got := strings.Join(tokens("a_b  c+d"), "|")
 	if got != "a_b|  |c|+|d" {
 		t.Errorf("tokens = %q", got)
-	}
-}
-
-func TestUseColor(t *testing.T) {
-	t.Setenv("NO_COLOR", "")
-	if UseColor(true) {
-		t.Error("NO_COLOR set (even empty) must turn colour off")
-	}
-	os.Unsetenv("NO_COLOR")
-	if !UseColor(true) || UseColor(false) {
-		t.Error("colour only on a terminal")
 	}
 }

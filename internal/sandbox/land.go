@@ -39,7 +39,7 @@ func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error
 	}
 	if res.Ref != "" && res.Ref != "refs/heads/"+s.Branch {
 		// The agent switched branches; its HEAD is still what it worked on.
-		fmt.Fprintf(s.env.Stderr, "git sandbox: note: the agent's HEAD is on %s, not %s\n", termsafe.String(res.Ref), s.Display())
+		s.env.UI.Infof("note: the agent's HEAD is on %s, not %s", termsafe.String(res.Ref), s.Display())
 	}
 	if err := casRef(ctx, g, s.Refs().Agent(), res.Head, "git sandbox sync"); err != nil {
 		return nil, err

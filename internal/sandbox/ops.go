@@ -53,7 +53,7 @@ type Status struct {
 func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 	sbs, errs := e.All()
 	for _, err := range errs {
-		fmt.Fprintf(e.Stderr, "git sandbox: warning: %v\n", err)
+		e.UI.Warnf("%v", err)
 	}
 	byName := map[string]container.State{}
 	dockerUp := false
@@ -255,7 +255,7 @@ func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, e
 		// The agent's commits go with its repository: bring them back first,
 		// so the last snapshot keeps them (as its second parent).
 		if _, err := s.Sync(ctx, false); err != nil {
-			fmt.Fprintf(s.env.Stderr, "git sandbox: warning: the agent's commits were not kept: %v\n", err)
+			s.env.UI.Warnf("the agent's commits were not kept: %v", err)
 		}
 		reason := o.Reason
 		if reason == "" {
@@ -369,7 +369,16 @@ func (s *Sandbox) Exec(ctx context.Context, argv []string, io IO) (int, error) {
 	if io.StdinIsTerminal {
 		env = append(env, "TERM="+firstNonEmpty(os.Getenv("TERM"), "xterm-256color"))
 	}
+	// A process started into a container a snapshot has paused hangs, and
+	// with it the daemon's handling of that container (its unpause
+	// included). Snapshots pause only under the sandbox's lock: hold it
+	// until the command runs, not while it runs.
+	unlock, err := record.Lock(s.env.Layout.Lock(s.Branch))
+	if err != nil {
+		return -1, err
+	}
 	return d.Exec(ctx, s.Container, container.ExecOptions{
 		Argv: argv, User: fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()), WorkDir: container.Workspace, Env: env, Streams: streams,
+		Started: unlock,
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
 )
@@ -59,10 +59,10 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 		}
 	}
 	if len(o.Args) > 0 || o.Prompt != "" || o.Agent != "" || o.Verify != "" || o.Base != "" || o.Carry {
-		fmt.Fprintf(o.IO.Stderr, "git sandbox: warning: %s exists, so it resumes with the agent and command it started with; the new ones are ignored\n", sb.Display())
-		fmt.Fprintf(o.IO.Stderr, "hint: git sandbox exec %s -- CMD runs another command in it; start a new sandbox for a new task\n", sb.Display())
+		e.UI.Warnf("%s exists, so it resumes with the agent and command it started with; the new ones are ignored", sb.Display())
+		e.UI.Hintf("git sandbox exec %s -- CMD runs another command in it; start a new sandbox for a new task", sb.Display())
 	}
-	fmt.Fprintf(o.IO.Stderr, "git sandbox: resuming %s\n", sb.Display())
+	e.UI.Infof("resuming %s", sb.Display())
 	code, err := e.run(ctx, d, sb, o.Detach, o.IO)
 	return &StartResult{Sandbox: sb, Resumed: true, ExitCode: code}, err
 }
@@ -82,7 +82,7 @@ func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach 
 			return -1, err
 		}
 		if err := e.spawnSupervisor(sb.Branch); err != nil {
-			fmt.Fprintf(io.Stderr, "git sandbox: warning: no supervisor, so no periodic snapshots: %v\n", err)
+			e.UI.Warnf("no supervisor, so no periodic snapshots: %v", err)
 		}
 		return 0, nil
 	}
@@ -103,7 +103,7 @@ func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach 
 		return -1, err
 	}
 	if err := e.spawnSupervisor(sb.Branch); err != nil {
-		fmt.Fprintf(io.Stderr, "git sandbox: warning: no supervisor, so no periodic snapshots: %v\n", err)
+		e.UI.Warnf("no supervisor, so no periodic snapshots: %v", err)
 	}
 	stopSignals := forwardSignals(ctx, d, sb.Container, tty)
 	_ = pump()
@@ -113,7 +113,7 @@ func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach 
 		return -1, fmt.Errorf("wait for the agent: %w", res.Err)
 	}
 	if _, err := sb.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonExit); err != nil {
-		fmt.Fprintf(io.Stderr, "git sandbox: warning: final snapshot failed: %v\n", err)
+		e.UI.Warnf("final snapshot failed: %v", err)
 	}
 	return res.Code, nil
 }
@@ -132,33 +132,20 @@ func (e *Env) startLocked(ctx context.Context, d *container.Docker, sb *Sandbox)
 
 // forwardSignals passes Ctrl-C and termination to the agent while no
 // terminal carries them (with a terminal, Ctrl-C is a keystroke the agent
-// receives itself).
+// receives itself). The agent decides what they mean; this process waits
+// for it to exit and takes the exit snapshot as usual.
 func forwardSignals(ctx context.Context, d *container.Docker, id string, tty bool) func() {
-	ch := make(chan os.Signal, 2)
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 	if tty {
-		signal.Notify(ch, syscall.SIGTERM, syscall.SIGHUP)
-	} else {
-		signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+		sigs = sigs[1:]
 	}
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case s := <-ch:
-				name := "SIGTERM"
-				if s == os.Interrupt {
-					name = "SIGINT"
-				}
-				_ = d.Kill(context.WithoutCancel(ctx), id, name)
-			case <-done:
-				return
-			}
+	return sigstack.Push(func(s os.Signal) {
+		name := "SIGTERM"
+		if s == os.Interrupt {
+			name = "SIGINT"
 		}
-	}()
-	return func() {
-		signal.Stop(ch)
-		close(done)
-	}
+		_ = d.Kill(context.WithoutCancel(ctx), id, name)
+	}, sigs...)
 }
 
 // SupervisorCommand is the hidden command name that runs Supervise.
@@ -228,22 +215,22 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 		select {
 		case <-tick.C:
 			if t, err := snap.Take(ctx, rescue.ReasonInterval); err != nil {
-				fmt.Fprintf(e.Stderr, "%s snapshot failed: %v\n", time.Now().Format(time.RFC3339), err)
+				e.UI.Warnf("%s snapshot failed: %v", time.Now().Format(time.RFC3339), err)
 			} else if t.New {
-				fmt.Fprintf(e.Stderr, "%s snapshot %s (%d changes)\n", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes)
+				e.UI.Infof("%s snapshot %s (%d changes)", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes)
 			}
 		case res := <-waitC:
 			t, err := snap.Take(context.WithoutCancel(ctx), rescue.ReasonExit)
 			if err != nil {
 				return fmt.Errorf("final snapshot: %w", err)
 			}
-			fmt.Fprintf(e.Stderr, "%s agent exited with code %d; snapshot %s\n", time.Now().Format(time.RFC3339), res.Code, shortID(t.ID))
+			e.UI.Infof("%s agent exited with code %d; snapshot %s", time.Now().Format(time.RFC3339), res.Code, shortID(t.ID))
 			if sb.Verify != "" {
-				v, err := sb.RunVerify(context.WithoutCancel(ctx), t, IO{Stdout: e.Stderr, Stderr: e.Stderr})
+				v, err := sb.RunVerify(context.WithoutCancel(ctx), t, IO{Stdout: e.UI.Writer(), Stderr: e.UI.Writer()})
 				if err != nil {
 					return fmt.Errorf("verify: %w", err)
 				}
-				fmt.Fprintf(e.Stderr, "%s verify on tree %s: ok=%v exit code %d\n", time.Now().Format(time.RFC3339), shortID(t.Tree), v.OK, v.ExitCode)
+				e.UI.Infof("%s verify on tree %s: ok=%v exit code %d", time.Now().Format(time.RFC3339), shortID(t.Tree), v.OK, v.ExitCode)
 			}
 			return nil
 		case <-ctx.Done():

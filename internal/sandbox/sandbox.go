@@ -10,19 +10,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
-	"syscall"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
 	"github.com/git-sandbox/git-sandbox/worktree"
@@ -34,8 +33,8 @@ type Env struct {
 	Repo   *worktree.Repo
 	Layout worktree.Layout
 	Config *config.Loaded
-	// Stdout and Stderr receive progress and messages.
-	Stdout, Stderr io.Writer
+	// UI receives every message, warning and trace line.
+	UI *ui.Printer
 
 	dockerOnce sync.Once
 	docker     *container.Docker
@@ -43,13 +42,15 @@ type Env struct {
 }
 
 // NewEnv builds an Env for the repository.
-func NewEnv(repo *worktree.Repo, cfg *config.Loaded, stateRoot string, stdout, stderr io.Writer) *Env {
+func NewEnv(repo *worktree.Repo, cfg *config.Loaded, stateRoot string, p *ui.Printer) *Env {
+	if p == nil {
+		p = ui.Discard()
+	}
 	return &Env{
 		Repo:   repo,
 		Layout: worktree.Layout{Root: stateRoot, RepoID: repo.ID, WorktreesDir: cfg.WorktreesDir},
 		Config: cfg,
-		Stdout: stdout,
-		Stderr: stderr,
+		UI:     p,
 	}
 }
 
@@ -159,23 +160,10 @@ func (e *Env) freezer(name string) func(ctx context.Context) (func(), error) {
 		if err != nil {
 			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
 		}
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-		release := func() {
-			signal.Stop(sigs)
-			select {
-			case sig := <-sigs:
-				// Deliver what arrived meanwhile, now that the agent runs.
-				if p, err := os.FindProcess(os.Getpid()); err == nil {
-					_ = p.Signal(sig)
-				}
-			default:
-			}
-		}
+		// Signals wait until the agent runs again, then act.
+		release := sigstack.Hold()
 		err = d.Pause(ctx, name)
-		if os.Getenv("GIT_SANDBOX_TRACE") != "" {
-			fmt.Fprintf(os.Stderr, "trace: pause %s: %v\n", name, err)
-		}
+		e.UI.Tracef("pause %s: %v", name, err)
 		switch {
 		case err == nil:
 		case container.IsNotFound(err):

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -18,6 +17,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
@@ -54,7 +54,8 @@ type IO struct {
 	Stdout, Stderr  io.Writer
 }
 
-// Plan is what start will do, printed by --dry-run.
+// Plan is what start will do, printed by --dry-run (as Redacted returns
+// it).
 type Plan struct {
 	Branch        string          `json:"branch"`
 	Base          string          `json:"base"`
@@ -68,6 +69,10 @@ type Plan struct {
 	Detach        bool            `json:"detach"`
 	Interval      string          `json:"rescue_interval"`
 	Container     *container.Spec `json:"container"`
+
+	// passed names the variables passed from the host, whose values
+	// Redacted hides.
+	passed []string
 }
 
 // StartResult is the outcome of start.
@@ -98,7 +103,7 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 		return nil, err
 	}
 	if o.DryRun {
-		return &StartResult{Plan: p}, nil
+		return &StartResult{Plan: p.Redacted()}, nil
 	}
 	d, err := e.Docker(ctx)
 	if err != nil {
@@ -109,7 +114,7 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 	}
 	// Ctrl-C while the sandbox is being made cancels it, and what was made
 	// is undone; once the agent runs, Ctrl-C belongs to the agent.
-	cctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGHUP)
+	cctx, stop := sigstack.NotifyContext(ctx, os.Interrupt, syscall.SIGHUP)
 	sb, err = e.create(cctx, d, p, o, task, adapter)
 	interrupted := cctx.Err() != nil && ctx.Err() == nil
 	stop()
@@ -120,7 +125,7 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 		return nil, err
 	}
 	code, err := e.run(ctx, d, sb, o.Detach, o.IO)
-	return &StartResult{Plan: p, Sandbox: sb, ExitCode: code}, err
+	return &StartResult{Plan: p.Redacted(), Sandbox: sb, ExitCode: code}, err
 }
 
 // plan checks everything that can be checked before anything is created
@@ -227,6 +232,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		Detach:        o.Detach,
 		Interval:      e.Config.Rescue.Interval.String(),
 		Container:     spec,
+		passed:        envNames(env),
 	}, task, adapter, nil
 }
 
@@ -300,11 +306,11 @@ func (e *Env) ensureImage(ctx context.Context, d *container.Docker, image string
 	if err != nil || ok {
 		return err
 	}
-	if image != config.DefaultImage {
+	if image != config.DefaultImage() {
 		return container.ErrImageMissing(image, false)
 	}
-	fmt.Fprintf(io.Stderr, "git sandbox: image %s is missing; building it from %s\n", image, e.Config.BaseImage)
-	return d.Build(ctx, container.BuildOptions{Tag: image, Base: e.Config.BaseImage, Progress: io.Stderr})
+	e.UI.Infof("image %s is missing; building it from %s", termsafe.String(image), termsafe.String(e.Config.BaseImage))
+	return d.Build(ctx, container.BuildOptions{Tag: image, Base: e.Config.BaseImage, Agents: agent.Packages(), Progress: io.Stderr})
 }
 
 // undo collects the steps that remove what a failed start created.
@@ -451,7 +457,7 @@ func (e *Env) create(ctx context.Context, d *container.Docker, p *Plan, o StartO
 // container's first start does only that), then takes the baseline again so
 // what setup wrote is not counted as the agent's work.
 func (e *Env) runSetup(ctx context.Context, d *container.Docker, sb *Sandbox, io IO) error {
-	fmt.Fprintf(io.Stderr, "git sandbox: running setup in %s\n", sb.Display())
+	e.UI.Infof("running setup in %s", sb.Display())
 	waitC := d.WaitExit(ctx, sb.Container, "next-exit")
 	wait, err := d.Attach(ctx, sb.Container, container.Streams{Stdout: io.Stderr, Stderr: io.Stderr})
 	if err != nil {

@@ -2,13 +2,13 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/verify"
 	"github.com/git-sandbox/git-sandbox/internal/version"
@@ -72,7 +72,7 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(io.Stderr, "git sandbox: verifying %s (tree %s): %s\n", s.Display(), shortID(snap.Tree), s.Verify)
+	s.env.UI.Infof("verifying %s (tree %s): %s", s.Display(), shortID(snap.Tree), termsafe.String(s.Verify))
 	code, err := verify.Run(ctx, verify.Options{
 		Docker:    d,
 		CommonDir: s.CommonDir,
