@@ -157,7 +157,9 @@ func Load(ctx context.Context, src Source) (*Config, error) {
 	for _, cand := range Candidates {
 		_, e, err := t.resolve(ctx, cand)
 		switch {
-		case errors.Is(err, fs.ErrNotExist), errors.Is(err, errNotDir):
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, errNotDir), errors.Is(err, errGitlink):
+			// A .devcontainer submodule is not in this commit's tree, and
+			// not in a sandbox's worktree either.
 			continue
 		case err != nil:
 			return nil, fileError(cand, "", err)

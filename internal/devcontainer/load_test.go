@@ -105,6 +105,13 @@ func TestLoadFindsTheFileInTheCommitNotTheCheckout(t *testing.T) {
 	if c, _ := r.load(top); c.Image != "top" {
 		t.Errorf("older commit: %q", c.Image)
 	}
+	// A submodule at .devcontainer holds nothing of this commit's tree.
+	r.git("rm", "-rqf", ".devcontainer", ".devcontainer.json")
+	r.git("update-index", "--add", "--cacheinfo", "160000,"+top+",.devcontainer")
+	r.git("commit", "-q", "-m", "submodule")
+	if c, err := r.load(r.git("rev-parse", "HEAD")); c != nil || err != nil {
+		t.Errorf("a .devcontainer submodule: %+v, %v", c, err)
+	}
 	if _, err := r.load("-x"); err == nil {
 		t.Error("an option taken for a commit")
 	}
