@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/pkg/jsonmessage"
 
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -121,7 +122,9 @@ func (d *Docker) BuildContext(ctx context.Context, o ContextBuild) (string, erro
 			id = r.ID
 		}
 	}
-	err = jsonmessage.DisplayJSONMessagesStream(resp.Body, out, o.TerminalFd, o.IsTerminal, aux)
+	msgs := escapedMessages(resp.Body)
+	err = jsonmessage.DisplayJSONMessagesStream(msgs, out, o.TerminalFd, o.IsTerminal, aux)
+	msgs.Close() // stops the re-encoding if the display ended early
 	if quiet != nil {
 		quiet.flush()
 	}
@@ -140,6 +143,44 @@ func (d *Docker) BuildContext(ctx context.Context, o ContextBuild) (string, erro
 	}
 	return id, nil
 }
+
+// escapedMessages re-encodes a build's message stream with every text a
+// Dockerfile or its RUN steps could choose escaped (termsafe), so a
+// repository's build cannot drive the terminal; the progress redrawing
+// jsonmessage does itself is unaffected.
+func escapedMessages(r io.Reader) io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		dec := json.NewDecoder(r)
+		enc := json.NewEncoder(pw)
+		for {
+			var m jsonmessage.JSONMessage
+			if err := dec.Decode(&m); err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				pw.CloseWithError(err)
+				return
+			}
+			m.Stream = termsafe.Text(m.Stream)
+			m.Status = termsafe.String(m.Status)
+			m.ProgressMessage = termsafe.String(m.ProgressMessage)
+			m.ID = termsafe.String(m.ID)
+			m.ErrorMessage = termsafe.String(m.ErrorMessage)
+			if m.Error != nil {
+				m.Error.Message = termsafe.Text(m.Error.Message)
+			}
+			if err := enc.Encode(&m); err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+		}
+	}()
+	return pr
+}
+
+// maxStepLine is how much of a step line a quiet build shows.
+const maxStepLine = 120
 
 // quietWriter passes on the lines that say where a build is (Step n/m) and
 // git sandbox's own messages, and keeps the last lines for a failure.
@@ -169,6 +210,9 @@ func (q *quietWriter) line(l string) {
 		q.tail = q.tail[1:]
 	}
 	if strings.HasPrefix(l, "Step ") || strings.HasPrefix(l, "git-sandbox: ") {
+		if r := []rune(l); len(r) > maxStepLine {
+			l = string(r[:maxStepLine-1]) + "…"
+		}
 		fmt.Fprintln(q.out, l)
 	}
 }

@@ -140,6 +140,7 @@ func TestDevcontainerImage(t *testing.T) {
 	if !img.Built || !strings.HasPrefix(img.Tag, devImageRepository+":repo-") || img.Tag != plan.Tag {
 		t.Fatalf("first build: %+v\n%s", img, out)
 	}
+	t.Logf("first build's progress:\n%s", out)
 	for _, line := range []string{"building image " + plan.Tag, "the base: .devcontainer/Dockerfile (context .)", "Step 1/", "built " + plan.Tag + "; agent CLIs: "} {
 		if !strings.Contains(out, line) {
 			t.Errorf("progress lacks %q:\n%s", line, out)
@@ -263,5 +264,43 @@ func TestDevcontainerNamedImage(t *testing.T) {
 	}
 	if got := runIn(t, img.Tag, nil, "stat -c '%a %n' /home/sandbox; git --version"); !strings.Contains(got, "1777 /home/sandbox") || !strings.Contains(got, "git version") {
 		t.Errorf("layer missing: %q", got)
+	}
+}
+
+// TestDevcontainerBuildFailure: a failing step of the repository's
+// Dockerfile is an error that says so, the quiet progress shows the
+// failing step's own output, and nothing is tagged.
+func TestDevcontainerBuildFailure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := NewEnv(t)
+	e.WriteFile(".devcontainer/devcontainer.json", `{"build": {"dockerfile": "Dockerfile"}}`)
+	e.WriteFile(".devcontainer/Dockerfile", "FROM "+baseImage+"\nRUN echo 'the toolchain is missing' >&2; exit 3\n")
+	e.Git("add", "-A")
+	e.Git("commit", "-q", "-m", "broken devcontainer")
+	repo, err := worktree.Open(ctx, e.Repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := container.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	_, plan, src := devLoadPlan(t, ctx, d, repo, true)
+	var out strings.Builder
+	_, err = devcontainer.EnsureImage(ctx, d, src, plan, devcontainer.BuildOptions{Out: &out})
+	if err == nil {
+		_ = exec.Command("docker", "rmi", plan.Tag).Run()
+		t.Fatal("a failing Dockerfile built")
+	}
+	if !strings.Contains(err.Error(), "the base image of .devcontainer/devcontainer.json did not build") || !strings.Contains(err.Error(), "returned a non-zero code: 3") {
+		t.Errorf("error: %v", err)
+	}
+	if !strings.Contains(out.String(), "Step 2/2 : RUN") || !strings.Contains(out.String(), "the toolchain is missing") {
+		t.Errorf("progress does not show the failing step:\n%s", out.String())
+	}
+	if _, ok, _ := d.InspectImage(ctx, plan.Tag); ok {
+		t.Errorf("%s was tagged", plan.Tag)
 	}
 }
