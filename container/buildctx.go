@@ -164,8 +164,10 @@ func escapedMessages(r io.Reader) io.ReadCloser {
 			}
 			m.Stream = termsafe.Text(m.Stream)
 			m.Status = termsafe.String(m.Status)
+			//lint:ignore SA1019 engines still send it and jsonmessage still shows it
 			m.ProgressMessage = termsafe.String(m.ProgressMessage)
 			m.ID = termsafe.String(m.ID)
+			//lint:ignore SA1019 engines still send it
 			m.ErrorMessage = termsafe.String(m.ErrorMessage)
 			if m.Error != nil {
 				m.Error.Message = termsafe.Text(m.Error.Message)
