@@ -86,9 +86,9 @@ func devPlan(t *testing.T, ctx context.Context, d *container.Docker, repo *workt
 func devImage(t *testing.T, ctx context.Context, d *container.Docker, repo *worktree.Repo, noAgents, fresh bool) (*devcontainer.Config, *devcontainer.Plan, *devcontainer.Image, string) {
 	t.Helper()
 	cfg, plan, src := devLoadPlan(t, ctx, d, repo, noAgents)
-	t.Cleanup(func() { _ = exec.Command("docker", "rmi", plan.Tag).Run() })
+	t.Cleanup(func() { removeImage(plan.Tag) })
 	if fresh {
-		_ = exec.Command("docker", "rmi", plan.Tag).Run()
+		removeImage(plan.Tag)
 	}
 	var out strings.Builder
 	img, err := devcontainer.EnsureImage(ctx, d, src, plan, devcontainer.BuildOptions{Out: &out})
@@ -96,6 +96,15 @@ func devImage(t *testing.T, ctx context.Context, d *container.Docker, repo *work
 		t.Fatalf("ensure image: %v\n%s", err, out.String())
 	}
 	return cfg, plan, img, out.String()
+}
+
+// removeImage removes a test-owned tag (and the untagged parents only it
+// had). The daemon finishes a removal it started even when the client gives
+// up, so a wedged daemon costs the test two minutes, not its whole run.
+func removeImage(tag string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_ = exec.CommandContext(ctx, "docker", "rmi", tag).Run()
 }
 
 // runIn runs a shell command in a throwaway container of image as a
@@ -291,7 +300,7 @@ func TestDevcontainerBuildFailure(t *testing.T) {
 	var out strings.Builder
 	_, err = devcontainer.EnsureImage(ctx, d, src, plan, devcontainer.BuildOptions{Out: &out})
 	if err == nil {
-		_ = exec.Command("docker", "rmi", plan.Tag).Run()
+		removeImage(plan.Tag)
 		t.Fatal("a failing Dockerfile built")
 	}
 	if !strings.Contains(err.Error(), "the base image of .devcontainer/devcontainer.json did not build") || !strings.Contains(err.Error(), "returned a non-zero code: 3") {
