@@ -62,11 +62,10 @@ func notExist(rev string) error { return fmt.Errorf("%q: %w", rev, ErrNotExist) 
 func (r *Runner) RevParse(ctx context.Context, rev string) (Hash, error) {
 	out, err := r.Run(ctx, nil, "rev-parse", "--verify", "--quiet", "--end-of-options", rev)
 	if err != nil {
-		var ge *Error
-		// --quiet --verify exits 1 with nothing on stderr when the revision
-		// names nothing; anything else (no repository, a broken ref store)
-		// is a real failure.
-		if errors.As(err, &ge) && ge.Code == 1 && strings.TrimSpace(ge.Stderr) == "" {
+		// --verify --quiet exits 1 when the revision names nothing (or,
+		// peeled, nothing of the type asked for); anything else (no
+		// repository, a broken ref store) is a real failure.
+		if ExitCode(err) == 1 {
 			return "", notExist(rev)
 		}
 		return "", err
