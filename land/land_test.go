@@ -30,7 +30,12 @@ func newRepo(t *testing.T) *repo {
 	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	return &repo{t: t, dir: dir, g: &gitcmd.Runner{GitDir: dir}}
+	// gitcmd drops inherited GIT_* variables: the runner carries its own
+	// identity and reads no configuration.
+	g := &gitcmd.Runner{GitDir: dir, Isolated: true, Env: []string{
+		"GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@x",
+	}}
+	return &repo{t: t, dir: dir, g: g}
 }
 
 // commit makes a commit with the given files (path -> content, paths may
