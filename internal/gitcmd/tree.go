@@ -9,6 +9,7 @@ import (
 
 // Signature is who made a commit, and when.
 type Signature struct {
+	// Name and Email identify the person.
 	Name, Email string
 	// When is the time recorded; the zero time means now.
 	When time.Time
