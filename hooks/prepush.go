@@ -83,11 +83,11 @@ func Check(ctx context.Context, env *sandbox.Env, updates []Update) []Refusal {
 				Hint: fmt.Sprintf("wait for it (git sandbox wait %s) and push again", termsafe.String(branch))})
 			continue
 		}
-		tree, err := env.Git().Output(ctx, "rev-parse", "--verify", "--quiet", u.LocalSHA+"^{tree}")
+		tree, err := env.Git().PeelToTree(ctx, u.LocalSHA)
 		if err != nil {
 			continue
 		}
-		if v, ok := sb.Verdict(tree); ok && !v.OK {
+		if v, ok := sb.Verdict(tree.String()); ok && !v.OK {
 			refused = append(refused, Refusal{Ref: u.LocalRef, Reason: fmt.Sprintf("verify failed on this commit's tree (exit code %d)", v.ExitCode),
 				Hint: fmt.Sprintf("fix it and run git sandbox verify %s", termsafe.String(branch))})
 		}

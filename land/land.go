@@ -28,11 +28,12 @@ import (
 // Plan is a computed land, not yet applied.
 type Plan struct {
 	// Ref is the branch landed on (refs/heads/…) and Tip its commit.
-	Ref, Tip string
+	Ref string
+	Tip gitcmd.Hash
 	// Baseline and Final are the snapshots the change runs between.
 	Baseline, Final string
 	// Tree is the merged tree the new commit gets.
-	Tree string
+	Tree gitcmd.Hash
 	// Changes are the paths the new commit changes on the base, with flags.
 	Changes []review.Entry
 	Flags   []review.Flag
@@ -41,7 +42,7 @@ type Plan struct {
 	Checkout       *worktree.Entry
 	CheckoutGitDir string
 	// Parents of the new commit.
-	Parents []string
+	Parents []gitcmd.Hash
 	// Message of the new commit.
 	Message string
 	// Empty is set when there is nothing to land.
@@ -71,23 +72,30 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 	if o.Ref == o.Forbidden {
 		return nil, usererr.New("cannot land a sandbox onto its own branch").Hint("land onto another branch with --onto BRANCH")
 	}
-	ids, err := g.Lines(ctx, "rev-parse", "--quiet", o.Ref+"^{commit}", o.Ref+"^{tree}")
-	if err != nil || len(ids) != 2 {
+	ids, err := g.RevParseMany(ctx, o.Ref+"^{commit}", o.Ref+"^{tree}")
+	if errors.Is(err, gitcmd.ErrNotExist) {
 		return nil, usererr.New("branch %s does not exist", termsafe.String(strings.TrimPrefix(o.Ref, "refs/heads/"))).
 			Hint("land onto an existing branch with --onto BRANCH")
 	}
+	if err != nil {
+		return nil, fmt.Errorf("land: read %s: %w", o.Ref, err)
+	}
 	tip, tipTree := ids[0], ids[1]
 	p := &Plan{Ref: o.Ref, Tip: tip, Baseline: o.Baseline, Final: o.Final, Message: o.Message}
-	trees, err := g.Lines(ctx, "rev-parse", o.Baseline+"^{tree}", o.Final+"^{tree}")
-	if err != nil || len(trees) != 2 {
-		return nil, fmt.Errorf("land: read trees: %w", err)
+	revs := []string{o.Baseline + "^{commit}", o.Baseline + "^{tree}", o.Final + "^{tree}"}
+	if o.Merge {
+		revs = append(revs, o.AgentHead+"^{commit}")
 	}
-	baseTree, finalTree := trees[0], trees[1]
+	ids, err = g.RevParseMany(ctx, revs...)
+	if err != nil {
+		return nil, fmt.Errorf("land: read the snapshots: %w", err)
+	}
+	baseline, baseTree, finalTree := ids[0], ids[1], ids[2]
 	if baseTree == finalTree {
 		p.Empty = true
 		return p, nil
 	}
-	p.Tree, err = merge(ctx, g, o.Baseline, tipTree, finalTree)
+	p.Tree, err = merge(ctx, g, baseline, tipTree, finalTree)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +103,7 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 		p.Empty = true
 		return p, nil
 	}
-	p.Changes, err = review.Changes(ctx, g, tip, p.Tree)
+	p.Changes, err = review.Changes(ctx, g, tip.String(), p.Tree.String())
 	if err != nil {
 		return nil, err
 	}
@@ -117,9 +125,9 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 		}
 	}
 	p.Flags = review.FlagsOf(ctx, g, p.Changes)
-	p.Parents = []string{tip}
+	p.Parents = []gitcmd.Hash{tip}
 	if o.Merge {
-		p.Parents = append(p.Parents, o.AgentHead)
+		p.Parents = append(p.Parents, ids[3])
 	}
 	p.Checkout, err = worktree.CheckedOutAt(ctx, g, o.Ref)
 	if err != nil {
@@ -136,25 +144,24 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 
 // merge applies baseline → final onto the tip's tree with the baseline as
 // the merge base, and returns the merged tree.
-func merge(ctx context.Context, g *gitcmd.Runner, baseline, tipTree, finalTree string) (string, error) {
-	ours, err := g.Run(ctx, strings.NewReader("land: base side\n"), "commit-tree", tipTree, "-p", baseline)
+func merge(ctx context.Context, g *gitcmd.Runner, baseline, tipTree, finalTree gitcmd.Hash) (gitcmd.Hash, error) {
+	parents := []gitcmd.Hash{baseline}
+	ours, err := g.CommitTree(ctx, gitcmd.CommitTreeRequest{Tree: tipTree, Parents: parents, Message: "land: base side\n"})
 	if err != nil {
 		return "", fmt.Errorf("land: %w", err)
 	}
-	theirs, err := g.Run(ctx, strings.NewReader("land: sandbox side\n"), "commit-tree", finalTree, "-p", baseline)
+	theirs, err := g.CommitTree(ctx, gitcmd.CommitTreeRequest{Tree: finalTree, Parents: parents, Message: "land: sandbox side\n"})
 	if err != nil {
 		return "", fmt.Errorf("land: %w", err)
 	}
-	out, err := g.Run(ctx, nil, "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z",
-		strings.TrimSpace(string(ours)), strings.TrimSpace(string(theirs)))
-	fields := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+	tree, err := g.MergeTree(ctx, gitcmd.MergeTreeRequest{Ours: ours, Theirs: theirs})
+	if conflict, ok := errors.AsType[*gitcmd.MergeTreeConflictError](err); ok {
+		return "", conflictError(conflict.Paths)
+	}
 	if err != nil {
-		if gitcmd.ExitCode(err) == 1 && len(fields) > 0 {
-			return "", conflictError(fields[1:])
-		}
 		return "", fmt.Errorf("land: %w", err)
 	}
-	return fields[0], nil
+	return tree, nil
 }
 
 func conflictError(paths []string) error {
@@ -212,7 +219,7 @@ func checkLocalChanges(ctx context.Context, p *Plan) error {
 // gitDirOf returns a worktree's git directory.
 func gitDirOf(ctx context.Context, wt string) string {
 	g := &gitcmd.Runner{GitDir: wt + "/.git", WorkTree: wt}
-	if d, err := g.Output(ctx, "rev-parse", "--absolute-git-dir"); err == nil {
+	if d, err := g.AbsoluteGitDir(ctx); err == nil {
 		return d
 	}
 	return wt + "/.git"
@@ -225,37 +232,38 @@ var ErrMoved = errors.New("the base branch moved while landing")
 // leaving local changes elsewhere alone) and moves the ref by
 // compare-and-swap. When the ref moved in between, the checkout is put
 // back and nothing has changed.
-func Apply(ctx context.Context, g *gitcmd.Runner, p *Plan, reflog string) (string, error) {
-	args := []string{"commit-tree", p.Tree}
-	for _, par := range p.Parents {
-		args = append(args, "-p", par)
-	}
-	out, err := g.Run(ctx, strings.NewReader(p.Message), args...)
+func Apply(ctx context.Context, g *gitcmd.Runner, p *Plan, reflog string) (gitcmd.Hash, error) {
+	commit, err := g.CommitTree(ctx, gitcmd.CommitTreeRequest{Tree: p.Tree, Parents: p.Parents, Message: p.Message})
 	if err != nil {
 		return "", fmt.Errorf("land: %w", err)
 	}
-	commit := strings.TrimSpace(string(out))
 	var co *gitcmd.Runner
 	if p.Checkout != nil {
 		co = &gitcmd.Runner{GitDir: p.CheckoutGitDir, WorkTree: p.Checkout.Path}
 		// The checkout must still be on the base, at the tip merged onto.
 		head, _ := co.Output(ctx, "symbolic-ref", "-q", "HEAD")
-		at, _ := co.Output(ctx, "rev-parse", "--quiet", "--verify", "HEAD")
+		at, _ := co.RevParse(ctx, "HEAD")
 		if head != p.Ref || at != p.Tip {
 			return "", usererr.New("the checkout %s changed while landing (now on %s at %s)", p.Checkout.Path, termsafe.String(head), at).
 				Hint("nothing was landed; land again").WithCode(usererr.ExitRefused)
 		}
-		if _, err := co.Run(ctx, nil, "read-tree", "-m", "-u", p.Tip, commit); err != nil {
+		if err := co.ReadTree(ctx, gitcmd.ReadTreeRequest{From: p.Tip.String(), Tree: commit.String(), Update: true}); err != nil {
 			return "", usererr.Wrap(err, "cannot update the checkout %s: %v", p.Checkout.Path, err).
 				Hint("nothing was landed; look at git status there, then land again").
 				WithCode(usererr.ExitRefused)
 		}
 	}
-	if _, err := g.Run(ctx, nil, "update-ref", "-m", reflog, p.Ref, commit, p.Tip); err != nil {
-		if co != nil {
-			_, _ = co.Run(context.WithoutCancel(ctx), nil, "read-tree", "-m", "-u", commit, p.Tip)
-		}
-		return "", usererr.Wrap(ErrMoved, "%s moved while landing; nothing was changed", termsafe.String(strings.TrimPrefix(p.Ref, "refs/heads/"))).
+	err = g.UpdateRef(ctx, gitcmd.UpdateRefRequest{Ref: p.Ref, New: commit, Old: p.Tip, Message: reflog})
+	if err != nil && co != nil {
+		_ = co.ReadTree(context.WithoutCancel(ctx), gitcmd.ReadTreeRequest{From: commit.String(), Tree: p.Tip.String(), Update: true})
+	}
+	branch := termsafe.String(strings.TrimPrefix(p.Ref, "refs/heads/"))
+	if _, ok := errors.AsType[*gitcmd.RefMovedError](err); ok {
+		return "", usererr.Wrap(ErrMoved, "%s moved while landing; nothing was changed", branch).
+			Hint("land again")
+	}
+	if err != nil {
+		return "", usererr.Wrap(err, "cannot move %s: %v; nothing was changed", branch, err).
 			Hint("land again")
 	}
 	return commit, nil

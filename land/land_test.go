@@ -2,7 +2,9 @@ package land
 
 import (
 	"context"
+	"errors"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -28,41 +30,58 @@ func newRepo(t *testing.T) *repo {
 	if out, err := exec.Command("git", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	return &repo{t: t, dir: dir, g: &gitcmd.Runner{GitDir: dir}}
+	// gitcmd drops inherited GIT_* variables: the runner carries its own
+	// identity and reads no configuration.
+	g := &gitcmd.Runner{GitDir: dir, Isolated: true, Env: []string{
+		"GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@x",
+	}}
+	return &repo{t: t, dir: dir, g: g}
 }
 
-// commit makes a commit with the given files (path -> content) on top of
-// parent ("" for none).
+// commit makes a commit with the given files (path -> content, paths may
+// have directories) on top of parent ("" for none).
 func (r *repo) commit(parent string, files map[string]string) string {
 	r.t.Helper()
-	var spec strings.Builder
+	ctx := context.Background()
+	ix := &gitcmd.Runner{GitDir: r.dir, IndexFile: filepath.Join(r.t.TempDir(), "index")}
 	for p, c := range files {
-		id, err := r.g.Run(context.Background(), strings.NewReader(c), "hash-object", "-w", "--stdin")
+		blob, err := ix.Run(ctx, strings.NewReader(c), "hash-object", "-w", "--stdin")
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		spec.WriteString("100644 blob " + strings.TrimSpace(string(id)) + "\t" + p + "\n")
+		if _, err := ix.Run(ctx, nil, "update-index", "--add", "--cacheinfo", "100644,"+strings.TrimSpace(string(blob))+","+p); err != nil {
+			r.t.Fatal(err)
+		}
 	}
-	tree, err := r.g.Run(context.Background(), strings.NewReader(spec.String()), "mktree")
+	tree, err := ix.Output(ctx, "write-tree")
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	args := []string{"commit-tree", strings.TrimSpace(string(tree))}
+	req := gitcmd.CommitTreeRequest{Tree: gitcmd.Hash(tree), Message: "c\n"}
 	if parent != "" {
-		args = append(args, "-p", parent)
+		req.Parents = []gitcmd.Hash{gitcmd.Hash(parent)}
 	}
-	c, err := r.g.Run(context.Background(), strings.NewReader("c\n"), args...)
+	c, err := r.g.CommitTree(ctx, req)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return strings.TrimSpace(string(c))
+	return c.String()
 }
 
 func (r *repo) setRef(ref, id string) {
 	r.t.Helper()
-	if _, err := r.g.Run(context.Background(), nil, "update-ref", ref, id); err != nil {
+	if err := r.g.UpdateRef(context.Background(), gitcmd.UpdateRefRequest{Ref: ref, New: gitcmd.Hash(id), AnyOld: true}); err != nil {
 		r.t.Fatal(err)
 	}
+}
+
+func (r *repo) ref(name string) string {
+	r.t.Helper()
+	h, err := r.g.RevParse(context.Background(), name)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return h.String()
 }
 
 func (r *repo) file(commit, path string) string {
@@ -87,7 +106,7 @@ func TestPrepareAndApplyUseTheBaselineAsMergeBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Empty || p.Tip != tip || len(p.Changes) != 2 {
+	if p.Empty || p.Tip.String() != tip || len(p.Changes) != 2 {
 		t.Fatalf("plan = %+v", p)
 	}
 	commit, err := Apply(context.Background(), r.g, p, "test")
@@ -95,11 +114,11 @@ func TestPrepareAndApplyUseTheBaselineAsMergeBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]string{"a": "agent\n", "b": "moved\n", "new": "n\n", "dirt": "<absent>"} {
-		if got := r.file(commit, path); got != want {
+		if got := r.file(commit.String(), path); got != want {
 			t.Errorf("%s = %q, want %q", path, got, want)
 		}
 	}
-	if got, _ := r.g.Output(context.Background(), "rev-parse", "main"); got != commit {
+	if got := r.ref("main"); got != commit.String() {
 		t.Errorf("main = %s, want %s", got, commit)
 	}
 }
@@ -137,11 +156,29 @@ func TestApplyIsCompareAndSwap(t *testing.T) {
 	}
 	moved := r.commit(start, map[string]string{"a": "other\n"})
 	r.setRef("refs/heads/main", moved)
-	if _, err := Apply(context.Background(), r.g, p, "test"); err == nil {
-		t.Fatal("Apply moved a ref that moved since Prepare")
+	_, err = Apply(context.Background(), r.g, p, "test")
+	if !errors.Is(err, ErrMoved) {
+		t.Fatalf("Apply onto a ref that moved since Prepare = %v, want ErrMoved", err)
 	}
-	if got, _ := r.g.Output(context.Background(), "rev-parse", "main"); got != moved {
+	if got := r.ref("main"); got != moved {
 		t.Errorf("main = %s, want it untouched at %s", got, moved)
+	}
+}
+
+// A file on one side where the other made a directory: git moves the file
+// aside as vendor/lib~<commit>; the conflict names vendor/lib.
+func TestPrepareConflictNamesRealPaths(t *testing.T) {
+	r := newRepo(t)
+	start := r.commit("", map[string]string{"vendor/other": "x\n", "f": "1\n"})
+	final := r.commit(start, map[string]string{"vendor/other": "x\n", "f": "1\n", "vendor/lib": "file\n"})
+	r.setRef("refs/heads/main", r.commit(start, map[string]string{"vendor/other": "x\n", "f": "1\n", "vendor/lib/x.go": "dir\n"}))
+	_, err := Prepare(context.Background(), r.g, Options{Ref: "refs/heads/main", Baseline: start, Final: final})
+	ue, ok := usererr.As(err)
+	if !ok || ue.Code != usererr.ExitConflict {
+		t.Fatalf("conflict = %v", err)
+	}
+	if !strings.HasSuffix(ue.Msg, "1 path(s): vendor/lib") {
+		t.Errorf("conflict message = %q, want it to name vendor/lib only", ue.Msg)
 	}
 }
 

@@ -143,7 +143,7 @@ func (s *Snapshotter) now() time.Time {
 func (s *Snapshotter) host() *gitcmd.Runner { return &gitcmd.Runner{GitDir: s.CommonDir} }
 
 // isolated is the configuration-free git that reads the worktree.
-func (s *Snapshotter) isolated(env ...string) *gitcmd.Runner {
+func (s *Snapshotter) isolated() *gitcmd.Runner {
 	excludes := s.ExcludesFile
 	if excludes == "" {
 		excludes = "/dev/null"
@@ -168,7 +168,6 @@ func (s *Snapshotter) isolated(env ...string) *gitcmd.Runner {
 			"gc.auto=0",
 			"maintenance.auto=false",
 		},
-		Env: env,
 	}
 }
 
@@ -236,8 +235,8 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 	refs := Refs{s.Branch}
 	isBaseline := reason == ReasonStart || reason == ReasonSetup
 	prev, prevTree := s.current(ctx, refs.Rescue())
-	if reason != ReasonStart && prev != "" && prevTree == tree {
-		snap, err := Read(ctx, s.host(), prev)
+	if reason != ReasonStart && prev != "" && prevTree.String() == tree {
+		snap, err := Read(ctx, s.host(), prev.String())
 		if err != nil {
 			return nil, err
 		}
@@ -260,7 +259,7 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 
 // write commits tree as a snapshot whose first parent is prev (the start
 // commit when prev is ""), and moves the chain's ref to it.
-func (s *Snapshotter) write(ctx context.Context, reason Reason, tree, prev string, skipped []string, head string) (*Taken, error) {
+func (s *Snapshotter) write(ctx context.Context, reason Reason, tree string, prev gitcmd.Hash, skipped []string, head string) (*Taken, error) {
 	refs := Refs{s.Branch}
 	isBaseline := reason == ReasonStart || reason == ReasonSetup
 	now := s.now()
@@ -268,16 +267,16 @@ func (s *Snapshotter) write(ctx context.Context, reason Reason, tree, prev strin
 	if !isBaseline {
 		snap.Baseline = s.Baseline
 	}
-	parents := []string{}
+	var parents []gitcmd.Hash
 	if prev != "" {
 		parents = append(parents, prev)
 	} else if s.Start != "" {
-		parents = append(parents, s.Start)
+		parents = append(parents, gitcmd.Hash(s.Start))
 	}
 	// The agent's head becomes a parent only once its objects are in the
 	// user's store (brought back by sync, or the user's own commit).
 	if head != "" && head != s.Start && s.hasCommit(ctx, head) {
-		parents = append(parents, head)
+		parents = append(parents, gitcmd.Hash(head))
 	}
 	if snap.Baseline != "" {
 		n, err := countChanges(ctx, s.host(), snap.Baseline, tree)
@@ -286,29 +285,25 @@ func (s *Snapshotter) write(ctx context.Context, reason Reason, tree, prev strin
 		}
 		snap.Changes = n
 	}
-	args := []string{"commit-tree", tree}
-	for _, p := range parents {
-		args = append(args, "-p", p)
-	}
-	stamp := strconv.FormatInt(now.Unix(), 10) + " +0000"
-	cg := s.isolated(
-		"GIT_AUTHOR_NAME=git sandbox", "GIT_AUTHOR_EMAIL=git-sandbox@localhost", "GIT_AUTHOR_DATE="+stamp,
-		"GIT_COMMITTER_NAME=git sandbox", "GIT_COMMITTER_EMAIL=git-sandbox@localhost", "GIT_COMMITTER_DATE="+stamp,
-	)
-	id, err := cg.Run(ctx, strings.NewReader(message(snap)), args...)
+	who := &gitcmd.Signature{Name: "git sandbox", Email: "git-sandbox@localhost", When: now.UTC()}
+	id, err := s.isolated().CommitTree(ctx, gitcmd.CommitTreeRequest{
+		Tree: gitcmd.Hash(tree), Parents: parents, Message: message(snap), Author: who, Committer: who,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	snap.ID = strings.TrimSpace(string(id))
-	upd := []string{"update-ref", "-m", "git sandbox snapshot: " + string(reason), refs.Rescue(), snap.ID}
-	if reason != ReasonStart {
-		upd = append(upd, prevOrZero(prev))
-	}
-	if _, err := s.host().Run(ctx, nil, upd...); err != nil {
+	snap.ID = id.String()
+	// The chain moves from the snapshot this one follows; a start begins a
+	// new chain (an ended one was moved aside), whatever is there.
+	err = s.host().UpdateRef(ctx, gitcmd.UpdateRefRequest{
+		Ref: refs.Rescue(), New: id, Old: prev, AnyOld: reason == ReasonStart,
+		Message: "git sandbox snapshot: " + string(reason),
+	})
+	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	if isBaseline {
-		if _, err := s.host().Run(ctx, nil, "update-ref", refs.Baseline(), snap.ID); err != nil {
+		if err := s.host().UpdateRef(ctx, gitcmd.UpdateRefRequest{Ref: refs.Baseline(), New: id, AnyOld: true}); err != nil {
 			return nil, fmt.Errorf("snapshot: %w", err)
 		}
 	}
@@ -329,18 +324,11 @@ func (s *Snapshotter) Restamp(ctx context.Context, reason Reason) (*Taken, error
 	if prev == "" {
 		return nil, fmt.Errorf("restamp: no snapshot yet")
 	}
-	old, err := Read(ctx, s.host(), prev)
+	old, err := Read(ctx, s.host(), prev.String())
 	if err != nil {
 		return nil, err
 	}
-	return s.write(ctx, reason, tree, prev, old.Skipped, old.Head)
-}
-
-func prevOrZero(prev string) string {
-	if prev == "" {
-		return gitcmd.ZeroID
-	}
-	return prev
+	return s.write(ctx, reason, tree.String(), prev, old.Skipped, old.Head)
 }
 
 // addFrozen stages the worktree while the agent is frozen. The agent is
@@ -419,9 +407,9 @@ func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner) ([]string, e
 }
 
 // current returns the chain tip and its tree, or "" when there is none.
-func (s *Snapshotter) current(ctx context.Context, ref string) (id, tree string) {
-	out, err := s.host().Lines(ctx, "rev-parse", "--quiet", ref, ref+"^{tree}")
-	if err != nil || len(out) != 2 {
+func (s *Snapshotter) current(ctx context.Context, ref string) (id, tree gitcmd.Hash) {
+	out, err := s.host().RevParseMany(ctx, ref, ref+"^{tree}")
+	if err != nil {
 		return "", ""
 	}
 	return out[0], out[1]

@@ -2,6 +2,7 @@ package rescue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -18,11 +19,14 @@ func Resolve(ctx context.Context, g *gitcmd.Runner, name string) (*Snapshot, err
 	if strings.HasPrefix(name, "-") {
 		return nil, errNotSnapshot(name)
 	}
-	id, err := g.Output(ctx, "rev-parse", "--verify", "--quiet", name+"^{commit}")
-	if err != nil || id == "" {
+	id, err := g.PeelToCommit(ctx, name)
+	if errors.Is(err, gitcmd.ErrNotExist) {
 		return nil, errNotSnapshot(name)
 	}
-	s, err := Read(ctx, g, id)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", termsafe.String(name), err)
+	}
+	s, err := Read(ctx, g, id.String())
 	if err != nil {
 		return nil, errNotSnapshot(name)
 	}
@@ -39,9 +43,12 @@ func errNotSnapshot(name string) error {
 // reads as one commit of the agent's work on top of where it began. It
 // needs no sandbox. An existing branch is replaced only with force, and
 // never while it is checked out.
-func RestoreBranch(ctx context.Context, g *gitcmd.Runner, s *Snapshot, branch string, force bool) (string, error) {
+func RestoreBranch(ctx context.Context, g *gitcmd.Runner, s *Snapshot, branch string, force bool) (gitcmd.Hash, error) {
 	ref := "refs/heads/" + branch
-	old, _ := g.Output(ctx, "rev-parse", "--verify", "--quiet", ref)
+	old, err := g.RevParse(ctx, ref)
+	if err != nil && !errors.Is(err, gitcmd.ErrNotExist) {
+		return "", fmt.Errorf("restore: %w", err)
+	}
 	if old != "" && !force {
 		return "", usererr.New("branch %s already exists", termsafe.String(branch)).
 			Hint("choose another name, or replace it with --force").
@@ -54,24 +61,24 @@ func RestoreBranch(ctx context.Context, g *gitcmd.Runner, s *Snapshot, branch st
 				Hint("restore into a new branch instead").WithCode(usererr.ExitRefused)
 		}
 	}
-	args := []string{"commit-tree", s.Tree}
+	req := gitcmd.CommitTreeRequest{Tree: gitcmd.Hash(s.Tree)}
 	if s.Start != "" {
-		if _, err := g.Run(ctx, nil, "cat-file", "-e", s.Start+"^{commit}"); err == nil {
-			args = append(args, "-p", s.Start)
+		if start, err := g.PeelToCommit(ctx, s.Start); err == nil {
+			req.Parents = []gitcmd.Hash{start}
 		}
 	}
-	msg := fmt.Sprintf("Restore snapshot %s of sandbox %s\n\nThe worktree of sandbox %s as it was at %s (%s).\n\nSandbox-Snapshot: %s\n",
+	req.Message = fmt.Sprintf("Restore snapshot %s of sandbox %s\n\nThe worktree of sandbox %s as it was at %s (%s).\n\nSandbox-Snapshot: %s\n",
 		short(s.ID), s.Branch, s.Branch, s.Time.Format(time.RFC3339), s.Reason, s.ID)
-	id, err := g.Run(ctx, strings.NewReader(msg), args...)
+	commit, err := g.CommitTree(ctx, req)
 	if err != nil {
 		return "", fmt.Errorf("restore: %w", err)
 	}
-	commit := strings.TrimSpace(string(id))
-	expect := old
-	if expect == "" {
-		expect = gitcmd.ZeroID
+	err = g.UpdateRef(ctx, gitcmd.UpdateRefRequest{Ref: ref, New: commit, Old: old, Message: "git sandbox rescue restore " + short(s.ID)})
+	if _, ok := errors.AsType[*gitcmd.RefMovedError](err); ok {
+		return "", usererr.New("branch %s changed while restoring; nothing was changed", termsafe.String(branch)).
+			Hint("restore again").WithCode(usererr.ExitRefused)
 	}
-	if _, err := g.Run(ctx, nil, "update-ref", "-m", "git sandbox rescue restore "+short(s.ID), ref, commit, expect); err != nil {
+	if err != nil {
 		return "", fmt.Errorf("restore: %w", err)
 	}
 	return commit, nil
@@ -102,7 +109,7 @@ func (s *Snapshotter) RestoreWorktree(ctx context.Context, snap *Snapshot, force
 		return cur, changed, err
 	}
 	defer unlock()
-	if _, err := s.isolated().Run(ctx, nil, "read-tree", "-m", "-u", cur.Tree, snap.Tree); err != nil {
+	if err := s.isolated().ReadTree(ctx, gitcmd.ReadTreeRequest{From: cur.Tree, Tree: snap.Tree, Update: true}); err != nil {
 		return cur, changed, fmt.Errorf("restore: %w", err)
 	}
 	return cur, changed, nil
@@ -132,7 +139,7 @@ func Prune(ctx context.Context, g *gitcmd.Runner, age time.Duration, now time.Ti
 		return nil, err
 	}
 	var out []Prunable
-	var cmds strings.Builder
+	var deletes []gitcmd.RefUpdate
 	for _, c := range chains {
 		if len(c.Snapshots) == 0 {
 			continue
@@ -146,15 +153,20 @@ func Prune(ctx context.Context, g *gitcmd.Runner, age time.Duration, now time.Ti
 		prefix := strings.TrimSuffix(c.Ref, "rescue")
 		for _, name := range []string{"rescue", "baseline", "agent"} {
 			ref := prefix + name
-			if id, err := g.Output(ctx, "rev-parse", "--verify", "--quiet", ref); err == nil && id != "" {
-				fmt.Fprintf(&cmds, "delete %s %s\n", ref, id)
+			id, err := g.RevParse(ctx, ref)
+			if errors.Is(err, gitcmd.ErrNotExist) {
+				continue
 			}
+			if err != nil {
+				return nil, fmt.Errorf("prune: %w", err)
+			}
+			deletes = append(deletes, gitcmd.RefUpdate{Ref: ref, Old: id})
 		}
 	}
-	if dryRun || cmds.Len() == 0 {
+	if dryRun || len(deletes) == 0 {
 		return out, nil
 	}
-	if _, err := g.Run(ctx, strings.NewReader("start\n"+cmds.String()+"prepare\ncommit\n"), "update-ref", "--stdin"); err != nil {
+	if err := g.UpdateRefs(ctx, "git sandbox rescue prune", deletes...); err != nil {
 		return nil, fmt.Errorf("prune: %w", err)
 	}
 	return out, nil

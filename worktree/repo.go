@@ -113,16 +113,16 @@ func Open(ctx context.Context, dir string, sandboxRoots ...string) (*Repo, error
 	}
 	r := &Repo{CommonDir: commonDir, GitDir: gitDir, WorkTree: top}
 	g := &gitcmd.Runner{GitDir: gitDir, WorkTree: top}
-	facts, err := g.Lines(ctx, "rev-parse", "--is-bare-repository", "--show-object-format")
-	if err != nil || len(facts) != 2 {
+	info, err := g.RepositoryInfo(ctx)
+	if err != nil {
 		return nil, usererr.Wrap(err, "cannot read the repository at %s: %v", top, err).
 			Hint("check it with git status there")
 	}
-	if facts[0] == "true" {
+	if info.Bare {
 		return nil, errBare(top)
 	}
-	if facts[1] != "sha1" {
-		return nil, usererr.New("%s uses %s object names, which git sandbox does not support yet", top, facts[1]).
+	if info.ObjectFormat != "sha1" {
+		return nil, usererr.New("%s uses %s object names, which git sandbox does not support yet", top, info.ObjectFormat).
 			Hint("use git sandbox with a SHA-1 repository")
 	}
 	r.MainWorkTree, err = mainWorkTree(ctx, r)

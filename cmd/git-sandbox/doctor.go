@@ -3,14 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
@@ -44,9 +42,12 @@ func (c *DoctorCmd) Run(app *App) error {
 		}
 	}
 
-	out, err := exec.Command("git", "version").Output()
-	gv := strings.TrimSpace(string(out))
-	check(err == nil && gitAtLeast(gv, 2, 38), "git", gv, "install git 2.38 or newer (merge-tree --write-tree is needed to land)")
+	gv, err := gitcmd.GitVersion(app.Ctx)
+	gitDetail := gv.Text
+	if err != nil {
+		gitDetail = errText(err)
+	}
+	check(err == nil && gv.AtLeast(2, 38), "git", gitDetail, "install git 2.38 or newer (merge-tree --write-tree is needed to land)")
 
 	cfg, err := config.Load("")
 	check(err == nil, "user config", orNone(cfgFile(cfg), config.UserPath()), errText(err))
@@ -126,22 +127,4 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// gitAtLeast parses "git version 2.39.5" and compares.
-func gitAtLeast(v string, major, minor int) bool {
-	f := strings.Fields(v)
-	if len(f) < 3 {
-		return false
-	}
-	parts := strings.SplitN(f[2], ".", 3)
-	if len(parts) < 2 {
-		return false
-	}
-	maj, err1 := strconv.Atoi(parts[0])
-	min, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	return maj > major || maj == major && min >= minor
 }

@@ -3,10 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"syscall"
 
 	"github.com/git-sandbox/git-sandbox/hooks"
+	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 )
@@ -70,7 +70,7 @@ func (c *HooksInstallCmd) Run(app *App) error {
 	if viaConfig {
 		app.UI.Infof("note: %s is your core.hooksPath; every repository using it gets the check", dir)
 	}
-	if _, err := exec.LookPath("git-sandbox"); err != nil {
+	if _, err := proc.LookPath("git-sandbox"); err != nil {
 		app.UI.Warnf("git-sandbox is not on PATH, so the hook will refuse pushes until it is")
 	}
 	return nil
@@ -122,7 +122,7 @@ func (c *HooksStatusCmd) Run(app *App) error {
 	default:
 		fmt.Fprintf(app.Stdout, "pre-push         not installed\n")
 	}
-	if p, err := exec.LookPath("git-sandbox"); err == nil {
+	if p, err := proc.LookPath("git-sandbox"); err == nil {
 		fmt.Fprintf(app.Stdout, "git-sandbox      %s\n", p)
 	} else {
 		fmt.Fprintf(app.Stdout, "git-sandbox      not on PATH: the hook refuses pushes\n")

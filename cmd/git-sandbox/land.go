@@ -73,10 +73,10 @@ func (c *LandCmd) Run(app *App) error {
 		for _, ch := range p.Changes {
 			fmt.Fprintf(app.Stdout, "%c\t%s\n", ch.Status, termsafe.String(ch.Path))
 		}
-		app.UI.Infof("%s %s on %s (%s): %d file(s); nothing was changed", verb, sb.Display(), onto, p.Tip[:12], len(p.Changes))
+		app.UI.Infof("%s %s on %s (%s): %d file(s); nothing was changed", verb, sb.Display(), onto, p.Tip.Short(), len(p.Changes))
 		return nil
 	}
-	app.UI.Infof("%s %s on %s as %s: %d file(s)", verb, sb.Display(), onto, res.Commit[:12], len(p.Changes))
+	app.UI.Infof("%s %s on %s as %s: %d file(s)", verb, sb.Display(), onto, res.Commit.Short(), len(p.Changes))
 	if p.Checkout != nil {
 		app.UI.Infof("updated the checkout %s", p.Checkout.Path)
 	}

@@ -154,7 +154,7 @@ func (c *RescueRestoreCmd) Run(app *App) error {
 		if err != nil {
 			return err
 		}
-		app.UI.Infof("restored snapshot %s of %s as branch %s (%s)", s.ID[:12], termsafe.String(s.Branch), termsafe.String(c.Branch), commit[:12])
+		app.UI.Infof("restored snapshot %s of %s as branch %s (%s)", s.ID[:12], termsafe.String(s.Branch), termsafe.String(c.Branch), commit.Short())
 		return nil
 	}
 	sb, err := env.Find(s.Branch)

@@ -54,11 +54,14 @@ func openTree(ctx context.Context, g *gitcmd.Runner, commit string) (*tree, erro
 	if commit == "" || strings.HasPrefix(commit, "-") {
 		return nil, fmt.Errorf("devcontainer: %q is not a commit", commit)
 	}
-	id, err := g.Output(ctx, "rev-parse", "--verify", "--quiet", commit+"^{tree}")
-	if err != nil || id == "" {
+	id, err := g.PeelToTree(ctx, commit)
+	if errors.Is(err, gitcmd.ErrNotExist) {
 		return nil, fmt.Errorf("devcontainer: %s is not a commit in this repository", commit)
 	}
-	return &tree{g: g, root: id, cache: map[string]map[string]entry{}}, nil
+	if err != nil {
+		return nil, fmt.Errorf("devcontainer: %w", err)
+	}
+	return &tree{g: g, root: id.String(), cache: map[string]map[string]entry{}}, nil
 }
 
 // list returns the entries of one tree object by name.

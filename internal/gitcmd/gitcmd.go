@@ -12,6 +12,13 @@
 //     at all: it is what looks at a worktree the agent wrote.
 //
 // Errors carry git's stderr, so a failure explains itself.
+//
+// Object and ref plumbing is typed: object names are Hash values, RevParse
+// tells a missing object (ErrNotExist) from a failure, UpdateRef and
+// UpdateRefs are the only compare-and-swap of refs (*RefMovedError when a
+// ref moved), MergeTree reports conflicts with their real paths. Callers
+// build no rev-parse, update-ref, commit-tree, merge-tree or read-tree argv
+// of their own; Run and Output remain for commands without a typed method.
 package gitcmd
 
 import (
@@ -76,11 +83,6 @@ var readOnlyCommands = map[string]bool{
 	"merge-base": true, "rev-list": true, "show-ref": true, "var": true,
 	"config": true,
 }
-
-// ZeroID is the all-zero object name: as the old value of update-ref it
-// means "the ref must not exist yet". Repositories are SHA-1 (others are
-// refused when opened).
-var ZeroID = strings.Repeat("0", 40)
 
 // Error is a failed git command with its stderr.
 type Error struct {

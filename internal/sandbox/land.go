@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -28,8 +29,11 @@ type SyncResult struct {
 // branch to them (so it can be inspected or pushed).
 func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error) {
 	g := s.env.Git()
-	known, _ := g.Output(ctx, "rev-parse", "--verify", "--quiet", s.Refs().Agent())
-	res, err := agentrepo.Sync(ctx, g, s.PrivateGitDir, s.Start, known)
+	known, err := g.RevParse(ctx, s.Refs().Agent())
+	if err != nil && !errors.Is(err, gitcmd.ErrNotExist) {
+		return nil, fmt.Errorf("sync: %w", err)
+	}
+	res, err := agentrepo.Sync(ctx, g, s.PrivateGitDir, s.Start, known.String())
 	if err != nil {
 		return nil, err
 	}
@@ -41,19 +45,16 @@ func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error
 		// The agent switched branches; its HEAD is still what it worked on.
 		s.env.UI.Infof("note: the agent's HEAD is on %s, not %s", termsafe.String(res.Ref), s.Display())
 	}
-	if err := casRef(ctx, g, s.Refs().Agent(), res.Head, "git sandbox sync"); err != nil {
+	head := gitcmd.Hash(res.Head)
+	if _, err := casRef(ctx, g, s.Refs().Agent(), head, "git sandbox sync"); err != nil {
 		return nil, err
 	}
 	if !moveBranch {
 		return out, nil
 	}
-	ref := "refs/heads/" + s.Branch
-	old, _ := g.Output(ctx, "rev-parse", "--verify", "--quiet", ref)
-	if old == res.Head {
-		return out, nil
-	}
-	if _, err := g.Run(ctx, nil, "update-ref", "-m", "git sandbox sync", ref, res.Head, old); err != nil {
-		return nil, fmt.Errorf("sync: %w", err)
+	moved, err := casRef(ctx, g, "refs/heads/"+s.Branch, head, "git sandbox sync")
+	if err != nil || !moved {
+		return out, err
 	}
 	out.Moved = true
 	// The sandbox worktree's host-side index follows its branch, so git
@@ -61,7 +62,7 @@ func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error
 	// written: no file of the worktree is read.
 	if admin, err := worktree.AdminDir(s.CommonDir, s.Worktree); err == nil {
 		wg := &gitcmd.Runner{GitDir: admin}
-		if _, err := wg.Run(ctx, nil, "read-tree", res.Head); err == nil {
+		if err := wg.ReadTree(ctx, gitcmd.ReadTreeRequest{Tree: res.Head}); err == nil {
 			if err := worktree.StripGitlinks(ctx, wg); err != nil {
 				return nil, err
 			}
@@ -71,19 +72,19 @@ func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error
 }
 
 // casRef moves ref to id, whatever it pointed at, but only if nobody moved
-// it between the read and the write.
-func casRef(ctx context.Context, g *gitcmd.Runner, ref, id, msg string) error {
-	old, _ := g.Output(ctx, "rev-parse", "--verify", "--quiet", ref)
+// it between the read and the write. It reports whether the ref changed.
+func casRef(ctx context.Context, g *gitcmd.Runner, ref string, id gitcmd.Hash, msg string) (bool, error) {
+	old, err := g.RevParse(ctx, ref)
+	if err != nil && !errors.Is(err, gitcmd.ErrNotExist) {
+		return false, fmt.Errorf("update %s: %w", ref, err)
+	}
 	if old == id {
-		return nil
+		return false, nil
 	}
-	if old == "" {
-		old = gitcmd.ZeroID
+	if err := g.UpdateRef(ctx, gitcmd.UpdateRefRequest{Ref: ref, New: id, Old: old, Message: msg}); err != nil {
+		return false, fmt.Errorf("update %s: %w", ref, err)
 	}
-	if _, err := g.Run(ctx, nil, "update-ref", "-m", msg, ref, id, old); err != nil {
-		return fmt.Errorf("update %s: %w", ref, err)
-	}
-	return nil
+	return true, nil
 }
 
 // Final takes the snapshot a review or land works on and brings the
@@ -118,7 +119,7 @@ type LandOptions struct {
 // LandResult is what land did or would do.
 type LandResult struct {
 	Plan    *land.Plan
-	Commit  string
+	Commit  gitcmd.Hash
 	Final   *rescue.Taken
 	Verdict *record.Verdict
 	// VerifyRan is set when land ran verify itself.
@@ -209,7 +210,7 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 		// The next land starts where this one ended.
 		err := s.Update(func(r *record.Record) error {
 			r.Baseline = final.ID
-			r.BaseTip = commit
+			r.BaseTip = commit.String()
 			return nil
 		})
 		if err != nil {
@@ -225,7 +226,7 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 		return res, err
 	}
 	if err := s.teardown(ctx, d); err != nil {
-		return res, fmt.Errorf("landed as %s, but cleaning up failed: %w", commit[:12], err)
+		return res, fmt.Errorf("landed as %s, but cleaning up failed: %w", commit.Short(), err)
 	}
 	res.Cleaned = true
 	return res, nil

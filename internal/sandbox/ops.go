@@ -13,6 +13,7 @@ import (
 	dcontainer "github.com/docker/docker/api/types/container"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
@@ -293,12 +294,15 @@ func (s *Sandbox) teardown(ctx context.Context, d *container.Docker) error {
 	if err := worktree.Remove(ctx, s.env.Repo.CommonDir, g, s.Worktree); err != nil {
 		errs = append(errs, err)
 	}
-	if head, err := g.Output(ctx, "rev-parse", "--verify", "--quiet", "refs/heads/"+s.Branch); err == nil && head != "" {
-		if _, err := g.Run(ctx, nil, "update-ref", "-m", "git sandbox: remove sandbox", "-d", "refs/heads/"+s.Branch, head); err != nil {
+	branch := "refs/heads/" + s.Branch
+	if head, err := g.RevParse(ctx, branch); err == nil {
+		if err := g.UpdateRef(ctx, gitcmd.UpdateRefRequest{Ref: branch, Old: head, Message: "git sandbox: remove sandbox"}); err != nil {
 			errs = append(errs, err)
 		}
+	} else if !errors.Is(err, gitcmd.ErrNotExist) {
+		errs = append(errs, err)
 	}
-	_, _ = g.Run(ctx, nil, "update-ref", "-d", s.Refs().Agent())
+	_ = g.UpdateRef(ctx, gitcmd.UpdateRefRequest{Ref: s.Refs().Agent(), AnyOld: true})
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -13,6 +12,7 @@ import (
 	dcontainer "github.com/docker/docker/api/types/container"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -165,21 +165,13 @@ func (e *Env) spawnSupervisor(branch string) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := &exec.Cmd{
+	return proc.SpawnDetached(proc.SpawnOptions{
 		Path:   exe,
 		Args:   []string{"git-sandbox", SupervisorCommand, "--interval", e.Config.Rescue.Interval.String(), "--", branch},
 		Dir:    e.Repo.MainWorkTree,
 		Env:    append(os.Environ(), "GIT_SANDBOX_STATE_DIR="+e.Layout.Root),
-		Stdout: logf,
-		Stderr: logf,
-		SysProcAttr: &syscall.SysProcAttr{
-			Setsid: true,
-		},
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	return cmd.Process.Release()
+		Output: logf,
+	})
 }
 
 // Supervise takes a snapshot every interval while the sandbox's agent runs

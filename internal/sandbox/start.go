@@ -133,7 +133,10 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agent.Adapter, error) {
 	g := e.Git()
 	l := e.Layout
-	if _, err := g.Output(ctx, "rev-parse", "--verify", "--quiet", "refs/heads/"+o.Branch); err == nil {
+	if _, err := g.RevParse(ctx, "refs/heads/"+o.Branch); !errors.Is(err, gitcmd.ErrNotExist) {
+		if err != nil {
+			return nil, agent.Task{}, nil, err
+		}
 		return nil, agent.Task{}, nil, usererr.New("branch %s already exists and is not a sandbox", termsafe.String(o.Branch)).
 			Hint("choose another name, or rename the branch first (git branch -m %s NEW)", termsafe.String(o.Branch))
 	}
@@ -254,26 +257,29 @@ func (e *Env) resolveBase(ctx context.Context, base string) (name, commit string
 	if strings.HasPrefix(base, "-") {
 		return "", "", usererr.New("base %s is not a commit in this repository", termsafe.String(base))
 	}
-	commit, err = g.Output(ctx, "rev-parse", "--verify", "--quiet", base+"^{commit}")
-	if err != nil || commit == "" {
+	id, err := g.PeelToCommit(ctx, base)
+	if errors.Is(err, gitcmd.ErrNotExist) {
 		return "", "", usererr.New("base %s is not a commit in this repository", termsafe.String(base)).
 			Hint("give --base an existing branch (git branch lists them)")
 	}
-	if full, err := g.Output(ctx, "rev-parse", "--symbolic-full-name", base); err == nil && strings.HasPrefix(full, "refs/heads/") {
-		return strings.TrimPrefix(full, "refs/heads/"), commit, nil
+	if err != nil {
+		return "", "", fmt.Errorf("read base %s: %w", termsafe.String(base), err)
+	}
+	if full, err := g.SymbolicFullName(ctx, base); err == nil && strings.HasPrefix(full, "refs/heads/") {
+		return strings.TrimPrefix(full, "refs/heads/"), id.String(), nil
 	}
 	// A tag, remote-tracking branch or commit: work starts there, and land
 	// then needs --onto to know where it goes.
-	return "", commit, nil
+	return "", id.String(), nil
 }
 
 func (e *Env) checkCarry(ctx context.Context, baseCommit string) error {
-	head, err := e.Repo.GitAt(e.Repo.GitDir, e.Repo.WorkTree).Output(ctx, "rev-parse", "--verify", "HEAD^{commit}")
+	head, err := e.Repo.GitAt(e.Repo.GitDir, e.Repo.WorkTree).PeelToCommit(ctx, "HEAD")
 	if err != nil {
 		return fmt.Errorf("--carry: %w", err)
 	}
-	if head != baseCommit {
-		return usererr.New("--carry copies the uncommitted work of this checkout, which is at %s, not at the base %s", shortID(head), shortID(baseCommit)).
+	if head.String() != baseCommit {
+		return usererr.New("--carry copies the uncommitted work of this checkout, which is at %s, not at the base %s", head.Short(), shortID(baseCommit)).
 			Hint("start from this checkout's branch (drop --base), or check out the base first")
 	}
 	return nil
@@ -354,7 +360,7 @@ func (e *Env) create(ctx context.Context, d *container.Docker, p *Plan, o StartO
 	}
 	u.add(func() {
 		_ = worktree.Remove(cctx, e.Repo.CommonDir, g, p.Worktree)
-		_, _ = g.Run(cctx, nil, "update-ref", "-d", "refs/heads/"+p.Branch)
+		_ = g.UpdateRef(cctx, gitcmd.UpdateRefRequest{Ref: "refs/heads/" + p.Branch, AnyOld: true})
 	})
 	admin, err := worktree.AdminDir(e.Repo.CommonDir, p.Worktree)
 	if err != nil {
@@ -372,7 +378,7 @@ func (e *Env) create(ctx context.Context, d *container.Docker, p *Plan, o StartO
 	refs := rescue.Refs{Branch: p.Branch}
 	u.add(func() {
 		for _, r := range []string{refs.Rescue(), refs.Baseline(), refs.Agent()} {
-			_, _ = g.Run(cctx, nil, "update-ref", "-d", r)
+			_ = g.UpdateRef(cctx, gitcmd.UpdateRefRequest{Ref: r, AnyOld: true})
 		}
 	})
 	base, err := snap.Take(ctx, rescue.ReasonStart)
@@ -518,10 +524,10 @@ func (e *Env) carry(ctx context.Context, newWorktree, newAdmin string) error {
 		return fmt.Errorf("--carry: %w", err)
 	}
 	nw := &gitcmd.Runner{GitDir: newAdmin, WorkTree: newWorktree}
-	if _, err := nw.Run(ctx, nil, "read-tree", "-m", "-u", "HEAD", full); err != nil {
+	if err := nw.ReadTree(ctx, gitcmd.ReadTreeRequest{From: "HEAD", Tree: full, Update: true}); err != nil {
 		return fmt.Errorf("--carry: %w", err)
 	}
-	if _, err := nw.Run(ctx, nil, "read-tree", staged); err != nil {
+	if err := nw.ReadTree(ctx, gitcmd.ReadTreeRequest{Tree: staged}); err != nil {
 		return fmt.Errorf("--carry: %w", err)
 	}
 	if _, err := nw.Run(ctx, nil, "update-index", "-q", "--refresh"); err != nil && gitcmd.ExitCode(err) != 1 {
@@ -536,18 +542,23 @@ func (e *Env) archiveChain(ctx context.Context, branch string) error {
 	g := e.Git()
 	refs := rescue.Refs{Branch: branch}
 	stamp := time.Now().UTC().Format("20060102T150405Z")
-	var cmds strings.Builder
+	var moves []gitcmd.RefUpdate
 	for name, ref := range map[string]string{"rescue": refs.Rescue(), "baseline": refs.Baseline(), "agent": refs.Agent()} {
-		id, err := g.Output(ctx, "rev-parse", "--verify", "--quiet", ref)
-		if err != nil || id == "" {
+		id, err := g.RevParse(ctx, ref)
+		if errors.Is(err, gitcmd.ErrNotExist) {
 			continue
 		}
-		fmt.Fprintf(&cmds, "create %s/%s %s\ndelete %s %s\n", refs.Ended(stamp), name, id, ref, id)
+		if err != nil {
+			return fmt.Errorf("keep the previous snapshots of %s: %w", termsafe.String(branch), err)
+		}
+		moves = append(moves,
+			gitcmd.RefUpdate{Ref: refs.Ended(stamp) + "/" + name, New: id},
+			gitcmd.RefUpdate{Ref: ref, Old: id})
 	}
-	if cmds.Len() == 0 {
+	if len(moves) == 0 {
 		return nil
 	}
-	if _, err := g.Run(ctx, strings.NewReader("start\n"+cmds.String()+"prepare\ncommit\n"), "update-ref", "--stdin"); err != nil {
+	if err := g.UpdateRefs(ctx, "git sandbox: keep the snapshots of an ended sandbox", moves...); err != nil {
 		return fmt.Errorf("keep the previous snapshots of %s: %w", termsafe.String(branch), err)
 	}
 	return nil

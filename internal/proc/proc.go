@@ -1,0 +1,48 @@
+// Package proc owns the programs git sandbox starts that are neither git
+// (internal/gitcmd owns those) nor Docker (container): its own binary,
+// spawned as a sandbox's supervisor, and the PATH look-up that tells
+// whether the pre-push hook can find that binary. Nothing else in the tree
+// imports os/exec; a test in internal/lint keeps it so.
+package proc
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// LookPath returns where name is found on PATH.
+func LookPath(name string) (string, error) { return exec.LookPath(name) }
+
+// SpawnOptions describe a detached process.
+type SpawnOptions struct {
+	// Path is the program; Args its argv, Args[0] included.
+	Path string
+	Args []string
+	// Dir is the working directory; Env the whole environment.
+	Dir string
+	Env []string
+	// Output receives stdout and stderr; nil discards them.
+	Output *os.File
+}
+
+// SpawnDetached starts a program as its own session, detached from this
+// process and its terminal, so it outlives this process (a kill -9 of it
+// included), and does not wait for it.
+func SpawnDetached(o SpawnOptions) error {
+	cmd := &exec.Cmd{
+		Path:        o.Path,
+		Args:        o.Args,
+		Dir:         o.Dir,
+		Env:         o.Env,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	if o.Output != nil {
+		cmd.Stdout = o.Output
+		cmd.Stderr = o.Output
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return cmd.Process.Release()
+}
