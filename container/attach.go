@@ -36,7 +36,7 @@ func (d *Docker) Attach(ctx context.Context, id string, s Streams) (func() error
 		Stream: true, Stdin: s.Stdin != nil, Stdout: true, Stderr: true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("attach: %w", err)
+		return nil, fmt.Errorf("attach: %w", sdkErr(err))
 	}
 	return d.pump(ctx, resp, s, func(h, w uint) error {
 		return d.api.ContainerResize(ctx, id, dcontainer.ResizeOptions{Height: h, Width: w})
@@ -163,11 +163,11 @@ func (d *Docker) Exec(ctx context.Context, id string, o ExecOptions) (int, error
 		Tty: o.Streams.TTY, AttachStdin: o.Streams.Stdin != nil, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
-		return -1, fmt.Errorf("exec: %w", err)
+		return -1, fmt.Errorf("exec: %w", sdkErr(err))
 	}
 	resp, err := d.api.ContainerExecAttach(ctx, created.ID, dcontainer.ExecAttachOptions{Tty: o.Streams.TTY})
 	if err != nil {
-		return -1, fmt.Errorf("exec: %w", err)
+		return -1, fmt.Errorf("exec: %w", sdkErr(err))
 	}
 	if o.Started != nil {
 		// The daemon answers the attach before it starts the process.
@@ -182,7 +182,7 @@ func (d *Docker) Exec(ctx context.Context, id string, o ExecOptions) (int, error
 	}
 	info, err := d.api.ContainerExecInspect(ctx, created.ID)
 	if err != nil {
-		return -1, fmt.Errorf("exec: %w", err)
+		return -1, fmt.Errorf("exec: %w", sdkErr(err))
 	}
 	return info.ExitCode, nil
 }

@@ -75,7 +75,7 @@ type Spec struct {
 	Labels     map[string]string `json:"labels"`
 	Mounts     []Mount           `json:"mounts"`
 	Limits     Limits            `json:"limits"`
-	Network    string            `json:"network"`
+	Network    NetworkMode       `json:"network"`
 	Runtime    string            `json:"runtime,omitempty"`
 	TTY        bool              `json:"tty"`
 	OpenStdin  bool              `json:"open_stdin"`
@@ -101,8 +101,8 @@ func (s *Spec) Harden() {
 
 // Validate refuses a spec that would break the isolation guarantees.
 func (s *Spec) Validate() error {
-	if s.Network != "none" && s.Network != "bridge" {
-		return fmt.Errorf("network %q: only none and bridge are allowed", s.Network)
+	if err := s.Network.Validate(); err != nil {
+		return err
 	}
 	if s.User == "" {
 		return fmt.Errorf("container user missing: sandboxes run as the invoking user")
@@ -147,7 +147,7 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 	pids := s.Limits.Pids
 	init := s.Init
 	hc := &dcontainer.HostConfig{
-		NetworkMode: dcontainer.NetworkMode(s.Network),
+		NetworkMode: dockerNetworkMode(s.Network),
 		CapDrop:     s.CapDrop,
 		SecurityOpt: s.Security,
 		Runtime:     s.Runtime,
@@ -172,6 +172,16 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 		})
 	}
 	return cfg, hc
+}
+
+// dockerNetworkMode is what a mode means to Docker.
+func dockerNetworkMode(m NetworkMode) dcontainer.NetworkMode {
+	switch m {
+	case NetworkBridge:
+		return dcontainer.NetworkMode("bridge")
+	default:
+		return dcontainer.NetworkMode("none")
+	}
 }
 
 var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
