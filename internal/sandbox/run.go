@@ -78,7 +78,7 @@ func (e *Env) run(ctx context.Context, d Engine, sb *Sandbox, detach bool, io IO
 		if err := e.startLocked(ctx, d, sb); err != nil {
 			return -1, err
 		}
-		if err := e.spawnSupervisor(sb.Branch); err != nil {
+		if err := e.superviseInBackground(sb.Branch); err != nil {
 			e.UI.Warnf("no supervisor, so no periodic snapshots: %v", err)
 		}
 		return 0, nil
@@ -99,7 +99,7 @@ func (e *Env) run(ctx context.Context, d Engine, sb *Sandbox, detach bool, io IO
 	if err := e.startLocked(ctx, d, sb); err != nil {
 		return -1, err
 	}
-	if err := e.spawnSupervisor(sb.Branch); err != nil {
+	if err := e.superviseInBackground(sb.Branch); err != nil {
 		e.UI.Warnf("no supervisor, so no periodic snapshots: %v", err)
 	}
 	stopSignals := forwardSignals(ctx, d, sb.Container, tty)
@@ -147,6 +147,15 @@ func forwardSignals(ctx context.Context, d Engine, id string, tty bool) func() {
 
 // SupervisorCommand is the hidden command name that runs Supervise.
 const SupervisorCommand = "__supervise"
+
+// superviseInBackground starts the supervisor of a sandbox whose agent was
+// just started.
+func (e *Env) superviseInBackground(branch string) error {
+	if e.spawn != nil {
+		return e.spawn(branch)
+	}
+	return e.spawnSupervisor(branch)
+}
 
 // spawnSupervisor starts the supervisor as its own session, detached from
 // this process and its terminal, so it outlives an attached start that is

@@ -42,6 +42,13 @@ type Env struct {
 	engineOnce sync.Once
 	engine     Engine
 	engineErr  error
+
+	// spawn starts the supervisor (spawnSupervisor when nil; tests, whose
+	// executable is not git-sandbox, record the call instead).
+	spawn func(branch string) error
+	// failStep, when set, is asked after each step of create whether to
+	// fail there (tests of the rollback).
+	failStep func(step string) error
 }
 
 // NewEnv builds an Env for the repository.

@@ -121,6 +121,14 @@ func (e *Env) ensureImage(ctx context.Context, d Engine, image string, io IO) er
 	return d.Build(ctx, container.BuildOptions{Tag: image, Base: e.Config.BaseImage, Agents: agent.Packages(), Progress: io.Stderr})
 }
 
+// step lets a test fail create right after the named step.
+func (e *Env) step(name string) error {
+	if e.failStep != nil {
+		return e.failStep(name)
+	}
+	return nil
+}
+
 // undo collects the steps that remove what a failed start created.
 type undo []func()
 
@@ -164,12 +172,18 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		_ = worktree.Remove(cctx, e.Repo.CommonDir, g, p.Worktree)
 		_, _ = g.Run(cctx, nil, "update-ref", "-d", "refs/heads/"+p.Branch)
 	})
+	if err := e.step("worktree"); err != nil {
+		return nil, err
+	}
 	admin, err := worktree.AdminDir(e.Repo.CommonDir, p.Worktree)
 	if err != nil {
 		return nil, err
 	}
 	if p.Carry {
 		if err := e.carry(ctx, p.Worktree, admin); err != nil {
+			return nil, err
+		}
+		if err := e.step("carry"); err != nil {
 			return nil, err
 		}
 	}
@@ -185,6 +199,9 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 	})
 	base, err := snap.Take(ctx, rescue.ReasonStart)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.step("baseline"); err != nil {
 		return nil, err
 	}
 	rec := &record.Record{
@@ -212,6 +229,9 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 	if err := record.Save(l.Record(p.Branch), rec); err != nil {
 		return nil, err
 	}
+	if err := e.step("record"); err != nil {
+		return nil, err
+	}
 	name, email := e.identity(ctx)
 	hooksDir, _, err := e.Repo.HooksDir(ctx)
 	if err != nil {
@@ -221,6 +241,9 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		GitDir: p.PrivateGitDir, HostCommonDir: e.Repo.CommonDir, HooksDir: hooksDir, Branch: p.Branch,
 		WorktreeIndex: filepath.Join(admin, "index"), UserName: name, UserEmail: email,
 	}); err != nil {
+		return nil, err
+	}
+	if err := e.step("private repository"); err != nil {
 		return nil, err
 	}
 	// From here on the host-side index of the worktree has no gitlinks
@@ -252,6 +275,9 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		return nil, err
 	}
 	u.add(func() { _ = d.Remove(cctx, id) })
+	if err := e.step("container"); err != nil {
+		return nil, err
+	}
 	sb = &Sandbox{Record: rec, env: e}
 	if p.Setup != "" {
 		if err := e.runSetup(ctx, d, sb, o.IO); err != nil {
