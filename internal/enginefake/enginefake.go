@@ -499,7 +499,10 @@ func (f *Engine) List(ctx context.Context, labels ...string) ([]container.State,
 			code := c.ExitCode
 			st.ListExitCode = &code
 		}
-		st.Mounts, st.TTY, st.OpenStdin = nil, false, false // Inspect only
+		// As a listing reports it: paused is not running; the rest is
+		// Inspect's.
+		st.Running = c.Status == StatusRunning
+		st.Mounts, st.TTY, st.OpenStdin = nil, false, false
 		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b container.State) int { return strings.Compare(a.ID, b.ID) })

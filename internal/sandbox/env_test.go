@@ -33,8 +33,10 @@ func TestMain(m *testing.M) {
 	}
 	code := func() int {
 		defer os.RemoveAll(root)
+		// The tool's own git processes drop every GIT_* variable, so the
+		// identity lives where git looks without them: $HOME/.gitconfig.
 		home := filepath.Join(root, "home")
-		global := filepath.Join(root, "gitconfig")
+		global := filepath.Join(home, ".gitconfig")
 		cfg := "[user]\n\tname = Test User\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n"
 		if err := os.MkdirAll(home, 0o755); err != nil {
 			fmt.Fprintln(os.Stderr, err)
