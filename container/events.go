@@ -42,8 +42,8 @@ type Event struct {
 
 // Events streams the state changes of managed containers carrying every
 // given label (key=value or key) from now on, until ctx ends. The error
-// channel yields once when the stream breaks (nil-free: a cancelled ctx
-// closes both channels without an error).
+// channel yields one error if the stream breaks; when ctx ends, both
+// channels close without one.
 func (d *Docker) Events(ctx context.Context, labels ...string) (<-chan Event, <-chan error) {
 	f := managedFilter(labels)
 	f.Add("type", string(events.ContainerEventType))

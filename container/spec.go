@@ -1,8 +1,13 @@
 // Package container owns everything git sandbox does with the Docker Engine,
-// through its Go SDK: the run spec (mounts, hardening, labels) built as data
-// first, then image builds, create, start, attach, logs, exec, wait, stop and
-// remove. The API version is negotiated, so Engine API 1.41 (Docker 20.10)
-// and current engines both work.
+// through its Go SDK: the run spec (mounts, hardening, labels, network
+// mode) built as data first, then image builds, create, start, attach,
+// logs, exec, wait, stop and remove, container events, volumes and
+// networks. It also defines the engine-neutral vocabulary every backend
+// speaks (Spec, State, Streams, WaitCondition, Event, ErrNotFound,
+// ErrConflict), so callers depend on an interface of their own
+// (sandbox.Engine) and never on Docker types. The API version is
+// negotiated, so Engine API 1.41 (Docker 20.10) and current engines both
+// work.
 package container
 
 import (
