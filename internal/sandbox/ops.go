@@ -132,7 +132,7 @@ func (e *Env) rescueTips(ctx context.Context) map[string]tip {
 	return out
 }
 
-// existing connects to Docker and returns the sandbox's container, which
+// existing connects to the engine and returns the sandbox's container, which
 // must exist.
 func (s *Sandbox) existing(ctx context.Context) (Engine, *container.State, error) {
 	d, err := s.env.Engine(ctx)
