@@ -217,7 +217,7 @@ func Load(repoDir string) (*Loaded, error) {
 	if ok {
 		l.RepoFile = p
 		if repo.Network != "" && repo.Network.Validate() != nil {
-			return nil, usererr.New("%s: %v", p, repo.Network.Validate()).
+			return nil, usererr.New("%s sets \"network\" = %q: must be %s", p, repo.Network, container.NetworkModeNames()).
 				Hint("host networking is never offered: it would give the agent the host's services")
 		}
 		if repo.Network != "" && !repo.Network.AtMostAsOpenAs(l.Network) {
@@ -357,8 +357,8 @@ func (l *Loaded) validate(file string) error {
 	if where == "" {
 		where = "configuration"
 	}
-	if err := l.Network.Validate(); err != nil {
-		return usererr.New("%s: %v", where, err).
+	if l.Network.Validate() != nil {
+		return usererr.New("%s: \"network\" = %q: must be %s", where, l.Network, container.NetworkModeNames()).
 			Hint("host networking is never offered: it would give the agent the host's services")
 	}
 	if _, err := MemoryBytes(l.Limits.Memory); err != nil {
