@@ -589,6 +589,9 @@ func (f *Engine) Exec(ctx context.Context, id string, o container.ExecOptions) (
 	cp := *c
 	cp.waiters = nil
 	f.mu.Unlock()
+	if o.Started != nil {
+		o.Started()
+	}
 	if f.OnExec != nil {
 		return f.OnExec(cp, o), nil
 	}

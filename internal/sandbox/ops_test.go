@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +26,21 @@ func (te *testEnv) agentCommit(sb *Sandbox, file, content, msg string) string {
 	te.gitIn(sb.Worktree, gd, wt, "add", "-A")
 	te.gitIn(sb.Worktree, gd, wt, "commit", "-q", "-m", msg)
 	return te.gitIn(sb.Worktree, gd, "rev-parse", "HEAD")
+}
+
+// lockHeld reports whether someone holds the sandbox's snapshot lock.
+func (te *testEnv) lockHeld(branch string) bool {
+	te.t.Helper()
+	f, err := os.OpenFile(te.env.Layout.Lock(branch), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		te.t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
 }
 
 func TestStopStopsBeforeTheSnapshot(t *testing.T) {
@@ -239,8 +255,18 @@ func TestLogsAttachExec(t *testing.T) {
 		t.Errorf("logs = %q, %v", out.String(), err)
 	}
 
+	// The exec starts under the snapshot lock (no snapshot can pause the
+	// container while it starts) and runs without it.
+	te.fake.OnCall = func(c enginefake.Call) {
+		if c.Method == "Exec" && !te.lockHeld("t1") {
+			t.Error("exec started without the snapshot lock")
+		}
+	}
 	var execArgv []string
 	te.fake.OnExec = func(c enginefake.Container, o container.ExecOptions) int {
+		if te.lockHeld("t1") {
+			t.Error("the snapshot lock is held while the exec runs")
+		}
 		execArgv = o.Argv
 		if o.WorkDir != container.Workspace {
 			t.Errorf("exec in %s", o.WorkDir)
