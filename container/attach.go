@@ -126,7 +126,9 @@ func (d *Docker) waitExecStarted(ctx context.Context, execID string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		info, err := d.api.ContainerExecInspect(ctx, execID)
-		if err != nil || info.Running || info.Pid != 0 || info.ExitCode != 0 {
+		// Running is set before the runtime is asked to start the
+		// process, so it proves nothing; the pid is set once it has.
+		if err != nil || info.Pid != 0 || info.ExitCode != 0 {
 			return
 		}
 		select {
