@@ -15,6 +15,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/rescue"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
@@ -87,7 +88,7 @@ func newTestEnv(t *testing.T) *testEnv {
 	te.write("lib.txt", "one\ntwo\nthree\n")
 	te.git("add", "-A")
 	te.git("commit", "-q", "-m", "initial")
-	te.fake = enginefake.New(config.DefaultImage)
+	te.fake = enginefake.New(config.DefaultImage())
 	te.reopen()
 	return te
 }
@@ -102,7 +103,7 @@ func (te *testEnv) reopen() {
 	}
 	cfg := &config.Loaded{Config: config.Defaults()}
 	cfg.Agent = "shell"
-	te.env = NewEnv(repo, cfg, filepath.Join(te.root, "state"), &te.err, &te.err)
+	te.env = NewEnv(repo, cfg, filepath.Join(te.root, "state"), ui.New(&te.err, ui.Options{NoColor: true}))
 	te.env.Connect = func(context.Context) (Engine, error) { return te.fake, nil }
 	te.env.spawn = func(branch string) error {
 		te.mu.Lock()

@@ -335,8 +335,6 @@ func TestResumeRules(t *testing.T) {
 		}
 		o := detached("t1")
 		o.Prompt = "ignored"
-		errOut := &bytes.Buffer{}
-		o.IO.Stderr = errOut
 		res, err := te.env.Start(context.Background(), o)
 		if err != nil || !res.Resumed {
 			t.Fatalf("resume = %+v, %v", res, err)
@@ -347,8 +345,8 @@ func TestResumeRules(t *testing.T) {
 		if c, _ := te.fake.Get(sb.Container); c.Status != enginefake.StatusRunning || c.Starts != 2 {
 			t.Errorf("container %s after %d starts", c.Status, c.Starts)
 		}
-		if !strings.Contains(errOut.String(), "new ones are ignored") {
-			t.Errorf("no warning about ignored options: %q", errOut.String())
+		if !strings.Contains(te.err.String(), "new ones are ignored") {
+			t.Errorf("no warning about ignored options: %q", te.err.String())
 		}
 	})
 }
