@@ -231,10 +231,10 @@ func (te *testEnv) assertNothingLeft(branch string, keepRefs bool) {
 	}
 }
 
-// waitFor polls cond for up to two seconds.
+// waitFor polls cond for up to 30 seconds (race detector, loaded machine).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
