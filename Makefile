@@ -4,6 +4,7 @@
 #   make install   the binary and its man page (git help sandbox) under PREFIX
 #   make test      unit and end-to-end tests (builds the offline test image once)
 #   make check     vet, staticcheck, gofmt and race-enabled unit tests
+#   make cover     unit-test coverage per package; fails below the floor
 #   make bench     speed ratios against the raw git and Docker commands, and
 #                  the egress proxy against direct connections
 #   make engine2   start a second Docker engine (gVisor registered) for tests
@@ -24,8 +25,12 @@ export GIT_SANDBOX_TEST_BASE_IMAGE := $(TEST_BASE_IMAGE)
 ENGINE2_DIR ?= /tmp/git-sandbox-engine2
 
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /e2e)
+# Packages whose unit tests (no daemon: the engine is faked) must cover at
+# least COVER_MIN percent of their statements.
+COVER_PKGS ?= ./internal/sandbox ./rescue
+COVER_MIN  ?= 60
 
-.PHONY: build install uninstall test test-unit test-e2e test-image check bench clean engine2 engine2-stop engine2-status test-engine2
+.PHONY: build install uninstall test test-unit test-e2e test-image check cover bench clean engine2 engine2-stop engine2-status test-engine2
 
 # CGO_ENABLED=0: a static binary with Go's own resolver, so that it runs
 # unchanged inside a sandbox's minimal egress proxy container.
@@ -61,6 +66,14 @@ check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "not gofmt-formatted:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -race -count=1 $(UNIT_PKGS)
+
+cover:
+	@out=$$($(GO) test -count=1 -cover $(COVER_PKGS)); status=$$?; echo "$$out"; \
+	  [ $$status -eq 0 ] || exit $$status; \
+	  echo "$$out" | awk -v min=$(COVER_MIN) ' \
+	    /coverage:/ { for (i = 1; i <= NF; i++) if ($$i == "coverage:") pct = $$(i+1); sub("%", "", pct); \
+	      if (pct + 0 < min) { printf "%s: coverage %s%% is below %s%%\n", $$2, pct, min; bad = 1 } n++ } \
+	    END { if (n == 0) { print "no coverage reported"; exit 1 } exit bad }'
 
 bench: test-image
 	$(GO) test -count=1 -timeout 60m -run '^$$' -bench . -benchtime 1x ./e2e

@@ -36,7 +36,7 @@ func (d *Docker) Attach(ctx context.Context, id string, s Streams) (func() error
 		Stream: true, Stdin: s.Stdin != nil, Stdout: true, Stderr: true,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("attach: %w", err)
+		return nil, fmt.Errorf("attach: %w", sdkErr(err))
 	}
 	return d.pump(ctx, resp, s, func(h, w uint) error {
 		return d.api.ContainerResize(ctx, id, dcontainer.ResizeOptions{Height: h, Width: w})
@@ -126,7 +126,9 @@ func (d *Docker) waitExecStarted(ctx context.Context, execID string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		info, err := d.api.ContainerExecInspect(ctx, execID)
-		if err != nil || info.Running || info.Pid != 0 || info.ExitCode != 0 {
+		// Running is set before the runtime is asked to start the
+		// process, so it proves nothing; the pid is set once it has.
+		if err != nil || info.Pid != 0 || info.ExitCode != 0 {
 			return
 		}
 		select {
@@ -163,11 +165,11 @@ func (d *Docker) Exec(ctx context.Context, id string, o ExecOptions) (int, error
 		Tty: o.Streams.TTY, AttachStdin: o.Streams.Stdin != nil, AttachStdout: true, AttachStderr: true,
 	})
 	if err != nil {
-		return -1, fmt.Errorf("exec: %w", err)
+		return -1, fmt.Errorf("exec: %w", sdkErr(err))
 	}
 	resp, err := d.api.ContainerExecAttach(ctx, created.ID, dcontainer.ExecAttachOptions{Tty: o.Streams.TTY})
 	if err != nil {
-		return -1, fmt.Errorf("exec: %w", err)
+		return -1, fmt.Errorf("exec: %w", sdkErr(err))
 	}
 	if o.Started != nil {
 		// The daemon answers the attach before it starts the process.
@@ -182,7 +184,7 @@ func (d *Docker) Exec(ctx context.Context, id string, o ExecOptions) (int, error
 	}
 	info, err := d.api.ContainerExecInspect(ctx, created.ID)
 	if err != nil {
-		return -1, fmt.Errorf("exec: %w", err)
+		return -1, fmt.Errorf("exec: %w", sdkErr(err))
 	}
 	return info.ExitCode, nil
 }

@@ -10,9 +10,7 @@ import (
 	"strings"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	dcontainer "github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -67,15 +65,6 @@ func errUnreachable(err error) error {
 		Hint("git sandbox doctor checks the whole set-up")
 }
 
-// IsConflict reports whether err says the container is not in a state that
-// allows the request (not running, already paused).
-func IsConflict(err error) bool { return cerrdefs.IsConflict(err) }
-
-// IsNotFound reports whether err says a container or image does not exist.
-func IsNotFound(err error) bool {
-	return cerrdefs.IsNotFound(err)
-}
-
 // Create creates the container described by spec and returns its id.
 func (d *Docker) Create(ctx context.Context, spec *Spec) (string, error) {
 	if err := spec.Validate(); err != nil {
@@ -84,7 +73,8 @@ func (d *Docker) Create(ctx context.Context, spec *Spec) (string, error) {
 	cfg, hc := spec.Docker()
 	resp, err := d.api.ContainerCreate(ctx, cfg, hc, nil, nil, spec.Name)
 	if err != nil {
-		if cerrdefs.IsConflict(err) {
+		err = sdkErr(err)
+		if IsConflict(err) {
 			return "", usererr.Wrap(err, "a container named %s already exists", spec.Name).
 				Hint("remove it with docker rm -f %s if it is left over", spec.Name)
 		}
@@ -99,7 +89,7 @@ func (d *Docker) Create(ctx context.Context, spec *Spec) (string, error) {
 // Start starts a created or stopped container.
 func (d *Docker) Start(ctx context.Context, id string) error {
 	if err := d.api.ContainerStart(ctx, id, dcontainer.StartOptions{}); err != nil {
-		return fmt.Errorf("start container: %w", err)
+		return fmt.Errorf("start container: %w", sdkErr(err))
 	}
 	return nil
 }
@@ -107,7 +97,7 @@ func (d *Docker) Start(ctx context.Context, id string) error {
 // Stop stops a container, killing it after timeout.
 func (d *Docker) Stop(ctx context.Context, id string, timeout time.Duration) error {
 	secs := int(timeout.Seconds())
-	if err := d.api.ContainerStop(ctx, id, dcontainer.StopOptions{Timeout: &secs}); err != nil && !IsNotFound(err) {
+	if err := sdkErr(d.api.ContainerStop(ctx, id, dcontainer.StopOptions{Timeout: &secs})); err != nil && !IsNotFound(err) {
 		return fmt.Errorf("stop container: %w", err)
 	}
 	return nil
@@ -115,13 +105,16 @@ func (d *Docker) Stop(ctx context.Context, id string, timeout time.Duration) err
 
 // Kill sends a signal to the container's main process.
 func (d *Docker) Kill(ctx context.Context, id, signal string) error {
-	return d.api.ContainerKill(ctx, id, signal)
+	if err := d.api.ContainerKill(ctx, id, signal); err != nil {
+		return fmt.Errorf("kill container: %w", sdkErr(err))
+	}
+	return nil
 }
 
 // Pause freezes every process of a container (cgroup freezer).
 func (d *Docker) Pause(ctx context.Context, id string) error {
 	if err := d.api.ContainerPause(ctx, id); err != nil {
-		return fmt.Errorf("pause container: %w", err)
+		return fmt.Errorf("pause container: %w", sdkErr(err))
 	}
 	return nil
 }
@@ -129,14 +122,14 @@ func (d *Docker) Pause(ctx context.Context, id string) error {
 // Unpause thaws a paused container.
 func (d *Docker) Unpause(ctx context.Context, id string) error {
 	if err := d.api.ContainerUnpause(ctx, id); err != nil {
-		return fmt.Errorf("unpause container: %w", err)
+		return fmt.Errorf("unpause container: %w", sdkErr(err))
 	}
 	return nil
 }
 
 // Remove force-removes a container; a missing one is not an error.
 func (d *Docker) Remove(ctx context.Context, id string) error {
-	err := d.api.ContainerRemove(ctx, id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true})
+	err := sdkErr(d.api.ContainerRemove(ctx, id, dcontainer.RemoveOptions{Force: true, RemoveVolumes: true}))
 	if err != nil && !IsNotFound(err) {
 		return fmt.Errorf("remove container: %w", err)
 	}
@@ -168,7 +161,7 @@ type State struct {
 func (d *Docker) Inspect(ctx context.Context, id string) (*State, error) {
 	info, err := d.api.ContainerInspect(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, sdkErr(err)
 	}
 	st := &State{ID: info.ID, Name: strings.TrimPrefix(info.Name, "/")}
 	if info.State != nil {
@@ -196,13 +189,9 @@ func (d *Docker) Inspect(ctx context.Context, id string) (*State, error) {
 
 // List returns the containers carrying every given label (key=value).
 func (d *Docker) List(ctx context.Context, labels ...string) ([]State, error) {
-	f := filters.NewArgs(filters.Arg("label", LabelManaged))
-	for _, l := range labels {
-		f.Add("label", l)
-	}
-	list, err := d.api.ContainerList(ctx, dcontainer.ListOptions{All: true, Filters: f})
+	list, err := d.api.ContainerList(ctx, dcontainer.ListOptions{All: true, Filters: managedFilter(labels)})
 	if err != nil {
-		return nil, fmt.Errorf("list containers: %w", err)
+		return nil, fmt.Errorf("list containers: %w", sdkErr(err))
 	}
 	out := make([]State, 0, len(list))
 	for _, c := range list {
@@ -233,11 +222,27 @@ func exitCodeOf(status string) (int, bool) {
 	return code, err == nil
 }
 
+// WaitCondition says which exit WaitExit waits for.
+type WaitCondition string
+
+// Wait conditions.
+const (
+	// WaitNextExit waits for the next time the container stops; call
+	// WaitExit before Start so a fast exit is not missed.
+	WaitNextExit WaitCondition = "next-exit"
+	// WaitNotRunning returns at once for a container that is not running.
+	WaitNotRunning WaitCondition = "not-running"
+)
+
 // WaitExit returns a channel that yields the container's exit code once it
 // stops. Call it before Start to never miss a fast exit.
-func (d *Docker) WaitExit(ctx context.Context, id string, cond dcontainer.WaitCondition) <-chan WaitResult {
+func (d *Docker) WaitExit(ctx context.Context, id string, cond WaitCondition) <-chan WaitResult {
 	out := make(chan WaitResult, 1)
-	respC, errC := d.api.ContainerWait(ctx, id, cond)
+	dcond := dcontainer.WaitConditionNotRunning
+	if cond == WaitNextExit {
+		dcond = dcontainer.WaitConditionNextExit
+	}
+	respC, errC := d.api.ContainerWait(ctx, id, dcond)
 	go func() {
 		select {
 		case r := <-respC:
@@ -247,7 +252,7 @@ func (d *Docker) WaitExit(ctx context.Context, id string, cond dcontainer.WaitCo
 			}
 			out <- WaitResult{Code: int(r.StatusCode)}
 		case err := <-errC:
-			out <- WaitResult{Code: -1, Err: err}
+			out <- WaitResult{Code: -1, Err: sdkErr(err)}
 		}
 	}()
 	return out
@@ -259,17 +264,43 @@ type WaitResult struct {
 	Err  error
 }
 
-// Logs writes the container's output to stdout and stderr; follow keeps
-// streaming until the container stops or ctx ends.
-func (d *Docker) Logs(ctx context.Context, id string, tty, follow bool, tail string, stdout, stderr io.Writer) error {
+// LogsOptions select a container's output.
+type LogsOptions struct {
+	// Follow keeps streaming until the container stops or ctx ends.
+	Follow bool
+	// Tail is how many lines from the end: "all" or a number.
+	Tail string
+	// Stdout and Stderr receive the output (a container with a terminal
+	// has one stream, written to Stdout).
+	Stdout, Stderr io.Writer
+}
+
+// Logs writes the container's output.
+func (d *Docker) Logs(ctx context.Context, id string, o LogsOptions) error {
+	// The stream is multiplexed unless the container has a terminal.
+	info, err := d.api.ContainerInspect(ctx, id)
+	if err != nil {
+		return fmt.Errorf("container logs: %w", sdkErr(err))
+	}
+	tail := o.Tail
+	if tail == "" {
+		tail = "all"
+	}
 	rc, err := d.api.ContainerLogs(ctx, id, dcontainer.LogsOptions{
-		ShowStdout: true, ShowStderr: true, Follow: follow, Tail: tail,
+		ShowStdout: true, ShowStderr: true, Follow: o.Follow, Tail: tail,
 	})
 	if err != nil {
-		return fmt.Errorf("container logs: %w", err)
+		return fmt.Errorf("container logs: %w", sdkErr(err))
 	}
 	defer rc.Close()
-	if tty {
+	stdout, stderr := o.Stdout, o.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	if info.Config != nil && info.Config.Tty {
 		_, err = io.Copy(stdout, rc)
 	} else {
 		_, err = stdcopy.StdCopy(stdout, stderr, rc)

@@ -45,6 +45,7 @@ type BuildOptions struct {
 // ImageExists reports whether an image is present locally.
 func (d *Docker) ImageExists(ctx context.Context, ref string) (bool, error) {
 	_, err := d.api.ImageInspect(ctx, ref)
+	err = sdkErr(err)
 	if err == nil {
 		return true, nil
 	}
@@ -133,7 +134,7 @@ func (d *Docker) ImageAgents(ctx context.Context, image string) ([]string, error
 		Image:   image,
 		Argv:    []string{"cat", "/etc/git-sandbox-agents"},
 		User:    "65534:65534",
-		Network: "none",
+		Network: NetworkNone,
 		Limits:  Limits{Pids: 16, MemoryBytes: 64 << 20},
 		Labels:  map[string]string{LabelManaged: "1", LabelRole: "probe"},
 	}
@@ -143,7 +144,7 @@ func (d *Docker) ImageAgents(ctx context.Context, image string) ([]string, error
 		return nil, err
 	}
 	defer d.Remove(context.WithoutCancel(ctx), id)
-	waitC := d.WaitExit(ctx, id, "next-exit")
+	waitC := d.WaitExit(ctx, id, WaitNextExit)
 	if err := d.Start(ctx, id); err != nil {
 		return nil, err
 	}
@@ -151,7 +152,7 @@ func (d *Docker) ImageAgents(ctx context.Context, image string) ([]string, error
 		return nil, fmt.Errorf("read the image's agent list: exit %d %v", res.Code, res.Err)
 	}
 	var out bytes.Buffer
-	if err := d.Logs(ctx, id, false, false, "all", &out, io.Discard); err != nil {
+	if err := d.Logs(ctx, id, LogsOptions{Tail: "all", Stdout: &out}); err != nil {
 		return nil, err
 	}
 	return strings.Fields(out.String()), nil

@@ -1,8 +1,13 @@
 // Package container owns everything git sandbox does with the Docker Engine,
-// through its Go SDK: the run spec (mounts, hardening, labels) built as data
-// first, then image builds, create, start, attach, logs, exec, wait, stop and
-// remove. The API version is negotiated, so Engine API 1.41 (Docker 20.10)
-// and current engines both work.
+// through its Go SDK: the run spec (mounts, hardening, labels, network
+// mode) built as data first, then image builds, create, start, attach,
+// logs, exec, wait, stop and remove, container events, volumes and
+// networks. It also defines the engine-neutral vocabulary every backend
+// speaks (Spec, State, Streams, WaitCondition, Event, ErrNotFound,
+// ErrConflict), so callers depend on an interface of their own
+// (sandbox.Engine) and never on Docker types. The API version is
+// negotiated, so Engine API 1.41 (Docker 20.10) and current engines both
+// work.
 package container
 
 import (
@@ -75,7 +80,7 @@ type Spec struct {
 	Labels     map[string]string `json:"labels"`
 	Mounts     []Mount           `json:"mounts"`
 	Limits     Limits            `json:"limits"`
-	Network    string            `json:"network"`
+	Network    NetworkMode       `json:"network"`
 	Runtime    string            `json:"runtime,omitempty"`
 	TTY        bool              `json:"tty"`
 	OpenStdin  bool              `json:"open_stdin"`
@@ -101,8 +106,8 @@ func (s *Spec) Harden() {
 
 // Validate refuses a spec that would break the isolation guarantees.
 func (s *Spec) Validate() error {
-	if s.Network != "none" && s.Network != "bridge" {
-		return fmt.Errorf("network %q: only none and bridge are allowed", s.Network)
+	if err := s.Network.Validate(); err != nil {
+		return err
 	}
 	if s.User == "" {
 		return fmt.Errorf("container user missing: sandboxes run as the invoking user")
@@ -147,7 +152,7 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 	pids := s.Limits.Pids
 	init := s.Init
 	hc := &dcontainer.HostConfig{
-		NetworkMode: dcontainer.NetworkMode(s.Network),
+		NetworkMode: dockerNetworkMode(s.Network),
 		CapDrop:     s.CapDrop,
 		SecurityOpt: s.Security,
 		Runtime:     s.Runtime,
@@ -172,6 +177,16 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 		})
 	}
 	return cfg, hc
+}
+
+// dockerNetworkMode is what a mode means to Docker.
+func dockerNetworkMode(m NetworkMode) dcontainer.NetworkMode {
+	switch m {
+	case NetworkBridge:
+		return dcontainer.NetworkMode("bridge")
+	default:
+		return dcontainer.NetworkMode("none")
+	}
 }
 
 var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)

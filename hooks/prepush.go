@@ -129,7 +129,7 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 	if len(todo) == 0 {
 		return nil, nil
 	}
-	d, err := env.Docker(ctx)
+	d, err := env.Engine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 		p.Infof("verifying %s (%s) before the push: %s", termsafe.String(u.LocalRef), u.LocalSHA[:12], termsafe.String(cfg.Verify))
 		var output strings.Builder
 		code, err := verify.Run(ctx, verify.Options{
-			Docker:    d,
+			Engine:    d,
 			CommonDir: env.Repo.CommonDir,
 			Tree:      u.LocalSHA,
 			Command:   cfg.Verify,

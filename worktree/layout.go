@@ -67,8 +67,27 @@ func (l Layout) Record(branch string) string { return filepath.Join(l.Dir(branch
 // Lock serialises what reads or writes one sandbox's files from the host —
 // snapshots, restores into the worktree — with starts of its container, so
 // a snapshot that found the container stopped is done reading before the
-// agent runs again. Record writes take their own lock, Lock + ".record".
+// agent runs again. Record writes take their own lock, RecordLock.
 func (l Layout) Lock(branch string) string { return filepath.Join(l.Dir(branch), "lock") }
+
+// RecordLock serialises changes of the sandbox's record.
+func (l Layout) RecordLock(branch string) string { return l.Lock(branch) + ".record" }
+
+// SupervisorLock is held by the one supervisor of the sandbox.
+func (l Layout) SupervisorLock(branch string) string {
+	return filepath.Join(l.Dir(branch), "supervisor.lock")
+}
+
+// VerifyLock serialises verify runs of the sandbox.
+func (l Layout) VerifyLock(branch string) string {
+	return filepath.Join(l.Dir(branch), "verify.lock")
+}
+
+// VerifyDir is the scratch directory a verify run exports its tree into;
+// it is removed after each run.
+func (l Layout) VerifyDir(branch string) string {
+	return filepath.Join(l.Dir(branch), "verify")
+}
 
 // RescueIndex is the private index snapshots are written through.
 func (l Layout) RescueIndex(branch string) string {

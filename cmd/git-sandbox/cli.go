@@ -159,6 +159,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, Summary: true}),
 		kong.Help(helpWithExitStatus),
 		helpVars(),
+		networkVars(),
 	)
 	if err != nil {
 		p.Error(err)

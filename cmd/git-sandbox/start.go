@@ -3,8 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
+	"github.com/alecthomas/kong"
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -23,7 +26,7 @@ type StartCmd struct {
 	Detach  bool     `short:"d" help:"Return at once; the agent runs in the background."`
 	Env     []string `short:"e" help:"Pass an environment variable: KEY (the host's value) or KEY=VALUE." placeholder:"KEY[=VAL]"`
 	Image   string   `help:"Container image (default from config: ${default_image})."`
-	Network string   `help:"Container network: none or bridge (default from config: bridge)." enum:",none,bridge" default:""`
+	Network string   `help:"Container network: ${network_modes} (default from config: ${network_default})." enum:",${network_enum}" default:""`
 	Runtime string   `help:"OCI runtime, such as runsc or kata-runtime."`
 	Memory  string   `help:"Memory limit, such as 4g."`
 	CPUs    float64  `name:"cpus" help:"CPU limit, such as 1.5."`
@@ -142,4 +145,18 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 		fmt.Fprintf(w, "    %s=%s\n", k, termsafe.String(s.Labels[k]))
 	}
 	return nil
+}
+
+// networkVars names the network modes in start's help and its flag's enum,
+// from the one list the container package keeps.
+func networkVars() kong.Vars {
+	var names []string
+	for _, m := range container.NetworkModes() {
+		names = append(names, string(m))
+	}
+	return kong.Vars{
+		"network_modes":   container.NetworkModeNames(),
+		"network_default": string(config.Defaults().Network),
+		"network_enum":    strings.Join(names, ","),
+	}
 }

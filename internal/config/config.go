@@ -23,6 +23,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/docker/go-units"
 
+	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -65,8 +66,8 @@ type Config struct {
 	Setup string `toml:"setup"`
 	// Verify is the definition of done, run in a fresh container.
 	Verify string `toml:"verify"`
-	// Network is "none" or "bridge".
-	Network string `toml:"network"`
+	// Network is the container network (container.NetworkModes).
+	Network container.NetworkMode `toml:"network"`
 	// Runtime is an optional OCI runtime such as runsc or kata-runtime.
 	Runtime string `toml:"runtime"`
 	// Env lists host environment variables passed to the agent (KEY or KEY=VALUE).
@@ -152,7 +153,7 @@ func Defaults() Config {
 		Agent:     "claude",
 		Image:     DefaultImage(),
 		BaseImage: DefaultBaseImage,
-		Network:   "bridge",
+		Network:   container.NetworkBridge,
 		Limits: Limits{
 			Memory: "8g",
 			CPUs:   float64(runtime.NumCPU()),
@@ -215,8 +216,12 @@ func Load(repoDir string) (*Loaded, error) {
 	}
 	if ok {
 		l.RepoFile = p
-		if repo.Network != "" && repo.Network != "none" && repo.Network != l.Network {
-			return nil, usererr.New("%s sets \"network\" = %q: a repository's config may only tighten the network to \"none\"", p, repo.Network).
+		if repo.Network != "" && repo.Network.Validate() != nil {
+			return nil, usererr.New("%s sets \"network\" = %q: must be %s", p, repo.Network, container.NetworkModeNames()).
+				Hint("host networking is never offered: it would give the agent the host's services")
+		}
+		if repo.Network != "" && !repo.Network.AtMostAsOpenAs(l.Network) {
+			return nil, usererr.New("%s sets \"network\" = %q: a repository's config may only tighten the network (%s, most closed first)", p, repo.Network, container.NetworkModeNames()).
 				Hint("only your own config (%s) or --network can open the network", UserPath())
 		}
 		l.applyRepo(repo)
@@ -298,8 +303,8 @@ func (l *Loaded) applyRepo(r Config) {
 	set(&l.Image, r.Image)
 	set(&l.Setup, r.Setup)
 	set(&l.Verify, r.Verify)
-	if r.Network == "none" {
-		l.Network = "none"
+	if r.Network != "" && r.Network.AtMostAsOpenAs(l.Network) {
+		l.Network = r.Network
 	}
 	if r.Limits.Memory != "" {
 		if tighterMemory(r.Limits.Memory, l.Limits.Memory) {
@@ -352,8 +357,8 @@ func (l *Loaded) validate(file string) error {
 	if where == "" {
 		where = "configuration"
 	}
-	if l.Network != "none" && l.Network != "bridge" {
-		return usererr.New("%s: network = %q: must be \"none\" or \"bridge\"", where, l.Network).
+	if l.Network.Validate() != nil {
+		return usererr.New("%s: \"network\" = %q: must be %s", where, l.Network, container.NetworkModeNames()).
 			Hint("host networking is never offered: it would give the agent the host's services")
 	}
 	if _, err := MemoryBytes(l.Limits.Memory); err != nil {

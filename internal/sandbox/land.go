@@ -221,7 +221,7 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 		_, err = s.Snapshotter().Restamp(ctx, rescue.ReasonLand)
 		return res, err
 	}
-	d, err := s.env.Docker(ctx)
+	d, err := s.env.Engine(ctx)
 	if err != nil {
 		return res, err
 	}

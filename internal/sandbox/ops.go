@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	dcontainer "github.com/docker/docker/api/types/container"
-
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/record"
@@ -58,7 +56,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 	}
 	byName := map[string]container.State{}
 	dockerUp := false
-	if d, err := e.Docker(ctx); err == nil {
+	if d, err := e.Engine(ctx); err == nil {
 		list, err := d.List(ctx, container.LabelRepo+"="+e.Repo.ID)
 		if err == nil {
 			dockerUp = true
@@ -135,10 +133,10 @@ func (e *Env) rescueTips(ctx context.Context) map[string]tip {
 	return out
 }
 
-// existing connects to Docker and returns the sandbox's container, which
+// existing connects to the engine and returns the sandbox's container, which
 // must exist.
-func (s *Sandbox) existing(ctx context.Context) (*container.Docker, *container.State, error) {
-	d, err := s.env.Docker(ctx)
+func (s *Sandbox) existing(ctx context.Context) (Engine, *container.State, error) {
+	d, err := s.env.Engine(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -172,7 +170,7 @@ func (s *Sandbox) Wait(ctx context.Context, timeout time.Duration) (int, error) 
 		wctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	res := <-d.WaitExit(wctx, s.Container, dcontainer.WaitConditionNotRunning)
+	res := <-d.WaitExit(wctx, s.Container, container.WaitNotRunning)
 	if res.Err != nil {
 		if errors.Is(wctx.Err(), context.DeadlineExceeded) {
 			return -1, usererr.New("sandbox %s is still running after %s", s.Display(), timeout).
@@ -201,7 +199,7 @@ func (s *Sandbox) Running(ctx context.Context) (bool, error) {
 
 // Stop stops the agent's container and takes a snapshot.
 func (s *Sandbox) Stop(ctx context.Context, timeout time.Duration) (*rescue.Taken, error) {
-	d, err := s.env.Docker(ctx)
+	d, err := s.env.Engine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +231,7 @@ type RemoveOptions struct {
 // repository and state. A final snapshot is taken first, and the rescue
 // chain stays until pruned.
 func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, error) {
-	d, err := s.env.Docker(ctx)
+	d, err := s.env.Engine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +276,7 @@ func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, e
 }
 
 // teardown removes everything of the sandbox except its snapshot refs.
-func (s *Sandbox) teardown(ctx context.Context, d *container.Docker) error {
+func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 	ctx = context.WithoutCancel(ctx)
 	g := s.env.Git()
 	var errs []error
@@ -314,11 +312,11 @@ func (s *Sandbox) teardown(ctx context.Context, d *container.Docker) error {
 
 // Logs writes the agent's output.
 func (s *Sandbox) Logs(ctx context.Context, follow bool, tail string, stdout, stderr io.Writer) error {
-	d, st, err := s.existing(ctx)
+	d, _, err := s.existing(ctx)
 	if err != nil {
 		return err
 	}
-	return d.Logs(ctx, s.Container, st.TTY, follow, tail, stdout, stderr)
+	return d.Logs(ctx, s.Container, container.LogsOptions{Follow: follow, Tail: tail, Stdout: stdout, Stderr: stderr})
 }
 
 // Attach connects the terminal to the running agent.

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,23 +10,14 @@ import (
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/version"
+	"github.com/git-sandbox/git-sandbox/worktree"
 )
-
-// setupMarker is created inside the container (outside /workspace) once the
-// setup command succeeded, so a restarted container goes straight to the agent.
-const setupMarker = "/var/tmp/.git-sandbox-setup-done"
-
-// setupScript runs the setup command on the container's first start and
-// exits; every later start executes the agent ("$@").
-const setupScript = `if [ ! -e ` + setupMarker + ` ]; then
-  /bin/sh -c "$GIT_SANDBOX_SETUP" || exit $?
-  : > ` + setupMarker + `
-  exit 0
-fi
-unset GIT_SANDBOX_SETUP
-exec "$@"`
 
 // PlanInput is everything a container spec is derived from.
 type PlanInput struct {
@@ -48,7 +41,7 @@ type PlanInput struct {
 	HostHooks     string
 	AgentHome     string
 	ExtraMounts   []config.Mount
-	Network       string
+	Network       container.NetworkMode
 	Runtime       string
 	Memory        string
 	CPUs          float64
@@ -180,4 +173,210 @@ func alternates(objects string) []string {
 		out = append(out, filepath.Clean(line))
 	}
 	return out
+}
+
+// Plan is what start will do, printed by --dry-run (as Redacted returns
+// it).
+type Plan struct {
+	Branch        string          `json:"branch"`
+	Base          string          `json:"base"`
+	BaseCommit    string          `json:"base_commit"`
+	Worktree      string          `json:"worktree"`
+	PrivateGitDir string          `json:"private_git_dir"`
+	Record        string          `json:"record"`
+	Carry         bool            `json:"carry"`
+	Setup         string          `json:"setup,omitempty"`
+	Verify        string          `json:"verify,omitempty"`
+	Detach        bool            `json:"detach"`
+	Interval      string          `json:"rescue_interval"`
+	Container     *container.Spec `json:"container"`
+
+	// passed names the variables passed from the host, whose values
+	// Redacted hides.
+	passed []string
+}
+
+// plan checks everything that can be checked before anything is created
+// and computes the container spec.
+func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agent.Adapter, error) {
+	g := e.Git()
+	l := e.Layout
+	if _, err := g.RevParse(ctx, "refs/heads/"+o.Branch); !errors.Is(err, gitcmd.ErrNotExist) {
+		if err != nil {
+			return nil, agent.Task{}, nil, err
+		}
+		return nil, agent.Task{}, nil, usererr.New("branch %s already exists and is not a sandbox", termsafe.String(o.Branch)).
+			Hint("choose another name, or rename the branch first (git branch -m %s NEW)", termsafe.String(o.Branch))
+	}
+	wt := l.Worktree(o.Branch)
+	if _, err := os.Lstat(wt); err == nil {
+		return nil, agent.Task{}, nil, usererr.New("worktree path %s is already taken", wt).
+			Hint("a sandbox of that name was not cleaned up; move the directory away or remove it, then start again")
+	}
+	agentName := o.Agent
+	if agentName == "" {
+		agentName = e.Config.Agent
+	}
+	adapter, err := agent.Get(agentName)
+	if err != nil {
+		return nil, agent.Task{}, nil, err
+	}
+	task := agent.Task{Prompt: o.Prompt, Args: o.Args, Terminal: o.IO.StdinIsTerminal}
+	argv, err := adapter.Argv(task)
+	if err != nil {
+		return nil, task, nil, usererr.Wrap(err, "%v", err)
+	}
+	interactive := adapter.Interactive(task)
+	if interactive && !o.IO.StdinIsTerminal && !o.Detach {
+		return nil, task, nil, agent.NeedTerminal(adapter.Name())
+	}
+	base, baseCommit, err := e.resolveBase(ctx, o.Base)
+	if err != nil {
+		return nil, task, nil, err
+	}
+	if o.Carry {
+		if err := e.checkCarry(ctx, baseCommit); err != nil {
+			return nil, task, nil, err
+		}
+	}
+	env, err := resolveEnv(append(append([]string{}, e.Config.Env...), o.Env...))
+	if err != nil {
+		return nil, task, nil, err
+	}
+	image := firstNonEmpty(o.Image, e.Config.Image)
+	network := e.Config.Network
+	if o.Network != "" {
+		if network, err = container.ParseNetworkMode(o.Network); err != nil {
+			return nil, task, nil, usererr.New("--%v", err).
+				Hint("host networking is never offered: it would give the agent the host's services")
+		}
+	}
+	hooksDir, _, err := e.Repo.HooksDir(ctx)
+	if err != nil {
+		return nil, task, nil, err
+	}
+	tty := o.IO.StdinIsTerminal && !o.Detach || interactive && o.Detach
+	openStdin := tty || (!o.Detach && o.IO.StdinIsPipe)
+	verify := firstNonEmpty(o.Verify, e.Config.Verify)
+	in := PlanInput{
+		Name:          container.Name(e.Repo.ID, e.Repo.Name, o.Branch),
+		Image:         image,
+		Branch:        o.Branch,
+		RepoID:        e.Repo.ID,
+		Base:          base,
+		Agent:         adapter.Name(),
+		Prompt:        o.Prompt,
+		Verify:        verify,
+		Setup:         e.Config.Setup,
+		Argv:          argv,
+		AgentEnv:      adapter.Env(),
+		UserEnv:       env,
+		Worktree:      wt,
+		Gitfile:       l.Gitfile(o.Branch),
+		PrivateGitDir: l.PrivateGitDir(o.Branch),
+		HostObjects:   e.Repo.ObjectsDir(),
+		HostHooks:     hooksDir,
+		AgentHome:     l.AgentHome(adapter.Name()),
+		ExtraMounts:   e.Config.Mounts,
+		Network:       network,
+		Runtime:       firstNonEmpty(o.Runtime, e.Config.Runtime),
+		Memory:        firstNonEmpty(o.Memory, e.Config.Limits.Memory),
+		CPUs:          firstPositive(o.CPUs, e.Config.Limits.CPUs),
+		Pids:          int64(firstPositive(float64(o.Pids), float64(e.Config.Limits.Pids))),
+		TTY:           tty,
+		OpenStdin:     openStdin,
+		UID:           os.Getuid(),
+		GID:           os.Getgid(),
+	}
+	spec, err := BuildSpec(in)
+	if err != nil {
+		return nil, task, nil, err
+	}
+	return &Plan{
+		Branch:        o.Branch,
+		Base:          base,
+		BaseCommit:    baseCommit,
+		Worktree:      wt,
+		PrivateGitDir: in.PrivateGitDir,
+		Record:        l.Record(o.Branch),
+		Carry:         o.Carry,
+		Setup:         in.Setup,
+		Verify:        verify,
+		Detach:        o.Detach,
+		Interval:      e.Config.Rescue.Interval.String(),
+		Container:     spec,
+		passed:        envNames(env),
+	}, task, adapter, nil
+}
+
+// resolveBase returns the branch work lands on and the commit the sandbox
+// starts at. Without --base it is the current branch.
+func (e *Env) resolveBase(ctx context.Context, base string) (name, commit string, err error) {
+	g := e.Git()
+	if base == "" {
+		cur, err := worktree.CurrentBranch(ctx, e.Repo.GitAt(e.Repo.GitDir, e.Repo.WorkTree))
+		if err != nil {
+			return "", "", err
+		}
+		if cur == "" {
+			return "", "", usererr.New("HEAD is detached: there is no current branch to start from").
+				Hint("name the branch the work should land on with --base BRANCH")
+		}
+		base = cur
+	}
+	if strings.HasPrefix(base, "-") {
+		return "", "", usererr.New("base %s is not a commit in this repository", termsafe.String(base))
+	}
+	id, err := g.PeelToCommit(ctx, base)
+	if errors.Is(err, gitcmd.ErrNotExist) {
+		return "", "", usererr.New("base %s is not a commit in this repository", termsafe.String(base)).
+			Hint("give --base an existing branch (git branch lists them)")
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("read base %s: %w", termsafe.String(base), err)
+	}
+	if full, err := g.SymbolicFullName(ctx, base); err == nil && strings.HasPrefix(full, "refs/heads/") {
+		return strings.TrimPrefix(full, "refs/heads/"), id.String(), nil
+	}
+	// A tag, remote-tracking branch or commit: work starts there, and land
+	// then needs --onto to know where it goes.
+	return "", id.String(), nil
+}
+
+// resolveEnv turns -e KEY[=VALUE] into KEY=VALUE; a bare KEY takes the
+// host's value and is skipped when unset.
+func resolveEnv(specs []string) ([]string, error) {
+	var out []string
+	for _, s := range specs {
+		k, v, hasValue := strings.Cut(s, "=")
+		if k == "" || strings.ContainsAny(k, " \t\n\x00") {
+			return nil, usererr.New("-e %q: not a variable name", s)
+		}
+		if !hasValue {
+			var ok bool
+			if v, ok = os.LookupEnv(k); !ok {
+				continue
+			}
+		}
+		out = append(out, k+"="+v)
+	}
+	return out, nil
+}
+
+func firstNonEmpty(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func firstPositive(vals ...float64) float64 {
+	for _, v := range vals {
+		if v > 0 {
+			return v
+		}
+	}
+	return 0
 }

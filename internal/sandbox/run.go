@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 	"time"
-
-	dcontainer "github.com/docker/docker/api/types/container"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
@@ -23,7 +20,7 @@ import (
 // what was installed outside /workspace; a container that is gone is an
 // error that says how to recover the work.
 func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartResult, error) {
-	d, err := e.Docker(ctx)
+	d, err := e.Engine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +68,7 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 // attached, it streams the agent until it exits and returns its exit code.
 // Either way a supervisor process takes periodic snapshots, so work is
 // saved even if this process is killed.
-func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach bool, io IO) (int, error) {
+func (e *Env) run(ctx context.Context, d Engine, sb *Sandbox, detach bool, io IO) (int, error) {
 	st, err := d.Inspect(ctx, sb.Container)
 	if err != nil {
 		return -1, fmt.Errorf("inspect container: %w", err)
@@ -81,7 +78,7 @@ func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach 
 		if err := e.startLocked(ctx, d, sb); err != nil {
 			return -1, err
 		}
-		if err := e.spawnSupervisor(sb.Branch); err != nil {
+		if err := e.superviseInBackground(sb.Branch); err != nil {
 			e.UI.Warnf("no supervisor, so no periodic snapshots: %v", err)
 		}
 		return 0, nil
@@ -94,7 +91,7 @@ func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach 
 	if openStdin && (io.StdinIsTerminal || io.StdinIsPipe) {
 		streams.Stdin = io.Stdin
 	}
-	waitC := d.WaitExit(ctx, sb.Container, dcontainer.WaitConditionNextExit)
+	waitC := d.WaitExit(ctx, sb.Container, container.WaitNextExit)
 	pump, err := d.Attach(ctx, sb.Container, streams)
 	if err != nil {
 		return -1, err
@@ -102,7 +99,7 @@ func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach 
 	if err := e.startLocked(ctx, d, sb); err != nil {
 		return -1, err
 	}
-	if err := e.spawnSupervisor(sb.Branch); err != nil {
+	if err := e.superviseInBackground(sb.Branch); err != nil {
 		e.UI.Warnf("no supervisor, so no periodic snapshots: %v", err)
 	}
 	stopSignals := forwardSignals(ctx, d, sb.Container, tty)
@@ -121,7 +118,7 @@ func (e *Env) run(ctx context.Context, d *container.Docker, sb *Sandbox, detach 
 // startLocked starts the container under the sandbox's snapshot lock: a
 // snapshot that found the container stopped (and so did not pause it) is
 // done reading before the agent runs again.
-func (e *Env) startLocked(ctx context.Context, d *container.Docker, sb *Sandbox) error {
+func (e *Env) startLocked(ctx context.Context, d Engine, sb *Sandbox) error {
 	unlock, err := record.Lock(e.Layout.Lock(sb.Branch))
 	if err != nil {
 		return err
@@ -134,7 +131,7 @@ func (e *Env) startLocked(ctx context.Context, d *container.Docker, sb *Sandbox)
 // terminal carries them (with a terminal, Ctrl-C is a keystroke the agent
 // receives itself). The agent decides what they mean; this process waits
 // for it to exit and takes the exit snapshot as usual.
-func forwardSignals(ctx context.Context, d *container.Docker, id string, tty bool) func() {
+func forwardSignals(ctx context.Context, d Engine, id string, tty bool) func() {
 	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 	if tty {
 		sigs = sigs[1:]
@@ -150,6 +147,15 @@ func forwardSignals(ctx context.Context, d *container.Docker, id string, tty boo
 
 // SupervisorCommand is the hidden command name that runs Supervise.
 const SupervisorCommand = "__supervise"
+
+// superviseInBackground starts the supervisor of a sandbox whose agent was
+// just started.
+func (e *Env) superviseInBackground(branch string) error {
+	if e.spawn != nil {
+		return e.spawn(branch)
+	}
+	return e.spawnSupervisor(branch)
+}
 
 // spawnSupervisor starts the supervisor as its own session, detached from
 // this process and its terminal, so it outlives an attached start that is
@@ -178,7 +184,7 @@ func (e *Env) spawnSupervisor(branch string) error {
 // and a last one when it exits. Only one supervisor runs per sandbox; a
 // second one waits for the first to finish.
 func (e *Env) Supervise(ctx context.Context, branch string, interval time.Duration) error {
-	unlock, err := record.Lock(filepath.Join(e.Layout.Dir(branch), "supervisor.lock"))
+	unlock, err := record.Lock(e.Layout.SupervisorLock(branch))
 	if err != nil {
 		return err
 	}
@@ -187,7 +193,7 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	if err != nil {
 		return err
 	}
-	d, err := e.Docker(ctx)
+	d, err := e.Engine(ctx)
 	if err != nil {
 		return err
 	}
@@ -200,7 +206,7 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 		_, serr := snap.Take(ctx, rescue.ReasonExit)
 		return errors.Join(err, serr)
 	}
-	waitC := d.WaitExit(ctx, sb.Container, dcontainer.WaitConditionNotRunning)
+	waitC := d.WaitExit(ctx, sb.Container, container.WaitNotRunning)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {

@@ -27,18 +27,28 @@ import (
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
-// Env is what every operation works with. Docker is connected lazily: ps
-// and rescue work while the daemon is down.
+// Env is what every operation works with. The engine is connected
+// lazily: ps and rescue work while the daemon is down.
 type Env struct {
 	Repo   *worktree.Repo
 	Layout worktree.Layout
 	Config *config.Loaded
 	// UI receives every message, warning and trace line.
 	UI *ui.Printer
+	// Connect reaches the container engine on first use; nil means the
+	// Docker daemon from the environment. Tests put a fake here.
+	Connect func(ctx context.Context) (Engine, error)
 
-	dockerOnce sync.Once
-	docker     *container.Docker
-	dockerErr  error
+	engineOnce sync.Once
+	engine     Engine
+	engineErr  error
+
+	// spawn starts the supervisor (spawnSupervisor when nil; tests, whose
+	// executable is not git-sandbox, record the call instead).
+	spawn func(branch string) error
+	// failStep, when set, is asked after each step of create whether to
+	// fail there (tests of the rollback).
+	failStep func(step string) error
 }
 
 // NewEnv builds an Env for the repository.
@@ -54,16 +64,22 @@ func NewEnv(repo *worktree.Repo, cfg *config.Loaded, stateRoot string, p *ui.Pri
 	}
 }
 
-// Docker connects to the daemon on first use.
-func (e *Env) Docker(ctx context.Context) (*container.Docker, error) {
-	e.dockerOnce.Do(func() { e.docker, e.dockerErr = container.Connect(ctx) })
-	return e.docker, e.dockerErr
+// Engine connects to the container engine on first use.
+func (e *Env) Engine(ctx context.Context) (Engine, error) {
+	e.engineOnce.Do(func() {
+		connect := e.Connect
+		if connect == nil {
+			connect = connectDocker
+		}
+		e.engine, e.engineErr = connect(ctx)
+	})
+	return e.engine, e.engineErr
 }
 
-// Close releases the Docker client.
+// Close releases the engine's connection.
 func (e *Env) Close() {
-	if e.docker != nil {
-		e.docker.Close()
+	if e.engine != nil {
+		e.engine.Close()
 	}
 }
 
@@ -156,7 +172,7 @@ func (e *Env) freezer(name string) func(ctx context.Context) (func(), error) {
 		return nil
 	}
 	return func(ctx context.Context) (func(), error) {
-		d, err := e.Docker(ctx)
+		d, err := e.Engine(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
 		}
@@ -207,7 +223,7 @@ func (e *Env) excludesFile() string {
 
 // Update changes the sandbox's record under its lock.
 func (s *Sandbox) Update(fn func(*record.Record) error) error {
-	r, err := record.Update(s.env.Layout.Record(s.Branch), s.env.Layout.Lock(s.Branch)+".record", fn)
+	r, err := record.Update(s.env.Layout.Record(s.Branch), s.env.Layout.RecordLock(s.Branch), fn)
 	if err != nil {
 		return err
 	}
@@ -217,7 +233,7 @@ func (s *Sandbox) Update(fn func(*record.Record) error) error {
 
 // ContainerState returns the sandbox's container, or nil when it is gone.
 func (s *Sandbox) ContainerState(ctx context.Context) (*container.State, error) {
-	d, err := s.env.Docker(ctx)
+	d, err := s.env.Engine(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"os"
-	"path/filepath"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
@@ -48,7 +47,7 @@ func (s *Sandbox) RunVerify(ctx context.Context, snap *rescue.Taken, io IO) (*re
 // so a verdict that appeared while waiting (the supervisor verifies when
 // the agent exits) is seen.
 func (s *Sandbox) lockVerify() (func(), error) {
-	unlock, err := record.Lock(filepath.Join(s.env.Layout.Dir(s.Branch), "verify.lock"))
+	unlock, err := record.Lock(s.env.Layout.VerifyLock(s.Branch))
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +59,7 @@ func (s *Sandbox) lockVerify() (func(), error) {
 
 // runVerifyLocked runs verify; the caller holds the verify lock.
 func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO) (*record.Verdict, error) {
-	d, err := s.env.Docker(ctx)
+	d, err := s.env.Engine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +73,7 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 	}
 	s.env.UI.Infof("verifying %s (tree %s): %s", s.Display(), shortID(snap.Tree), termsafe.String(s.Verify))
 	code, err := verify.Run(ctx, verify.Options{
-		Docker:    d,
+		Engine:    d,
 		CommonDir: s.CommonDir,
 		Tree:      snap.Tree,
 		Command:   s.Verify,
@@ -89,7 +88,7 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 		Limits:  container.Limits{MemoryBytes: mem, CPUs: cfg.Limits.CPUs, Pids: cfg.Limits.Pids},
 		UID:     os.Getuid(),
 		GID:     os.Getgid(),
-		WorkDir: filepath.Join(s.env.Layout.Dir(s.Branch), "verify"),
+		WorkDir: s.env.Layout.VerifyDir(s.Branch),
 		Stdout:  io.Stderr,
 		Stderr:  io.Stderr,
 	})

@@ -16,15 +16,22 @@ import (
 	"path/filepath"
 	"strings"
 
-	dcontainer "github.com/docker/docker/api/types/container"
-
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 )
 
+// Engine is what a verify run asks of the container engine.
+type Engine interface {
+	Create(ctx context.Context, spec *container.Spec) (string, error)
+	Start(ctx context.Context, id string) error
+	Remove(ctx context.Context, id string) error
+	WaitExit(ctx context.Context, id string, cond container.WaitCondition) <-chan container.WaitResult
+	Attach(ctx context.Context, id string, s container.Streams) (func() error, error)
+}
+
 // Options describe one verify run.
 type Options struct {
-	Docker *container.Docker
+	Engine Engine
 	// CommonDir is the repository whose object store holds Tree.
 	CommonDir string
 	// Tree is the tree (or commit) verified.
@@ -35,7 +42,7 @@ type Options struct {
 	// Name is the container's name; Labels are stamped on it.
 	Name    string
 	Labels  map[string]string
-	Network string
+	Network container.NetworkMode
 	Limits  container.Limits
 	Runtime string
 	Env     []string
@@ -87,7 +94,7 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 		}
 		spec.Mounts[i].Source = src
 	}
-	d := o.Docker
+	d := o.Engine
 	// The container goes whatever happens, Ctrl-C included.
 	_ = d.Remove(context.WithoutCancel(ctx), o.Name)
 	id, err := d.Create(ctx, spec)
@@ -95,7 +102,7 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 		return -1, err
 	}
 	defer d.Remove(context.WithoutCancel(ctx), id)
-	waitC := d.WaitExit(ctx, id, dcontainer.WaitConditionNextExit)
+	waitC := d.WaitExit(ctx, id, container.WaitNextExit)
 	wait, err := d.Attach(ctx, id, container.Streams{Stdout: o.Stdout, Stderr: o.Stderr})
 	if err != nil {
 		return -1, err

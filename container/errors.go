@@ -1,0 +1,49 @@
+package container
+
+import (
+	"errors"
+
+	cerrdefs "github.com/containerd/errdefs"
+)
+
+// Errors every engine reports in the same way, whatever its wire format:
+// callers test them with errors.Is (or IsNotFound and IsConflict), never
+// with an engine's own error types.
+var (
+	// ErrNotFound: the container, image, volume or network does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the object is not in a state that allows the request
+	// (not running, already paused, a name in use).
+	ErrConflict = errors.New("conflict")
+)
+
+// IsNotFound reports whether err says the object does not exist.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// IsConflict reports whether err says the object's state does not allow
+// the request.
+func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }
+
+// kindError keeps the engine's own message and adds the sentinel it means.
+type kindError struct {
+	kind error
+	err  error
+}
+
+func (e *kindError) Error() string        { return e.err.Error() }
+func (e *kindError) Unwrap() error        { return e.err }
+func (e *kindError) Is(target error) bool { return target == e.kind }
+
+// sdkErr maps a Docker SDK error onto ErrNotFound or ErrConflict where it
+// means one of them; other errors pass unchanged.
+func sdkErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case cerrdefs.IsNotFound(err):
+		return &kindError{kind: ErrNotFound, err: err}
+	case cerrdefs.IsConflict(err):
+		return &kindError{kind: ErrConflict, err: err}
+	}
+	return err
+}

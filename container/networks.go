@@ -1,0 +1,69 @@
+package container
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/docker/docker/api/types/network"
+)
+
+// NetworkSpec describes a network of the engine's own (not a NetworkMode:
+// that is what a sandbox is allowed; this is a network object made for it).
+type NetworkSpec struct {
+	Name string
+	// Internal networks have no route out: their containers reach each
+	// other and nothing else.
+	Internal bool
+	Labels   map[string]string
+}
+
+// Network is a network that exists.
+type Network struct {
+	ID       string
+	Name     string
+	Internal bool
+	Labels   map[string]string
+}
+
+// CreateNetwork creates a bridge network, stamped as managed by git
+// sandbox, and returns it.
+func (d *Docker) CreateNetwork(ctx context.Context, s NetworkSpec) (*Network, error) {
+	resp, err := d.api.NetworkCreate(ctx, s.Name, network.CreateOptions{
+		Driver: "bridge", Internal: s.Internal, Labels: managedLabels(s.Labels),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create network %s: %w", s.Name, sdkErr(err))
+	}
+	return &Network{ID: resp.ID, Name: s.Name, Internal: s.Internal, Labels: managedLabels(s.Labels)}, nil
+}
+
+// ConnectNetwork attaches a container to a network.
+func (d *Docker) ConnectNetwork(ctx context.Context, networkID, containerID string) error {
+	if err := d.api.NetworkConnect(ctx, networkID, containerID, nil); err != nil {
+		return fmt.Errorf("connect %s to network %s: %w", containerID, networkID, sdkErr(err))
+	}
+	return nil
+}
+
+// RemoveNetwork removes a network; a missing one is not an error, one with
+// containers attached is ErrConflict (or the engine's refusal).
+func (d *Docker) RemoveNetwork(ctx context.Context, networkID string) error {
+	err := sdkErr(d.api.NetworkRemove(ctx, networkID))
+	if err != nil && !IsNotFound(err) {
+		return fmt.Errorf("remove network %s: %w", networkID, err)
+	}
+	return nil
+}
+
+// ListNetworks returns the managed networks carrying every given label.
+func (d *Docker) ListNetworks(ctx context.Context, labels ...string) ([]Network, error) {
+	list, err := d.api.NetworkList(ctx, network.ListOptions{Filters: managedFilter(labels)})
+	if err != nil {
+		return nil, fmt.Errorf("list networks: %w", sdkErr(err))
+	}
+	out := make([]Network, 0, len(list))
+	for _, n := range list {
+		out = append(out, Network{ID: n.ID, Name: n.Name, Internal: n.Internal, Labels: n.Labels})
+	}
+	return out, nil
+}

@@ -1,0 +1,67 @@
+package container
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/docker/docker/api/types/volume"
+)
+
+// VolumeSpec describes a named volume: storage that lives in the engine,
+// not on the host's file system (what a remote engine mounts instead of a
+// host directory).
+type VolumeSpec struct {
+	Name   string
+	Labels map[string]string
+}
+
+// Volume is a volume that exists.
+type Volume struct {
+	Name   string
+	Labels map[string]string
+}
+
+// CreateVolume creates a volume, stamped as managed by git sandbox.
+func (d *Docker) CreateVolume(ctx context.Context, s VolumeSpec) (*Volume, error) {
+	v, err := d.api.VolumeCreate(ctx, volume.CreateOptions{Name: s.Name, Labels: managedLabels(s.Labels)})
+	if err != nil {
+		return nil, fmt.Errorf("create volume %s: %w", s.Name, sdkErr(err))
+	}
+	return &Volume{Name: v.Name, Labels: v.Labels}, nil
+}
+
+// RemoveVolume removes a volume; a missing one is not an error, one still
+// in use is ErrConflict.
+func (d *Docker) RemoveVolume(ctx context.Context, name string) error {
+	err := sdkErr(d.api.VolumeRemove(ctx, name, false))
+	if err != nil && !IsNotFound(err) {
+		return fmt.Errorf("remove volume %s: %w", name, err)
+	}
+	return nil
+}
+
+// ListVolumes returns the managed volumes carrying every given label.
+func (d *Docker) ListVolumes(ctx context.Context, labels ...string) ([]Volume, error) {
+	resp, err := d.api.VolumeList(ctx, volume.ListOptions{Filters: managedFilter(labels)})
+	if err != nil {
+		return nil, fmt.Errorf("list volumes: %w", sdkErr(err))
+	}
+	out := make([]Volume, 0, len(resp.Volumes))
+	for _, v := range resp.Volumes {
+		out = append(out, Volume{Name: v.Name, Labels: v.Labels})
+	}
+	return out, nil
+}
+
+// managedLabels returns labels with LabelManaged set, so the list calls,
+// which only ever see managed objects, find it.
+func managedLabels(labels map[string]string) map[string]string {
+	out := make(map[string]string, len(labels)+1)
+	for k, v := range labels {
+		out[k] = v
+	}
+	if out[LabelManaged] == "" {
+		out[LabelManaged] = "1"
+	}
+	return out
+}

@@ -1,0 +1,59 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/rescue"
+)
+
+// setupMarker is created inside the container (outside /workspace) once the
+// setup command succeeded, so a restarted container goes straight to the agent.
+const setupMarker = "/var/tmp/.git-sandbox-setup-done"
+
+// setupScript runs the setup command on the container's first start and
+// exits; every later start executes the agent ("$@").
+const setupScript = `if [ ! -e ` + setupMarker + ` ]; then
+  /bin/sh -c "$GIT_SANDBOX_SETUP" || exit $?
+  : > ` + setupMarker + `
+  exit 0
+fi
+unset GIT_SANDBOX_SETUP
+exec "$@"`
+
+// runSetup starts the container once to run the setup command (the
+// container's first start does only that), then takes the baseline again so
+// what setup wrote is not counted as the agent's work.
+func (e *Env) runSetup(ctx context.Context, d Engine, sb *Sandbox, io IO) error {
+	e.UI.Infof("running setup in %s", sb.Display())
+	waitC := d.WaitExit(ctx, sb.Container, container.WaitNextExit)
+	wait, err := d.Attach(ctx, sb.Container, container.Streams{Stdout: io.Stderr, Stderr: io.Stderr})
+	if err != nil {
+		return err
+	}
+	if err := d.Start(ctx, sb.Container); err != nil {
+		return err
+	}
+	_ = wait()
+	res := <-waitC
+	if res.Err != nil {
+		return fmt.Errorf("setup: %w", res.Err)
+	}
+	if res.Code != 0 {
+		return usererr.New("setup failed with exit code %d; the sandbox was not created", res.Code).
+			Hint("fix the setup command (in %s or your config) and start again", config.RepoFile)
+	}
+	snap := sb.Snapshotter()
+	taken, err := snap.Take(ctx, rescue.ReasonSetup)
+	if err != nil {
+		return err
+	}
+	if taken.New {
+		return sb.Update(func(r *record.Record) error { r.Baseline = taken.ID; return nil })
+	}
+	return nil
+}

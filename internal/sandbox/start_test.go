@@ -1,0 +1,377 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/rescue"
+)
+
+func TestStartDetachedCreatesEverything(t *testing.T) {
+	te := newTestEnv(t)
+	base := te.git("rev-parse", "main")
+	sb := te.start("t1")
+	l := te.env.Layout
+
+	if got := te.git("rev-parse", "refs/heads/t1"); got != base {
+		t.Errorf("branch t1 at %s, want the base %s", got, base)
+	}
+	if _, err := os.Stat(filepath.Join(l.Worktree("t1"), "README")); err != nil {
+		t.Errorf("worktree not checked out: %v", err)
+	}
+	rec, err := record.Load(l.Record("t1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Base != "main" || rec.BaseTip != base || rec.Start != base || rec.Agent != "shell" || rec.Container != sb.Container {
+		t.Errorf("record = %+v", rec)
+	}
+	refs := rescue.Refs{Branch: "t1"}
+	if got := te.git("rev-parse", refs.Baseline()); got != rec.Baseline {
+		t.Errorf("baseline ref %s, record %s", got, rec.Baseline)
+	}
+	c, ok := te.fake.Get(sb.Container)
+	if !ok {
+		t.Fatal("no container")
+	}
+	if c.Status != enginefake.StatusRunning || c.Starts != 1 {
+		t.Errorf("container %s started %d times, want running once", c.Status, c.Starts)
+	}
+	if c.Spec.Labels[container.LabelBaseline] != rec.Baseline || c.Spec.Labels[container.LabelBranch] != "t1" {
+		t.Errorf("labels = %v", c.Spec.Labels)
+	}
+	if c.Spec.Network != container.NetworkBridge {
+		t.Errorf("network = %q, want the default bridge", c.Spec.Network)
+	}
+	mounts := map[string]string{}
+	for _, m := range c.Spec.Mounts {
+		mounts[m.Target] = m.Source
+	}
+	if mounts[container.Workspace] != l.Worktree("t1") || mounts[container.Workspace+"/.git"] != l.Gitfile("t1") {
+		t.Errorf("mounts = %v", mounts)
+	}
+	if !slices.Equal(te.spawn, []string{"t1"}) {
+		t.Errorf("supervisors started for %v, want [t1]", te.spawn)
+	}
+	if _, err := os.Stat(filepath.Join(l.PrivateGitDir("t1"), "HEAD")); err != nil {
+		t.Errorf("private repository missing: %v", err)
+	}
+}
+
+func TestStartDryRunCreatesNothing(t *testing.T) {
+	te := newTestEnv(t)
+	o := detached("t1")
+	o.DryRun = true
+	res, err := te.env.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Plan == nil || res.Plan.Container == nil || res.Plan.Branch != "t1" {
+		t.Fatalf("plan = %+v", res.Plan)
+	}
+	if calls := te.fake.Calls(); len(calls) != 0 {
+		t.Errorf("dry run asked the engine: %v", calls)
+	}
+	te.assertNothingLeft("t1", false)
+}
+
+func TestStartRefusesBadInput(t *testing.T) {
+	te := newTestEnv(t)
+	te.git("branch", "taken")
+	for name, o := range map[string]StartOptions{
+		"existing branch": detached("taken"),
+		"network host":    func() StartOptions { o := detached("n1"); o.Network = "host"; return o }(),
+		"bad base":        func() StartOptions { o := detached("n2"); o.Base = "nope"; return o }(),
+		"bad env":         func() StartOptions { o := detached("n3"); o.Env = []string{"A B"}; return o }(),
+		"invalid branch":  detached("a..b"),
+	} {
+		if _, err := te.env.Start(context.Background(), o); err == nil {
+			t.Errorf("%s: start succeeded", name)
+		}
+	}
+	if n := len(te.fake.Containers()); n != 0 {
+		t.Errorf("%d containers created", n)
+	}
+}
+
+func TestStartBuildsMissingDefaultImage(t *testing.T) {
+	te := newTestEnv(t)
+	te.fake = enginefake.New(te.env.Config.BaseImage)
+	te.reopen()
+	te.start("t1")
+	if te.fake.Count("Build") != 1 {
+		t.Errorf("calls = %v, want one Build", te.fake.Methods())
+	}
+	// Another image that is missing is an error, and nothing is made.
+	te.env.Config.Image = "elsewhere:1"
+	if _, err := te.env.Start(context.Background(), detached("t2")); err == nil || !strings.Contains(err.Error(), "elsewhere:1") {
+		t.Errorf("missing image: %v", err)
+	}
+	te.assertNothingLeft("t2", false)
+}
+
+// Every step of create that fails after the branch exists leaves nothing.
+func TestStartRollsBackEachStep(t *testing.T) {
+	for _, step := range []string{"worktree", "carry", "baseline", "record", "private repository", "container"} {
+		t.Run(step, func(t *testing.T) {
+			te := newTestEnv(t)
+			te.write("README", "carried\n") // so --carry has something to do
+			te.env.failStep = func(s string) error {
+				if s == step {
+					return errors.New("injected failure at " + s)
+				}
+				return nil
+			}
+			o := detached("t1")
+			o.Carry = true
+			_, err := te.env.Start(context.Background(), o)
+			if err == nil || !strings.Contains(err.Error(), "injected failure at "+step) {
+				t.Fatalf("start = %v, want the injected failure", err)
+			}
+			te.assertNothingLeft("t1", false)
+			// The user's checkout is untouched, carried work included.
+			if b, _ := os.ReadFile(filepath.Join(te.repo, "README")); string(b) != "carried\n" {
+				t.Errorf("checkout changed: %q", b)
+			}
+			// And the same start then works.
+			te.env.failStep = nil
+			te.start("t1")
+		})
+	}
+}
+
+func TestStartRollsBackRealFailures(t *testing.T) {
+	t.Run("engine create", func(t *testing.T) {
+		te := newTestEnv(t)
+		te.fake.FailOnce("Create", fmt.Errorf("create: %w", container.ErrConflict))
+		if _, err := te.env.Start(context.Background(), detached("t1")); !container.IsConflict(err) {
+			t.Fatalf("start = %v, want the engine's conflict", err)
+		}
+		te.assertNothingLeft("t1", false)
+	})
+	t.Run("baseline", func(t *testing.T) {
+		te := newTestEnv(t)
+		// A file where the scratch git directory goes stops the snapshot.
+		te.writeIn(te.env.Layout.Dir("t1"), "scratch", "in the way")
+		if _, err := te.env.Start(context.Background(), detached("t1")); err == nil {
+			t.Fatal("start succeeded")
+		}
+		te.assertNothingLeft("t1", false)
+	})
+	t.Run("private repository", func(t *testing.T) {
+		te := newTestEnv(t)
+		te.writeIn(te.env.Layout.Dir("t1"), "git", "in the way")
+		if _, err := te.env.Start(context.Background(), detached("t1")); err == nil || !strings.Contains(err.Error(), "agent repository") {
+			t.Fatalf("start = %v", err)
+		}
+		te.assertNothingLeft("t1", false)
+	})
+	t.Run("carry with conflicts", func(t *testing.T) {
+		te := newTestEnv(t)
+		te.git("checkout", "-q", "-b", "other")
+		te.write("lib.txt", "other\n")
+		te.git("commit", "-qam", "other")
+		te.git("checkout", "-q", "main")
+		te.write("lib.txt", "main\n")
+		te.git("commit", "-qam", "main")
+		if _, err := te.gitErr("merge", "other"); err == nil {
+			t.Fatal("the merge did not conflict")
+		}
+		o := detached("t1")
+		o.Carry = true
+		_, err := te.env.Start(context.Background(), o)
+		if err == nil || !strings.Contains(err.Error(), "--carry") {
+			t.Fatalf("start = %v", err)
+		}
+		te.assertNothingLeft("t1", false)
+	})
+	t.Run("setup fails", func(t *testing.T) {
+		te := newTestEnv(t)
+		te.env.Config.Setup = "make deps"
+		te.fake.OnStart = func(c enginefake.Container) (int, bool) { return 2, true }
+		_, err := te.env.Start(context.Background(), detached("t1"))
+		if err == nil || !strings.Contains(err.Error(), "setup failed with exit code 2") {
+			t.Fatalf("start = %v", err)
+		}
+		te.assertNothingLeft("t1", false)
+	})
+}
+
+func TestStartRunsSetupThenRebaselines(t *testing.T) {
+	te := newTestEnv(t)
+	te.env.Config.Setup = "make deps"
+	var wt string
+	te.fake.OnStart = func(c enginefake.Container) (int, bool) {
+		if c.Starts == 1 {
+			// Setup writes a generated file into /workspace and exits.
+			te.writeIn(wt, "generated.txt", "deps\n")
+			return 0, true
+		}
+		return 0, false
+	}
+	wt = te.env.Layout.Worktree("t1")
+	sb := te.start("t1")
+	c, _ := te.fake.Get(sb.Container)
+	if c.Starts != 2 || c.Status != enginefake.StatusRunning {
+		t.Errorf("container started %d times (%s), want setup then the agent", c.Starts, c.Status)
+	}
+	if !slices.Contains(c.Spec.Env, "GIT_SANDBOX_SETUP=make deps") || c.Spec.Argv[0] != "/bin/sh" {
+		t.Errorf("setup not wrapped: argv %v env %v", c.Spec.Argv, c.Spec.Env)
+	}
+	rec := te.find("t1").Record
+	if rec.Baseline == c.Spec.Labels[container.LabelBaseline] {
+		t.Error("the baseline was not taken again after setup")
+	}
+	if got := te.git("ls-tree", "--name-only", rec.Baseline); !strings.Contains(got, "generated.txt") {
+		t.Errorf("setup's file is not in the baseline: %s", got)
+	}
+	// What setup wrote is not the agent's change.
+	taken, err := te.find("t1").Snapshotter().Take(context.Background(), rescue.ReasonManual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if taken.Changes != 0 {
+		t.Errorf("changes after setup = %d, want 0", taken.Changes)
+	}
+}
+
+func TestStartAttachedReturnsAgentExitAndSnapshots(t *testing.T) {
+	te := newTestEnv(t)
+	wt := te.env.Layout.Worktree("t1")
+	te.fake.Output = "agent says hi\n"
+	te.fake.OnStart = func(c enginefake.Container) (int, bool) {
+		te.writeIn(wt, "work.txt", "done\n")
+		return 3, true
+	}
+	var out bytes.Buffer
+	o := StartOptions{Branch: "t1", Args: []string{"make"}, IO: IO{Stdout: &out, Stderr: &out}}
+	res, err := te.env.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 3 {
+		t.Errorf("exit code %d, want the agent's 3", res.ExitCode)
+	}
+	if !strings.Contains(out.String(), "agent says hi") {
+		t.Errorf("output not streamed: %q", out.String())
+	}
+	snaps, err := rescue.List(context.Background(), te.env.Git(), "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snaps) < 2 || snaps[0].Reason != rescue.ReasonExit || snaps[0].Changes != 1 {
+		t.Errorf("snapshots = %+v, want an exit snapshot with the agent's file", snaps)
+	}
+}
+
+func TestStartExistingDryRunRefused(t *testing.T) {
+	te := newTestEnv(t)
+	te.start("t1")
+	o := detached("t1")
+	o.DryRun = true
+	if _, err := te.env.Start(context.Background(), o); err == nil || !strings.Contains(err.Error(), "would resume") {
+		t.Errorf("dry run of an existing sandbox: %v", err)
+	}
+}
+
+func TestResumeRules(t *testing.T) {
+	t.Run("running is refused", func(t *testing.T) {
+		te := newTestEnv(t)
+		te.start("t1")
+		_, err := te.env.Start(context.Background(), detached("t1"))
+		if usererr.Code(err) != usererr.ExitRefused || !strings.Contains(err.Error(), "already running") {
+			t.Errorf("resume of a running sandbox: %v", err)
+		}
+	})
+	t.Run("missing container has a hint", func(t *testing.T) {
+		te := newTestEnv(t)
+		sb := te.start("t1")
+		_ = te.fake.Remove(context.Background(), sb.Container)
+		_, err := te.env.Start(context.Background(), detached("t1"))
+		ue, ok := usererr.As(err)
+		if !ok || !strings.Contains(ue.Msg, "no container any more") || !strings.Contains(strings.Join(ue.Hints, "\n"), "git sandbox rescue list t1") {
+			t.Errorf("resume without a container: %#v", err)
+		}
+	})
+	t.Run("mount source swapped for a symlink", func(t *testing.T) {
+		te := newTestEnv(t)
+		sb := te.start("t1")
+		te.fake.Exit(sb.Container, 0)
+		priv := te.env.Layout.PrivateGitDir("t1")
+		if err := os.Rename(priv, priv+".moved"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(priv+".moved", priv); err != nil {
+			t.Fatal(err)
+		}
+		starts := te.fake.Count("Start")
+		_, err := te.env.Start(context.Background(), detached("t1"))
+		if err == nil || !strings.Contains(err.Error(), "now resolves to") {
+			t.Errorf("resume with a swapped mount source: %v", err)
+		}
+		if te.fake.Count("Start") != starts {
+			t.Error("the container was started")
+		}
+	})
+	t.Run("stopped flag cleared and container started again", func(t *testing.T) {
+		te := newTestEnv(t)
+		sb := te.start("t1")
+		if _, err := sb.Stop(context.Background(), 0); err != nil {
+			t.Fatal(err)
+		}
+		if !te.find("t1").Stopped {
+			t.Fatal("stop did not set the stopped flag")
+		}
+		o := detached("t1")
+		o.Prompt = "ignored"
+		res, err := te.env.Start(context.Background(), o)
+		if err != nil || !res.Resumed {
+			t.Fatalf("resume = %+v, %v", res, err)
+		}
+		if te.find("t1").Stopped {
+			t.Error("stopped flag not cleared")
+		}
+		if c, _ := te.fake.Get(sb.Container); c.Status != enginefake.StatusRunning || c.Starts != 2 {
+			t.Errorf("container %s after %d starts", c.Status, c.Starts)
+		}
+		if !strings.Contains(te.err.String(), "new ones are ignored") {
+			t.Errorf("no warning about ignored options: %q", te.err.String())
+		}
+	})
+}
+
+func TestEngineUnreachable(t *testing.T) {
+	te := newTestEnv(t)
+	te.start("t1")
+	te.reopen()
+	down := errors.New("daemon down")
+	te.env.Connect = func(context.Context) (Engine, error) { return nil, down }
+	// ps works and says unknown.
+	st, err := te.env.Statuses(context.Background())
+	if err != nil || len(st) != 1 || st[0].State != StateUnknown {
+		t.Errorf("statuses = %+v, %v", st, err)
+	}
+	sb, _ := te.env.Find("t1")
+	// Deleting needs the engine: it does not guess.
+	if _, err := sb.Remove(context.Background(), RemoveOptions{Force: true}); !errors.Is(err, down) {
+		t.Errorf("remove with the engine down: %v", err)
+	}
+	if _, err := sb.Running(context.Background()); !errors.Is(err, down) {
+		t.Errorf("running with the engine down: %v", err)
+	}
+	// A snapshot cannot pause the agent, so it fails rather than read.
+	if _, err := sb.Snapshotter().Take(context.Background(), rescue.ReasonManual); !errors.Is(err, down) {
+		t.Errorf("snapshot with the engine down: %v", err)
+	}
+}

@@ -1,0 +1,483 @@
+package rescue
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+)
+
+// TestMain keeps the tests away from the user's and the system's git
+// configuration. The identity is in $HOME/.gitconfig, where the package's
+// own git processes (which drop every GIT_* variable) look.
+func TestMain(m *testing.M) {
+	root, err := os.MkdirTemp("", "rescue-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(root)
+		home := filepath.Join(root, "home")
+		if err := os.MkdirAll(home, 0o755); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		global := filepath.Join(home, ".gitconfig")
+		cfg := "[user]\n\tname = Test User\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n"
+		if err := os.WriteFile(global, []byte(cfg), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		os.Setenv("HOME", home)
+		os.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+		os.Setenv("GIT_CONFIG_GLOBAL", global)
+		os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+		for _, k := range []string{"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"} {
+			os.Unsetenv(k)
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// fixture is a repository with one commit and a linked worktree of branch
+// t1, snapshotted through a private index as a sandbox's would be.
+type fixture struct {
+	t     *testing.T
+	repo  string
+	wt    string
+	start string
+	snap  *Snapshotter
+	host  *gitcmd.Runner
+	clock time.Time
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, repo: filepath.Join(root, "repo"), wt: filepath.Join(root, "wt"), clock: time.Unix(1_800_000_000, 0)}
+	if err := os.MkdirAll(f.repo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.git(f.repo, "init", "-q", "-b", "main")
+	f.write(f.repo, "README", "hello\n")
+	f.write(f.repo, "src/a.txt", "a\n")
+	f.git(f.repo, "add", "-A")
+	f.git(f.repo, "commit", "-q", "-m", "initial")
+	f.start = f.git(f.repo, "rev-parse", "HEAD")
+	f.git(f.repo, "worktree", "add", "-q", "-b", "t1", f.wt, "main")
+	state := filepath.Join(root, "state")
+	common := filepath.Join(f.repo, ".git")
+	f.snap = &Snapshotter{
+		CommonDir: common, Branch: "t1", Worktree: f.wt,
+		Index: filepath.Join(state, "rescue.index"), Scratch: filepath.Join(state, "scratch"), Lock: filepath.Join(state, "lock"),
+		Start: f.start,
+		Now:   func() time.Time { return f.clock },
+	}
+	f.host = &gitcmd.Runner{GitDir: common}
+	return f
+}
+
+func (f *fixture) git(dir string, args ...string) string {
+	f.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		f.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func (f *fixture) write(dir, rel, content string) {
+	f.t.Helper()
+	p := filepath.Join(dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// take takes a snapshot a second after the previous one.
+func (f *fixture) take(reason Reason) *Taken {
+	f.t.Helper()
+	f.clock = f.clock.Add(time.Second)
+	taken, err := f.snap.Take(context.Background(), reason)
+	if err != nil {
+		f.t.Fatalf("take %s: %v", reason, err)
+	}
+	return taken
+}
+
+// baseline takes the start snapshot and sets it as the baseline.
+func (f *fixture) baseline() *Taken {
+	f.t.Helper()
+	b := f.take(ReasonStart)
+	f.snap.Baseline = b.ID
+	return b
+}
+
+func (f *fixture) parents(id string) []string {
+	return strings.Fields(f.git(f.repo, "rev-list", "--parents", "-n1", id))[1:]
+}
+
+func TestTakeBaselineAndIncrements(t *testing.T) {
+	f := newFixture(t)
+	refs := Refs{Branch: "t1"}
+	b := f.baseline()
+	if !b.New || b.Changes != 0 || b.Reason != ReasonStart || b.Baseline != "" {
+		t.Errorf("baseline = %+v", b.Snapshot)
+	}
+	if got := f.git(f.repo, "rev-parse", refs.Baseline()); got != b.ID {
+		t.Errorf("baseline ref %s, want %s", got, b.ID)
+	}
+	if p := f.parents(b.ID); !slices.Equal(p, []string{f.start}) {
+		t.Errorf("baseline parents %v, want the start commit", p)
+	}
+	if b.Tree != f.git(f.repo, "rev-parse", f.start+"^{tree}") {
+		t.Error("baseline tree is not the start tree")
+	}
+
+	// An increment: a new, a changed and a deleted file.
+	f.write(f.wt, "new.txt", "new\n")
+	f.write(f.wt, "README", "changed\n")
+	if err := os.Remove(filepath.Join(f.wt, "src/a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	s1 := f.take(ReasonInterval)
+	if !s1.New || s1.Changes != 3 || s1.Baseline != b.ID {
+		t.Errorf("increment = %+v", s1.Snapshot)
+	}
+	if p := f.parents(s1.ID); !slices.Equal(p, []string{b.ID}) {
+		t.Errorf("increment parents %v, want the baseline", p)
+	}
+	if got := f.git(f.repo, "rev-parse", refs.Rescue()); got != s1.ID {
+		t.Errorf("rescue ref %s, want %s", got, s1.ID)
+	}
+	// The worktree's own index and HEAD are not touched.
+	if st := f.git(f.wt, "status", "--porcelain"); !strings.Contains(st, "?? new.txt") || !strings.Contains(st, "M README") {
+		t.Errorf("worktree status after snapshots:\n%s", st)
+	}
+
+	// Unchanged: nothing written, the previous snapshot comes back.
+	s2 := f.take(ReasonInterval)
+	if s2.New || s2.ID != s1.ID {
+		t.Errorf("unchanged tree wrote %+v", s2.Snapshot)
+	}
+	// Ignored files are not snapshotted.
+	f.write(f.wt, ".gitignore", "*.log\n")
+	f.write(f.wt, "debug.log", "noise\n")
+	s3 := f.take(ReasonExit)
+	if !s3.New || s3.Changes != 4 {
+		t.Errorf("after .gitignore: %+v", s3.Snapshot)
+	}
+	if out := f.git(f.repo, "ls-tree", "--name-only", s3.ID); strings.Contains(out, "debug.log") {
+		t.Errorf("an ignored file was snapshotted:\n%s", out)
+	}
+
+	// Read gives back what Take wrote.
+	r, err := Read(context.Background(), f.host, s3.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Reason != ReasonExit || r.Changes != 4 || r.Baseline != b.ID || r.Start != f.start || r.Branch != "t1" || !r.Time.Equal(f.clock) {
+		t.Errorf("read = %+v", r)
+	}
+	if _, err := Read(context.Background(), f.host, f.start); err == nil {
+		t.Error("an ordinary commit read as a snapshot")
+	}
+}
+
+func TestTakeRecordsSkippedPaths(t *testing.T) {
+	f := newFixture(t)
+	f.baseline()
+	f.write(f.wt, ".GIT/hooks/x", "evil\n")
+	f.write(f.wt, "ok.txt", "fine\n")
+	s := f.take(ReasonInterval)
+	if len(s.Skipped) == 0 || !strings.HasPrefix(s.Skipped[0], ".GIT") {
+		t.Fatalf("skipped = %q", s.Skipped)
+	}
+	if out := f.git(f.repo, "ls-tree", "-r", "--name-only", s.ID); !strings.Contains(out, "ok.txt") || strings.Contains(out, ".GIT") {
+		t.Errorf("tree:\n%s", out)
+	}
+	r, err := Read(context.Background(), f.host, s.ID)
+	if err != nil || !slices.Equal(r.Skipped, s.Skipped) {
+		t.Errorf("read skipped = %v, %v", r, err)
+	}
+	// Same tree, same skipped paths: nothing new. Once the path is gone,
+	// the same tree is written again so the skipped list stays true.
+	if again := f.take(ReasonInterval); again.New {
+		t.Error("unchanged tree and skipped paths wrote a snapshot")
+	}
+	if err := os.RemoveAll(filepath.Join(f.wt, ".GIT")); err != nil {
+		t.Fatal(err)
+	}
+	if after := f.take(ReasonInterval); !after.New || len(after.Skipped) != 0 || after.Tree != s.Tree {
+		t.Errorf("after removing the path: %+v", after.Snapshot)
+	}
+}
+
+func TestTakeKeepsTheAgentHead(t *testing.T) {
+	f := newFixture(t)
+	f.baseline()
+	// A commit the host store has (as sync brings the agent's back).
+	f.write(f.wt, "agent.txt", "x\n")
+	f.git(f.wt, "add", "agent.txt")
+	f.git(f.wt, "commit", "-q", "-m", "agent")
+	head := f.git(f.wt, "rev-parse", "HEAD")
+	f.snap.AgentHead = func() string { return head }
+	s := f.take(ReasonInterval)
+	if p := f.parents(s.ID); len(p) != 2 || p[1] != head {
+		t.Errorf("parents %v, want the agent head second", p)
+	}
+	if s.Head != head {
+		t.Errorf("head trailer %q", s.Head)
+	}
+	// A head the store does not have is named but not a parent.
+	f.snap.AgentHead = func() string { return strings.Repeat("ab", 20) }
+	f.write(f.wt, "more.txt", "y\n")
+	s2 := f.take(ReasonInterval)
+	if p := f.parents(s2.ID); len(p) != 1 {
+		t.Errorf("parents %v, want only the previous snapshot", p)
+	}
+}
+
+func TestTakeWithoutWorktreeFails(t *testing.T) {
+	f := newFixture(t)
+	f.snap.Worktree = filepath.Join(t.TempDir(), "gone")
+	if _, err := f.snap.Take(context.Background(), ReasonStart); err == nil {
+		t.Error("snapshot of a missing worktree succeeded")
+	}
+}
+
+func TestFreezeWrapsTheAdd(t *testing.T) {
+	f := newFixture(t)
+	f.baseline()
+	var frozen, thawed int
+	f.snap.Freeze = func(ctx context.Context) (func(), error) {
+		frozen++
+		return func() { thawed++ }, nil
+	}
+	f.write(f.wt, "x.txt", "x\n")
+	f.take(ReasonInterval)
+	if frozen != 1 || thawed != 1 {
+		t.Errorf("frozen %d thawed %d", frozen, thawed)
+	}
+	f.snap.Freeze = func(ctx context.Context) (func(), error) { return nil, fmt.Errorf("cannot freeze") }
+	f.write(f.wt, "y.txt", "y\n")
+	if _, err := f.snap.Take(context.Background(), ReasonInterval); err == nil || !strings.Contains(err.Error(), "cannot freeze") {
+		t.Errorf("snapshot with a failing freeze: %v", err)
+	}
+}
+
+func TestSeedIndexAndNestedRepositories(t *testing.T) {
+	f := newFixture(t)
+	admin := f.git(f.wt, "rev-parse", "--absolute-git-dir")
+	if err := f.snap.SeedIndex(filepath.Join(admin, "index")); err != nil {
+		t.Fatal(err)
+	}
+	f.baseline()
+	// A nested repository is recorded as a gitlink, and stripped from the
+	// private index before the next add.
+	nested := filepath.Join(f.wt, "vendor", "lib")
+	if err := os.MkdirAll(nested, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.git(nested, "init", "-q")
+	f.write(nested, "f", "1\n")
+	f.git(nested, "add", "f")
+	f.git(nested, "commit", "-q", "-m", "nested")
+	s := f.take(ReasonInterval)
+	if out := f.git(f.repo, "ls-tree", "-r", s.ID); !strings.Contains(out, "160000 commit") {
+		t.Errorf("nested repository not a gitlink:\n%s", out)
+	}
+	if _, err := os.Stat(f.snap.gitlinksMarker()); err != nil {
+		t.Errorf("gitlinks marker missing: %v", err)
+	}
+	f.write(f.wt, "z.txt", "z\n")
+	f.take(ReasonInterval)
+	if err := f.snap.SeedIndex(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Error("seeding from a missing index succeeded")
+	}
+}
+
+func TestRestamp(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.snap.Restamp(context.Background(), ReasonLand); err == nil {
+		t.Error("restamp without snapshots succeeded")
+	}
+	f.baseline()
+	f.write(f.wt, "x.txt", "x\n")
+	s := f.take(ReasonLand)
+	// The baseline moves to the landed snapshot: zero changes from there.
+	f.snap.Baseline = s.ID
+	f.clock = f.clock.Add(time.Second)
+	r, err := f.snap.Restamp(context.Background(), ReasonLand)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.New || r.Tree != s.Tree || r.Changes != 0 || r.Baseline != s.ID {
+		t.Errorf("restamp = %+v", r.Snapshot)
+	}
+}
+
+func TestListChainsAndResolve(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	b := f.baseline()
+	f.write(f.wt, "x.txt", "x\n")
+	s1 := f.take(ReasonInterval)
+	// A chain of another branch, ended and moved aside (as start does).
+	refs := Refs{Branch: "old"}
+	f.git(f.repo, "update-ref", refs.Ended("20260101T000000Z")+"/rescue", b.ID)
+
+	all, err := List(ctx, f.host, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].ID != s1.ID || all[1].ID != b.ID {
+		t.Errorf("list = %+v", all)
+	}
+	chains, err := Chains(ctx, f.host, "t1")
+	if err != nil || len(chains) != 2 {
+		t.Fatalf("chains = %+v, %v", chains, err)
+	}
+	if only, _ := List(ctx, f.host, "nobody"); len(only) != 0 {
+		t.Errorf("list of another branch = %+v", only)
+	}
+	for _, name := range []string{s1.ID, s1.ID[:10], Refs{Branch: "t1"}.Rescue()} {
+		got, err := Resolve(ctx, f.host, name)
+		if err != nil || got.ID != s1.ID {
+			t.Errorf("resolve %s = %v, %v", name, got, err)
+		}
+	}
+	for _, name := range []string{"main", "-x", "nope"} {
+		if _, err := Resolve(ctx, f.host, name); err == nil || !strings.Contains(err.Error(), "not a snapshot") {
+			t.Errorf("resolve %s: %v", name, err)
+		}
+	}
+}
+
+func TestRestoreBranch(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.baseline()
+	f.write(f.wt, "x.txt", "x\n")
+	s := f.take(ReasonExit)
+	id, err := RestoreBranch(ctx, f.host, &s.Snapshot, "saved", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.git(f.repo, "rev-parse", "saved^{tree}"); got != s.Tree {
+		t.Errorf("restored tree %s, want %s", got, s.Tree)
+	}
+	if p := f.parents(id.String()); !slices.Equal(p, []string{f.start}) {
+		t.Errorf("restored parents %v, want the start", p)
+	}
+	// Existing: refused without force, replaced with it.
+	if _, err := RestoreBranch(ctx, f.host, &s.Snapshot, "saved", false); usererr.Code(err) != usererr.ExitRefused {
+		t.Errorf("restore over an existing branch: %v", err)
+	}
+	if _, err := RestoreBranch(ctx, f.host, &s.Snapshot, "saved", true); err != nil {
+		t.Errorf("restore --force: %v", err)
+	}
+	// Never over a checked-out branch.
+	if _, err := RestoreBranch(ctx, f.host, &s.Snapshot, "main", true); usererr.Code(err) != usererr.ExitRefused || !strings.Contains(err.Error(), "checked out") {
+		t.Errorf("restore over the checked-out main: %v", err)
+	}
+}
+
+func TestRestoreWorktree(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.baseline()
+	f.write(f.wt, "x.txt", "version 1\n")
+	s1 := f.take(ReasonInterval)
+	f.write(f.wt, "x.txt", "version 2\n")
+	f.write(f.wt, "y.txt", "later\n")
+
+	// Without force: the current state is saved, nothing changes.
+	cur, changed, err := f.snap.RestoreWorktree(ctx, &s1.Snapshot, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cur.New || !slices.Equal(changed, []string{"x.txt", "y.txt"}) {
+		t.Errorf("current %+v, changed %v", cur.Snapshot, changed)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.wt, "x.txt")); string(b) != "version 2\n" {
+		t.Errorf("worktree changed without force: %q", b)
+	}
+	// With force: the files are the snapshot's.
+	if _, _, err := f.snap.RestoreWorktree(ctx, &s1.Snapshot, true); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.wt, "x.txt")); string(b) != "version 1\n" {
+		t.Errorf("x.txt = %q after restore", b)
+	}
+	if _, err := os.Stat(filepath.Join(f.wt, "y.txt")); !os.IsNotExist(err) {
+		t.Errorf("y.txt still there: %v", err)
+	}
+	// The state before the restore is kept, so the restore can be undone.
+	if got := f.git(f.repo, "show", cur.ID+":y.txt"); got != "later" {
+		t.Errorf("pre-restore snapshot lost y.txt: %q", got)
+	}
+	// Already equal: nothing to do.
+	if _, changed, err := f.snap.RestoreWorktree(ctx, &s1.Snapshot, false); err != nil || len(changed) != 0 {
+		t.Errorf("restore of the current state: %v, %v", changed, err)
+	}
+}
+
+func TestPrune(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	b := f.baseline()
+	f.write(f.wt, "x.txt", "x\n")
+	f.take(ReasonInterval)
+	ended := Refs{Branch: "t1"}.Ended("20260101T000000Z")
+	f.git(f.repo, "update-ref", ended+"/rescue", b.ID)
+	f.git(f.repo, "update-ref", ended+"/baseline", b.ID)
+	now := f.clock.Add(48 * time.Hour)
+	live := func(branch string) bool { return branch == "t1" }
+
+	// Too young: nothing.
+	if p, err := Prune(ctx, f.host, 72*time.Hour, now, live, false); err != nil || len(p) != 0 {
+		t.Errorf("prune of young chains = %+v, %v", p, err)
+	}
+	// Dry run: listed, kept.
+	p, err := Prune(ctx, f.host, time.Hour, now, live, true)
+	if err != nil || len(p) != 1 || p[0].Ref != ended+"/rescue" || p[0].Count != 1 {
+		t.Fatalf("dry run = %+v, %v", p, err)
+	}
+	if f.git(f.repo, "for-each-ref", ended+"/") == "" {
+		t.Error("dry run deleted")
+	}
+	// Real: the ended chain goes, the live one stays.
+	if _, err := Prune(ctx, f.host, time.Hour, now, live, false); err != nil {
+		t.Fatal(err)
+	}
+	if out := f.git(f.repo, "for-each-ref", "--format=%(refname)", RefPrefix); out != "refs/sandbox/t1/baseline\nrefs/sandbox/t1/rescue" {
+		t.Errorf("refs after prune:\n%s", out)
+	}
+	// Once the sandbox is gone, its chain goes too.
+	if p, err := Prune(ctx, f.host, time.Hour, now, func(string) bool { return false }, false); err != nil || len(p) != 1 {
+		t.Errorf("prune of the ended sandbox = %+v, %v", p, err)
+	}
+	if out := f.git(f.repo, "for-each-ref", RefPrefix); out != "" {
+		t.Errorf("refs left: %s", out)
+	}
+}
