@@ -41,6 +41,7 @@ type ImageInfo struct {
 // false when no image has that reference.
 func (d *Docker) InspectImage(ctx context.Context, ref string) (info ImageInfo, ok bool, err error) {
 	img, err := d.api.ImageInspect(ctx, ref)
+	err = sdkErr(err)
 	if err != nil {
 		if IsNotFound(err) {
 			return ImageInfo{}, false, nil
