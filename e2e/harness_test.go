@@ -90,6 +90,10 @@ func runMain(m *testing.M) int {
 	code := m.Run()
 	cleanupLeftovers()
 	stopEngine2()
+	if err := stopCluster(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: %v\n", err)
+		code = 1
+	}
 	removeImages()
 	if after := imageID(userDefaultImage); after != userImage {
 		fmt.Fprintf(os.Stderr, "e2e: FAIL: the suite changed the user's %s (image %q before, %q after)\n", userDefaultImage, userImage, after)

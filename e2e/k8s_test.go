@@ -1,0 +1,231 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The Kubernetes tests run against a real single-node cluster that
+// e2e/k8s/cluster.sh builds from source (cached by version) and starts on
+// this machine. The first test that needs it starts it; TestMain stops it
+// at the end if this run started it. A cluster already running (make
+// k8s-cluster) is used as it is and left running.
+//
+// The cluster needs root. Without root the tests are skipped and say so,
+// except under CI=true, where they fail: CI must run them.
+// GIT_SANDBOX_TEST_K8S=off skips them on purpose (outside CI only).
+
+// k8sCluster is a running test cluster, as its env file describes it.
+type k8sCluster struct {
+	// Kubeconfig is the admin kubeconfig.
+	Kubeconfig string
+	// KubectlPath is the kubectl built with the cluster.
+	KubectlPath string
+	// Node is the name of the cluster's only node.
+	Node string
+	// Env holds every variable of the env file.
+	Env map[string]string
+}
+
+var (
+	k8sOnce    sync.Once
+	k8sRunning *k8sCluster
+	k8sErr     error
+	// k8sStarted says this run started the cluster, so it stops it.
+	k8sStarted bool
+	// k8sSkipped records why the Kubernetes tests did not run.
+	k8sSkipped sync.Map
+)
+
+func clusterScript() string { return filepath.Join(repoRoot, "e2e", "k8s", "cluster.sh") }
+
+// k8sUnavailable says why this machine cannot run the cluster, or "".
+func k8sUnavailable() string {
+	if os.Getenv("GIT_SANDBOX_TEST_K8S") == "off" && os.Getenv("CI") != "true" {
+		return "GIT_SANDBOX_TEST_K8S=off"
+	}
+	if os.Geteuid() != 0 {
+		return "they need root (the cluster runs containerd and a kubelet); run make test as root"
+	}
+	return ""
+}
+
+// startCluster returns the test cluster, starting it on first use. It
+// skips the test when the cluster cannot run here, and fails it under CI.
+func startCluster(t *testing.T) *k8sCluster {
+	t.Helper()
+	if why := k8sUnavailable(); why != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the Kubernetes tests cannot run: %s", why)
+		}
+		k8sSkipped.Store(why, true)
+		t.Skipf("the Kubernetes tests did not run: %s", why)
+	}
+	k8sOnce.Do(func() { k8sRunning, k8sErr = bringUpCluster() })
+	if k8sErr != nil {
+		t.Fatalf("test cluster: %v", k8sErr)
+	}
+	return k8sRunning
+}
+
+func bringUpCluster() (*k8sCluster, error) {
+	if exec.Command(clusterScript(), "status").Run() != nil {
+		start := time.Now()
+		cmd := exec.Command(clusterScript(), "start")
+		// Should this process die before TestMain stops the cluster (a
+		// test timeout), the cluster's watchdog stops it.
+		cmd.Env = append(os.Environ(), fmt.Sprintf("GIT_SANDBOX_K8S_OWNER_PID=%d", os.Getpid()))
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		err := cmd.Run()
+		// Even a failed start may have left something: stop cleans it up.
+		k8sStarted = true
+		if err != nil {
+			return nil, fmt.Errorf("%s start: %v", clusterScript(), err)
+		}
+		fmt.Fprintf(os.Stderr, "e2e: test cluster started in %v\n", time.Since(start).Round(time.Second))
+	}
+	out, err := exec.Command(clusterScript(), "env").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s env: %v", clusterScript(), err)
+	}
+	c := &k8sCluster{Env: map[string]string{}}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			c.Env[k] = v
+		}
+	}
+	c.Kubeconfig, c.KubectlPath, c.Node = c.Env["KUBECONFIG"], c.Env["GIT_SANDBOX_K8S_KUBECTL"], c.Env["GIT_SANDBOX_K8S_NODE"]
+	if c.Kubeconfig == "" || c.KubectlPath == "" {
+		return nil, fmt.Errorf("the cluster's env file lacks KUBECONFIG or GIT_SANDBOX_K8S_KUBECTL:\n%s", out)
+	}
+	return c, nil
+}
+
+// stopCluster tears the cluster down if this run started it, and says
+// plainly when the Kubernetes tests were skipped. TestMain calls it.
+func stopCluster() error {
+	k8sSkipped.Range(func(why, _ any) bool {
+		fmt.Fprintf(os.Stderr, "e2e: NOTE: the Kubernetes tests did NOT run: %s\n", why)
+		return true
+	})
+	if !k8sStarted {
+		return nil
+	}
+	cmd := exec.Command(clusterScript(), "stop")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s stop: %v", clusterScript(), err)
+	}
+	return nil
+}
+
+// Kubectl runs the cluster's kubectl as the admin; stdin may be nil.
+func (c *k8sCluster) Kubectl(t *testing.T, stdin []byte, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(c.KubectlPath, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// MustKubectl is Kubectl that fails the test on an error.
+func (c *k8sCluster) MustKubectl(t *testing.T, stdin []byte, args ...string) string {
+	t.Helper()
+	out, err := c.Kubectl(t, stdin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// LoadImage copies images from the Docker daemon into the cluster's
+// containerd (nothing can be pulled: pods use imagePullPolicy Never).
+func (c *k8sCluster) LoadImage(t *testing.T, tags ...string) {
+	t.Helper()
+	out, err := exec.Command(clusterScript(), append([]string{"load-image"}, tags...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("load images %v into the cluster: %v\n%s", tags, err, out)
+	}
+}
+
+// Namespace creates a namespace for one test and deletes it, with
+// everything in it, when the test ends.
+func (c *k8sCluster) Namespace(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	ns := "git-sandbox-test-" + hex.EncodeToString(b)
+	c.MustKubectl(t, nil, "create", "namespace", ns)
+	t.Cleanup(func() {
+		if _, err := c.Kubectl(t, nil, "delete", "namespace", ns, "--wait=false"); err != nil {
+			t.Error(err)
+		}
+	})
+	return ns
+}
+
+// TestKubernetesClusterRunsAPod: the test cluster runs the test image as
+// a non-root user with every capability dropped, to completion, and its
+// log comes back through the API server and the kubelet.
+func TestKubernetesClusterRunsAPod(t *testing.T) {
+	c := startCluster(t)
+	ns := c.Namespace(t)
+	pod := map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Pod",
+		"metadata":   map[string]any{"name": "smoke", "namespace": ns},
+		"spec": map[string]any{
+			"restartPolicy":                "Never",
+			"automountServiceAccountToken": false,
+			"enableServiceLinks":           false,
+			"securityContext": map[string]any{
+				"runAsUser": 1000, "runAsGroup": 1000, "runAsNonRoot": true,
+				"seccompProfile": map[string]any{"type": "RuntimeDefault"},
+			},
+			"containers": []any{map[string]any{
+				"name":            "main",
+				"image":           baseImage,
+				"imagePullPolicy": "Never",
+				"command":         []string{"sh", "-c", "echo ok; id -u; grep ^CapEff: /proc/self/status"},
+				"securityContext": map[string]any{
+					"allowPrivilegeEscalation": false,
+					"readOnlyRootFilesystem":   true,
+					"capabilities":             map[string]any{"drop": []string{"ALL"}},
+				},
+			}},
+		},
+	}
+	manifest, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	c.MustKubectl(t, manifest, "create", "-f", "-")
+	if _, err := c.Kubectl(t, nil, "wait", "--namespace", ns, "pod/smoke", "--for=jsonpath={.status.phase}=Succeeded", "--timeout=120s"); err != nil {
+		status, _ := c.Kubectl(t, nil, "get", "--namespace", ns, "pod/smoke", "-o", "yaml")
+		events, _ := c.Kubectl(t, nil, "get", "events", "--namespace", ns)
+		t.Fatalf("%v\npod:\n%s\nevents:\n%s", err, status, events)
+	}
+	t.Logf("pod create → Succeeded: %v", time.Since(start).Round(10*time.Millisecond))
+	if got := c.MustKubectl(t, nil, "logs", "--namespace", ns, "pod/smoke"); got != "ok\n1000\nCapEff:\t0000000000000000\n" {
+		t.Errorf("pod log = %q, want ok, uid 1000 and no capabilities", got)
+	}
+}
