@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // parsedTrailers is what git interpret-trailers --parse finds in a
@@ -44,5 +47,22 @@ func TestLandTrailersJoinTheMessagesTrailerBlock(t *testing.T) {
 	}
 	if got := e.parsedTrailers("main"); !strings.HasPrefix(got, "Sandbox: t2\n") || strings.Contains(got, "Sandbox-Forced") {
 		t.Errorf("trailers of a plain land:\n%s", got)
+	}
+}
+
+// A file of the checkout whose stat data changed but not its content
+// (touch) does not stop the checkout from following the land.
+func TestLandAfterTouchInTheCheckout(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `echo changed > README.md`)
+	later := time.Now().Add(time.Hour)
+	must(t, os.Chtimes(filepath.Join(e.Repo, "README.md"), later, later))
+	e.MustSandbox("land", "t1")
+	if st := e.Git("status", "--porcelain"); st != "" {
+		t.Errorf("checkout not clean after land:\n%s", st)
+	}
+	if got := readFile(filepath.Join(e.Repo, "README.md")); got != "changed\n" {
+		t.Errorf("README.md = %q", got)
 	}
 }
