@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
 )
 
 // parsedTrailers is what git interpret-trailers --parse finds in a
@@ -64,5 +69,107 @@ func TestLandAfterTouchInTheCheckout(t *testing.T) {
 	}
 	if got := readFile(filepath.Join(e.Repo, "README.md")); got != "changed\n" {
 		t.Errorf("README.md = %q", got)
+	}
+}
+
+// diffOnTerminal runs git sandbox diff ARGS on a pseudo-terminal and
+// returns what the terminal showed.
+func (e *Env) diffOnTerminal(extraEnv []string, args ...string) string {
+	e.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "git-sandbox"), append([]string{"diff"}, args...)...)
+	cmd.Dir = e.Repo
+	cmd.Env = append(append(append([]string{}, e.vars...), "TERM=xterm"), extraEnv...)
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 120})
+	must(e.t, err)
+	defer ptmx.Close()
+	out := &ptyOutput{}
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(out, ptmx); close(copied) }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			e.t.Fatalf("diff %q on a terminal: %v\n%s", args, err, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		e.t.Fatalf("diff %q on a terminal did not end:\n%s", args, out.String())
+	}
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+	}
+	return out.String()
+}
+
+// diff shows renames as git diff does, takes pathspecs after --, shows
+// word diffs, and pages through the user's pager on a terminal.
+func TestDiffRenamesPathspecsWordDiffAndPager(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	var long strings.Builder
+	for i := 1; i <= 37; i++ {
+		fmt.Fprintf(&long, "line %d of a file that moves\n", i)
+	}
+	e.WriteFile("long.txt", long.String())
+	e.Git("add", "long.txt")
+	e.Git("commit", "-q", "-m", "long")
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `mkdir -p src && mv long.txt src/moved.txt && echo 'hello world' > README.md`)
+
+	r := e.MustSandbox("diff", "t1")
+	for _, want := range []string{"rename from long.txt", "rename to src/moved.txt", "-hello", "+hello world"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("diff lacks %q:\n%s", want, r.Stdout)
+		}
+	}
+	if strings.Contains(r.Stdout, "deleted file mode") {
+		t.Errorf("diff shows the rename as a delete and an add:\n%s", r.Stdout)
+	}
+	if st := e.MustSandbox("diff", "t1", "--stat").Stdout; !strings.Contains(st, "long.txt => src/moved.txt") {
+		t.Errorf("diff --stat shows no rename:\n%s", st)
+	}
+
+	r = e.MustSandbox("diff", "t1", "--", "README.md")
+	if !strings.Contains(r.Stdout, "+hello world") || strings.Contains(r.Stdout, "long.txt") {
+		t.Errorf("diff -- README.md:\n%s", r.Stdout)
+	}
+	r = e.MustSandbox("diff", "t1", "--name-only", "--", "src/")
+	if strings.TrimSpace(r.Stdout) != "src/moved.txt" {
+		t.Errorf("diff --name-only -- src/ = %q", r.Stdout)
+	}
+	r = e.Sandbox("diff", "t1", "--", "nothing-here")
+	if r.Code != 0 || r.Stdout != "" || !strings.Contains(r.Stderr, "nothing to land at these paths") {
+		t.Errorf("diff of a path with no change: %s", r)
+	}
+
+	r = e.MustSandbox("diff", "t1", "--word-diff", "--", "README.md")
+	if !strings.Contains(r.Stdout, "hello {+world+}") {
+		t.Errorf("diff --word-diff:\n%s", r.Stdout)
+	}
+
+	// On a terminal: GIT_PAGER, then core.pager; --no-pager prints directly.
+	paged := filepath.Join(e.Root, "paged")
+	e.diffOnTerminal([]string{"GIT_PAGER=cat > " + paged}, "t1")
+	if got := readFile(paged); !strings.Contains(got, "rename to src/moved.txt") {
+		t.Errorf("GIT_PAGER did not get the diff: %q", got)
+	}
+	if !strings.Contains(readFile(paged), "\x1b[") {
+		t.Errorf("the pager got no colour")
+	}
+	cored := filepath.Join(e.Root, "core-paged")
+	e.Git("config", "core.pager", "cat > "+cored)
+	e.diffOnTerminal(nil, "t1", "--", "README.md")
+	if got := readFile(cored); !strings.Contains(got, "world") {
+		t.Errorf("core.pager did not get the diff: %q", got)
+	}
+	must(t, os.Remove(cored))
+	out := e.diffOnTerminal(nil, "t1", "--no-pager")
+	if _, err := os.Stat(cored); err == nil || !strings.Contains(out, "rename to src/moved.txt") {
+		t.Errorf("diff --no-pager used the pager (%v) or did not print:\n%s", err, out)
+	}
+	e.diffOnTerminal([]string{"GIT_PAGER=cat"}, "t1")
+	if _, err := os.Stat(cored); err == nil {
+		t.Errorf("GIT_PAGER=cat did not override core.pager")
 	}
 }
