@@ -173,3 +173,35 @@ func TestDiffRenamesPathspecsWordDiffAndPager(t *testing.T) {
 		t.Errorf("GIT_PAGER=cat did not override core.pager")
 	}
 }
+
+// Files the agent force-adds (git add -f of an ignored path), committed or
+// only staged, are in diff and land; ignored files it left alone are not.
+func TestForceAddedFilesAreSnapshottedAndLanded(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.WriteFile(".gitignore", "*.out\n")
+	e.Git("add", ".gitignore")
+	e.Git("commit", "-q", "-m", "ignore outputs")
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `set -e
+mkdir -p gen
+echo kept > gen/kept.out; git add -f gen/kept.out; git commit -q -m "agent: force-add"
+echo staged > staged.out; git add -f staged.out
+echo junk > junk.out`)
+	r := e.MustSandbox("diff", "t1", "--name-only")
+	if got := strings.Fields(r.Stdout); strings.Join(got, " ") != "gen/kept.out staged.out" {
+		t.Errorf("diff --name-only = %q, want gen/kept.out and staged.out", r.Stdout)
+	}
+	e.MustSandbox("land", "t1")
+	if got := e.Git("show", "main:gen/kept.out"); got != "kept" {
+		t.Errorf("main:gen/kept.out = %q", got)
+	}
+	if got := e.Git("show", "main:staged.out"); got != "staged" {
+		t.Errorf("main:staged.out = %q", got)
+	}
+	if r := e.Run(e.Repo, nil, "git", "cat-file", "-e", "main:junk.out"); r.Code == 0 {
+		t.Errorf("an ignored file the agent did not add was landed")
+	}
+	if st := e.Git("status", "--porcelain"); st != "" {
+		t.Errorf("checkout not clean after land:\n%s", st)
+	}
+}
