@@ -205,3 +205,13 @@ echo junk > junk.out`)
 		t.Errorf("checkout not clean after land:\n%s", st)
 	}
 }
+
+// -e values reach the agent unchanged, commas included.
+func TestEnvFlagKeepsCommas(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "t1", "--agent", "shell", "-e", "NO_PROXY=localhost,127.0.0.1", "-e", "B=x,y", "--", "sh", "-c", `printf '%s|%s\n' "$NO_PROXY" "$B" > env.txt`)
+	if got := readFile(filepath.Join(e.Worktree("t1"), "env.txt")); got != "localhost,127.0.0.1|x,y\n" {
+		t.Errorf("the agent saw %q", got)
+	}
+}
