@@ -247,6 +247,12 @@ func Apply(ctx context.Context, g *gitcmd.Runner, p *Plan, reflog string) (gitcm
 			return "", usererr.New("the checkout %s changed while landing (now on %s at %s)", p.Checkout.Path, termsafe.String(head), at).
 				Hint("nothing was landed; land again").WithCode(usererr.ExitRefused)
 		}
+		// Files whose stat data changed but not their content (touch, a
+		// fresh clone's timestamps) would make read-tree refuse them as
+		// "not uptodate": the index is refreshed first, as git checkout
+		// does. A path that really changed stays changed, and read-tree
+		// refuses it below.
+		_, _ = co.Run(ctx, nil, "update-index", "-q", "--refresh", "--ignore-submodules")
 		if err := co.ReadTree(ctx, gitcmd.ReadTreeRequest{From: p.Tip.String(), Tree: commit.String(), Update: true}); err != nil {
 			return "", usererr.Wrap(err, "cannot update the checkout %s: %v", p.Checkout.Path, err).
 				Hint("nothing was landed; look at git status there, then land again").

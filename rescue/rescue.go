@@ -12,6 +12,7 @@
 package rescue
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/worktree"
@@ -91,6 +93,10 @@ type Snapshotter struct {
 	// ExcludesFile is the user's core.excludesFile (from their trusted
 	// config), honoured so what they always ignore stays out; may be "".
 	ExcludesFile string
+	// AgentGitDir is the agent's private git directory: the paths its
+	// index tracks are snapshotted even when ignored (git add -f). Read
+	// with plain file reads only; may be "".
+	AgentGitDir string
 	// Start is the commit the sandbox branch began at.
 	Start string
 	// Baseline is the baseline snapshot, "" until it is taken.
@@ -223,7 +229,11 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		return nil, fmt.Errorf("snapshot: worktree %s: %w", s.Worktree, err)
 	}
 	g := s.isolated()
-	skipped, thawed, err := s.addFrozen(ctx, g)
+	head := ""
+	if s.AgentHead != nil {
+		head = s.AgentHead()
+	}
+	skipped, thawed, err := s.addFrozen(ctx, g, s.agentTracked(ctx, head))
 	defer thawed()
 	if err != nil {
 		return nil, err
@@ -246,10 +256,6 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		if slices.Equal(snap.Skipped, skipped) && (isBaseline || snap.Baseline == s.Baseline) {
 			return &Taken{Snapshot: *snap}, nil
 		}
-	}
-	head := ""
-	if s.AgentHead != nil {
-		head = s.AgentHead()
 	}
 	if reason == ReasonStart {
 		prev = "" // a new chain (an ended one was moved aside at start)
@@ -334,20 +340,20 @@ func (s *Snapshotter) Restamp(ctx context.Context, reason Reason) (*Taken, error
 // addFrozen stages the worktree while the agent is frozen. The agent is
 // thawed as soon as git add is done, in the background; the returned
 // function waits for that, so the snapshot's other steps overlap it.
-func (s *Snapshotter) addFrozen(ctx context.Context, g *gitcmd.Runner) ([]string, func(), error) {
+func (s *Snapshotter) addFrozen(ctx context.Context, g *gitcmd.Runner, tracked []agentrepo.IndexEntry) ([]string, func(), error) {
 	noop := func() {}
 	if err := s.stripGitlinks(ctx, g); err != nil {
 		return nil, noop, err
 	}
 	if s.Freeze == nil {
-		skipped, err := s.addAll(ctx, g)
+		skipped, err := s.addAll(ctx, g, tracked)
 		return skipped, noop, err
 	}
 	thaw, err := s.Freeze(ctx)
 	if err != nil {
 		return nil, noop, fmt.Errorf("snapshot: %w", err)
 	}
-	skipped, err := s.addAll(ctx, g)
+	skipped, err := s.addAll(ctx, g, tracked)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -377,14 +383,26 @@ func (s *Snapshotter) stripGitlinks(ctx context.Context, g *gitcmd.Runner) error
 
 // addAll stages the whole worktree into the private index. Paths git
 // refuses to store (a .GIT directory, unreadable files) are skipped and
-// returned, so one hostile file cannot stop every later snapshot.
-func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner) ([]string, error) {
+// returned, so one hostile file cannot stop every later snapshot. Paths the
+// agent tracks are staged even when ignored, as git add -f staged them.
+func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tracked []agentrepo.IndexEntry) ([]string, error) {
 	_, stderr, err := g.RunFull(ctx, nil, "add", "--all", "--ignore-errors", "--", ".")
 	if strings.Contains(string(stderr), "adding embedded git repository") {
 		if werr := os.WriteFile(s.gitlinksMarker(), nil, 0o600); werr != nil {
 			return nil, fmt.Errorf("snapshot: %w", werr)
 		}
 	}
+	skipped, err := skippedPaths(err)
+	if err != nil {
+		return nil, err
+	}
+	more, err := s.addForced(ctx, g, tracked)
+	return append(skipped, more...), err
+}
+
+// skippedPaths returns the paths a git add --ignore-errors could not
+// store, or its error when it failed otherwise.
+func skippedPaths(err error) ([]string, error) {
 	if err == nil {
 		return nil, nil
 	}
@@ -404,6 +422,92 @@ func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner) ([]string, e
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	return skipped, nil
+}
+
+// agentTracked lists what the agent tracks: its index, and the tree of
+// its HEAD when that commit is in the user's store (checked by sync). The
+// index wins where both name a path.
+func (s *Snapshotter) agentTracked(ctx context.Context, head string) []agentrepo.IndexEntry {
+	var out []agentrepo.IndexEntry
+	seen := map[string]bool{}
+	if s.AgentGitDir != "" {
+		entries, _ := agentrepo.Index(s.AgentGitDir)
+		for _, e := range entries {
+			seen[e.Path] = true
+			out = append(out, e)
+		}
+	}
+	if head == "" || !s.hasCommit(ctx, head) {
+		return out
+	}
+	b, err := s.host().Run(ctx, nil, "ls-tree", "-r", "-z", "--full-tree", head)
+	if err != nil {
+		return out
+	}
+	for _, rec := range gitcmd.SplitLines(b) {
+		meta, p, ok := strings.Cut(rec, "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 3 || seen[p] || agentrepo.CheckPath(p) != nil {
+			continue
+		}
+		seen[p] = true
+		out = append(out, agentrepo.IndexEntry{Path: p, Mode: f[0], ID: f[2]})
+	}
+	return out
+}
+
+// addForced stages the files the agent tracks that git add --all left
+// out because they are ignored (the agent's git add -f). Only regular
+// files and symlinks whose every parent is a real directory of the
+// worktree are added.
+func (s *Snapshotter) addForced(ctx context.Context, g *gitcmd.Runner, tracked []agentrepo.IndexEntry) ([]string, error) {
+	if len(tracked) == 0 {
+		return nil, nil
+	}
+	out, err := g.Run(ctx, nil, "ls-files", "-z", "--cached")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	have := map[string]bool{}
+	for _, p := range gitcmd.SplitLines(out) {
+		have[p] = true
+	}
+	var list bytes.Buffer
+	for _, e := range tracked {
+		if e.Mode == "160000" || have[e.Path] || !plainFileIn(s.Worktree, e.Path) {
+			continue
+		}
+		list.WriteString(e.Path)
+		list.WriteByte(0)
+	}
+	if list.Len() == 0 {
+		return nil, nil
+	}
+	lit := *g
+	lit.Env = append(slices.Clip(g.Env), "GIT_LITERAL_PATHSPECS=1")
+	_, err = lit.Run(ctx, &list, "add", "--force", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul")
+	return skippedPaths(err)
+}
+
+// plainFileIn reports whether rel is a regular file or a symlink in dir
+// with no symlink among its parents.
+func plainFileIn(dir, rel string) bool {
+	parts := strings.Split(rel, "/")
+	p := dir
+	for i, part := range parts {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return false
+		}
+		if i < len(parts)-1 && !fi.IsDir() {
+			return false
+		}
+		if i == len(parts)-1 {
+			return fi.Mode().IsRegular() || fi.Mode()&os.ModeSymlink != 0
+		}
+	}
+	return false
 }
 
 // current returns the chain tip and its tree, or "" when there is none.

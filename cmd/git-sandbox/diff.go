@@ -3,6 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"strings"
+
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/proc"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
 
 	"github.com/git-sandbox/git-sandbox/internal/review"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
@@ -11,9 +17,12 @@ import (
 
 // DiffCmd is git sandbox diff.
 type DiffCmd struct {
-	Branch   string `arg:"" help:"The sandbox."`
-	Stat     bool   `help:"Only the files changed and how much." xor:"format"`
-	NameOnly bool   `help:"Only the names of the files changed." xor:"format"`
+	Branch   string   `arg:"" help:"The sandbox."`
+	Paths    []string `arg:"" optional:"" help:"Only these paths (pathspecs, after --)."`
+	Stat     bool     `help:"Only the files changed and how much." xor:"format"`
+	NameOnly bool     `help:"Only the names of the files changed." xor:"format"`
+	WordDiff bool     `help:"Show changed words instead of changed lines." xor:"format"`
+	NoPager  bool     `help:"Do not page the output, even on a terminal."`
 }
 
 // Help is diff's long help.
@@ -24,8 +33,13 @@ start is not part of it). The agent's commits are brought back first.
 
 Paths to look at twice are listed first: symlinks (and where they point),
 gitlinks and .gitmodules, executable bits, CI workflows, hooks,
-package-manager and build scripts, editor and agent settings. Colour on a
-terminal unless NO_COLOR is set; changed words are highlighted.`
+package-manager and build scripts, editor and agent settings. Renames are
+detected as git diff detects them (diff.renames is honoured). Colour on a
+terminal unless NO_COLOR is set; changed words are highlighted.
+
+On a terminal the output goes through your pager, chosen as git chooses it
+(GIT_PAGER, core.pager, PAGER, less); --no-pager turns it off. Paths after
+-- limit the diff: git sandbox diff BRANCH -- src/`
 }
 
 // Run shows the change.
@@ -42,35 +56,82 @@ func (c *DiffCmd) Run(app *App) error {
 		return err
 	}
 	g := env.Git()
-	changes, err := review.Changes(app.Ctx, g, sb.Baseline, final.ID)
+	changes, err := review.Changes(app.Ctx, g, sb.Baseline, final.ID, c.Paths...)
 	if err != nil {
 		return err
 	}
+	for _, p := range final.Skipped {
+		app.UI.Warnf("%s cannot be stored by git and would not land", termsafe.String(p))
+	}
 	if len(changes) == 0 {
+		if len(c.Paths) > 0 {
+			app.UI.Infof("nothing to land at these paths: %s has no changes there since its baseline", sb.Display())
+			return nil
+		}
 		app.UI.Infof("nothing to land: %s has no changes since its baseline", sb.Display())
 		return nil
 	}
 	flags := review.FlagsOf(app.Ctx, g, changes)
 	color := app.UI.Color(app.Stdout)
-	flagOut := app.Stdout
 	format := review.FormatPatch
 	switch {
 	case c.Stat:
 		format = review.FormatStat
 	case c.NameOnly:
 		format = review.FormatNameOnly
-		flagOut = app.UI.Writer()
-		color = false
 	}
-	printFlags(flagOut, flags, color && flagOut == app.Stdout)
-	for _, p := range final.Skipped {
-		app.UI.Warnf("%s cannot be stored by git and would not land", termsafe.String(p))
-	}
-	patch, err := review.Patch(app.Ctx, g, sb.Baseline, final.ID, format)
+	patch, err := review.Patch(app.Ctx, g, sb.Baseline, final.ID, review.PatchOptions{
+		Format: format, Paths: c.Paths, WordDiff: c.WordDiff, Porcelain: color,
+	})
 	if err != nil {
 		return err
 	}
-	return review.Render(app.Stdout, patch, color)
+	out := app.Stdout
+	if !c.NoPager {
+		if pager := startPager(app, g); pager != nil {
+			defer func() { _ = pager.Close() }()
+			out = pager
+		}
+	}
+	if c.NameOnly {
+		// The names alone go to stdout, for scripts; the flags to stderr.
+		printFlags(app.UI.Writer(), flags, false)
+		return review.Render(out, patch, false)
+	}
+	printFlags(out, flags, color)
+	if c.WordDiff && color {
+		return review.RenderWords(out, patch)
+	}
+	return review.Render(out, patch, color)
+}
+
+// startPager starts the user's pager when stdout is a terminal, chosen as
+// git chooses it: GIT_PAGER, core.pager, PAGER, else less. It returns nil
+// when there is no pager to run ("cat", empty, or not a terminal).
+func startPager(app *App, g *gitcmd.Runner) *proc.Pager {
+	f, ok := app.Stdout.(*os.File)
+	if !ok || !ui.IsTerminal(f) {
+		return nil
+	}
+	cmd, set := os.LookupEnv("GIT_PAGER")
+	if !set {
+		// git var reads core.pager and PAGER; the runner drops GIT_*
+		// variables, so GIT_PAGER was looked at above.
+		out, err := g.Output(app.Ctx, "var", "GIT_PAGER")
+		if err != nil {
+			return nil
+		}
+		cmd = out
+	}
+	if cmd = strings.TrimSpace(cmd); cmd == "" || cmd == "cat" {
+		return nil
+	}
+	p, err := proc.StartPager(cmd, f)
+	if err != nil {
+		app.UI.Warnf("cannot start the pager %s: %v", termsafe.String(cmd), err)
+		return nil
+	}
+	return p
 }
 
 func printFlags(w io.Writer, flags []review.Flag, color bool) {

@@ -116,7 +116,7 @@ func (c *RescueShowCmd) Run(app *App) error {
 	if c.Stat {
 		format = review.FormatStat
 	}
-	patch, err := review.Patch(app.Ctx, g, s.Baseline, s.ID, format)
+	patch, err := review.Patch(app.Ctx, g, s.Baseline, s.ID, review.PatchOptions{Format: format})
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ type StartCmd struct {
 	Prompt  string   `short:"p" help:"The task. With it the agent runs headless; without it, interactively."`
 	Verify  string   `help:"Command that decides whether the work is done (run by verify and land)." placeholder:"CMD"`
 	Detach  bool     `short:"d" help:"Return at once; the agent runs in the background."`
-	Env     []string `short:"e" help:"Pass an environment variable: KEY (the host's value) or KEY=VALUE." placeholder:"KEY[=VAL]"`
+	Env     []string `short:"e" sep:"none" help:"Pass an environment variable: KEY (the host's value) or KEY=VALUE (passed unchanged, commas included)." placeholder:"KEY[=VAL]"`
 	Image   string   `help:"Container image (default from config: ${default_image})."`
 	Network string   `help:"Container network: ${network_modes} (default from config: ${network_default})." enum:",${network_enum}" default:""`
 	Runtime string   `help:"OCI runtime, such as runsc or kata-runtime."`
@@ -54,10 +54,31 @@ Examples:
   git sandbox start t2 -d --agent shell -- sh -c 'make test > out.txt'`
 }
 
+// checkLimits checks the limits given as flags (0 and "" mean not given).
+func (c *StartCmd) checkLimits() error {
+	if c.CPUs != 0 {
+		if err := config.CheckCPUs("", "--cpus", c.CPUs); err != nil {
+			return err
+		}
+	}
+	if c.Pids != 0 {
+		if err := config.CheckPids("", "--pids", c.Pids); err != nil {
+			return err
+		}
+	}
+	if c.Memory != "" {
+		return config.CheckMemory("", "--memory", c.Memory)
+	}
+	return nil
+}
+
 // Run starts the sandbox.
 func (c *StartCmd) Run(app *App) error {
 	if c.JSON && !c.DryRun {
 		return usererr.New("--json goes with --dry-run").Hint("git sandbox ps --json lists sandboxes as JSON")
+	}
+	if err := c.checkLimits(); err != nil {
+		return err
 	}
 	env, err := app.Env()
 	if err != nil {

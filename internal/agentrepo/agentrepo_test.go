@@ -224,3 +224,40 @@ func TestSyncChecksAHeadTheUserStoreHas(t *testing.T) {
 		t.Errorf("a HEAD checked before is not checked again: %+v, %v", res, err)
 	}
 }
+
+func TestIndexListsStagedEntries(t *testing.T) {
+	d := t.TempDir()
+	env := []string{"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1"}
+	git(t, d, env, "init", "-q")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(d, ".gitignore"), []byte("*.out\n"), 0o644))
+	must(os.WriteFile(filepath.Join(d, "staged.out"), []byte("s\n"), 0o755))
+	git(t, d, env, "add", ".gitignore")
+	git(t, d, env, "add", "-f", "staged.out")
+	git(t, d, env, "update-index", "--add", "--cacheinfo", "160000,1111111111111111111111111111111111111111,sub")
+	got, err := Index(filepath.Join(d, ".git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []IndexEntry{
+		{Path: ".gitignore", Mode: "100644", ID: "3f6a7d9b4ab8b0f0b3bd0d4c04a0f7b0e0a4c4e1"},
+		{Path: "staged.out", Mode: "100755"},
+		{Path: "sub", Mode: "160000", ID: "1111111111111111111111111111111111111111"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Index = %+v", got)
+	}
+	for i := range want {
+		if got[i].Path != want[i].Path || got[i].Mode != want[i].Mode || (i == 2 && got[i].ID != want[i].ID) {
+			t.Errorf("entry %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if es, err := Index(t.TempDir()); err != nil || es != nil {
+		t.Errorf("no index: %v %v", es, err)
+	}
+}

@@ -194,7 +194,7 @@ func UserPath() string {
 func Load(repoDir string) (*Loaded, error) {
 	l := &Loaded{Config: Defaults()}
 	if p := UserPath(); p != "" {
-		ok, err := decodeFile(p, &l.Config, nil)
+		ok, err := decodeFile(p, &l.Config, nil, false)
 		if err != nil {
 			return nil, err
 		}
@@ -210,7 +210,7 @@ func Load(repoDir string) (*Loaded, error) {
 	}
 	p := filepath.Join(repoDir, RepoFile)
 	var repo Config
-	ok, err := decodeFile(p, &repo, checkRepoKeys)
+	ok, err := decodeFile(p, &repo, checkRepoKeys, true)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func Load(repoDir string) (*Loaded, error) {
 
 // decodeFile decodes a TOML file into c. A missing file is not an error.
 // check, if set, vets the keys the file defines.
-func decodeFile(path string, c *Config, check func(path string, md toml.MetaData) error) (bool, error) {
+func decodeFile(path string, c *Config, check func(path string, md toml.MetaData) error, repo bool) (bool, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
@@ -250,6 +250,9 @@ func decodeFile(path string, c *Config, check func(path string, md toml.MetaData
 		if err := check(path, md); err != nil {
 			return false, err
 		}
+	}
+	if err := checkValues(path, c, md, repo); err != nil {
+		return false, err
 	}
 	if und := md.Undecoded(); len(und) > 0 {
 		keys := make([]string, len(und))
@@ -370,4 +373,120 @@ func (l *Loaded) validate(file string) error {
 		}
 	}
 	return nil
+}
+
+// Accepted ranges of the numeric and duration settings.
+const (
+	// MinCPUs is the smallest CPU limit (the daemon's own minimum);
+	// MaxCPUs the largest.
+	MinCPUs = 0.01
+	MaxCPUs = 1024
+	// MinPids and MaxPids bound the process limit: fewer than MinPids
+	// processes cannot run an agent's shell and its tools; MaxPids is the
+	// kernel's largest pid_max.
+	MinPids, MaxPids = 16, 4194304
+	// MinMemory is the smallest memory limit the daemon accepts.
+	MinMemory = 6 << 20
+	// MinInterval is the shortest snapshot interval in the user's config;
+	// MinRepoInterval the shortest a repository may ask for, so a
+	// repository cannot make the host snapshot without pause; MaxInterval
+	// the longest.
+	MinInterval     = time.Second
+	MinRepoInterval = 10 * time.Second
+	MaxInterval     = 24 * time.Hour
+)
+
+// rangeError is a setting outside its accepted range. where is a file
+// (then key is a key in it) or "" for a command-line flag (then key is
+// the flag).
+func rangeError(where, key, value, want string) error {
+	if where == "" {
+		return usererr.New("%s %s: %s", key, value, want).Hint("see git sandbox start --help")
+	}
+	return usererr.New("%s: %s = %s: %s", where, key, value, want).
+		Hint("fix the file; every key is described in .sandbox.toml.example")
+}
+
+// CheckCPUs checks a CPU limit: from MinCPUs to MaxCPUs. (A config file
+// may be shared between machines, so the limit is not held to this one's
+// CPUs; the daemon says so at start.)
+func CheckCPUs(where, key string, v float64) error {
+	if !(v >= MinCPUs && v <= MaxCPUs) {
+		return rangeError(where, key, strconv.FormatFloat(v, 'g', -1, 64), fmt.Sprintf("must be a number of CPUs from %g to %d", MinCPUs, MaxCPUs))
+	}
+	return nil
+}
+
+// CheckPids checks a process limit: from MinPids to MaxPids.
+func CheckPids(where, key string, v int64) error {
+	if v < MinPids || v > MaxPids {
+		return rangeError(where, key, strconv.FormatInt(v, 10), fmt.Sprintf("must be a number of processes from %d to %d", MinPids, MaxPids))
+	}
+	return nil
+}
+
+// CheckMemory checks a memory size: "0" (no limit) or at least MinMemory.
+func CheckMemory(where, key, v string) error {
+	n, err := MemoryBytes(v)
+	if err != nil || (n != 0 && n < MinMemory) || n < 0 || (n == 0 && v != "0") {
+		return rangeError(where, key, strconv.Quote(v), "must be a size of at least 6m (such as 512m or 8g), or \"0\" for no limit")
+	}
+	return nil
+}
+
+// CheckInterval checks a snapshot interval: from MinInterval (a
+// repository's: MinRepoInterval) to MaxInterval.
+func CheckInterval(where, key string, d time.Duration, repo bool) error {
+	lo := MinInterval
+	if repo {
+		lo = MinRepoInterval
+	}
+	if d < lo || d > MaxInterval {
+		return rangeError(where, key, strconv.Quote(shortDuration(d)), fmt.Sprintf("must be a duration from %s to %s", shortDuration(lo), shortDuration(MaxInterval)))
+	}
+	return nil
+}
+
+// checkImage checks an image name: not empty, no spaces or control
+// characters.
+func checkImage(where, key, v string) error {
+	if v == "" || strings.IndexFunc(v, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		return rangeError(where, key, strconv.Quote(v), "must name an image (such as debian:bookworm), without spaces")
+	}
+	return nil
+}
+
+// checkValues checks every numeric, duration and name setting a file
+// defines, naming the key and the accepted range.
+func checkValues(path string, c *Config, md toml.MetaData, repo bool) error {
+	checks := []struct {
+		key   []string
+		check func() error
+	}{
+		{[]string{"limits", "cpus"}, func() error { return CheckCPUs(path, "limits.cpus", c.Limits.CPUs) }},
+		{[]string{"limits", "pids"}, func() error { return CheckPids(path, "limits.pids", c.Limits.Pids) }},
+		{[]string{"limits", "memory"}, func() error { return CheckMemory(path, "limits.memory", c.Limits.Memory) }},
+		{[]string{"rescue", "interval"}, func() error { return CheckInterval(path, "rescue.interval", c.Rescue.Interval.Duration, repo) }},
+		{[]string{"image"}, func() error { return checkImage(path, "image", c.Image) }},
+		{[]string{"base_image"}, func() error { return checkImage(path, "base_image", c.BaseImage) }},
+	}
+	for _, ch := range checks {
+		if md.IsDefined(ch.key...) {
+			if err := ch.check(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// shortDuration writes 24h, 2m or 10s rather than 24h0m0s.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d != 0 && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d != 0 && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
 }

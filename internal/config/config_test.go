@@ -156,3 +156,48 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestNumericSettingsAreValidated(t *testing.T) {
+	tests := []struct {
+		user, repo string
+		want       string // "" means accepted
+	}{
+		{user: "[limits]\ncpus = -3\n", want: "limits.cpus = -3: must be a number of CPUs from 0.01 to 1024"},
+		{user: "[limits]\ncpus = 0\n", want: "limits.cpus = 0: must be"},
+		{user: "[limits]\ncpus = 100000\n", want: "limits.cpus = 100000: must be"},
+		{user: "[limits]\ncpus = 0.5\n"},
+		{user: "[limits]\npids = 0\n", want: "limits.pids = 0: must be a number of processes from 16 to 4194304"},
+		{user: "[limits]\npids = 256\n"},
+		{user: "[limits]\nmemory = \"1k\"\n", want: `limits.memory = "1k": must be a size of at least 6m`},
+		{user: "[limits]\nmemory = \"lots\"\n", want: `limits.memory = "lots": must be`},
+		{user: "[limits]\nmemory = \"0\"\n"},
+		{user: "[rescue]\ninterval = \"0s\"\n", want: `rescue.interval = "0s": must be a duration from 1s to 24h`},
+		{user: "[rescue]\ninterval = \"2d\"\n", want: `rescue.interval = "48h": must be a duration from 1s to 24h`},
+		{user: "[rescue]\ninterval = \"1s\"\n"},
+		{repo: "[rescue]\ninterval = \"1s\"\n", want: `rescue.interval = "1s": must be a duration from 10s to 24h`},
+		{repo: "[rescue]\ninterval = \"30s\"\n"},
+		{repo: "[limits]\ncpus = -3\n", want: "limits.cpus = -3: must be"},
+		{repo: "[limits]\npids = 0\n", want: "limits.pids = 0: must be"},
+		{user: "image = \"\"\n", want: `image = "": must name an image`},
+		{repo: "image = \"a b\"\n", want: `image = "a b": must name an image`},
+		{user: "base_image = \"\"\n", want: `base_image = "": must name an image`},
+	}
+	for _, tt := range tests {
+		_, err := Load(setup(t, tt.user, tt.repo))
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("user %q repo %q: %v", tt.user, tt.repo, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("user %q repo %q: error %v, want %q", tt.user, tt.repo, err, tt.want)
+		}
+	}
+}
+
+func TestFlagValuesAreValidated(t *testing.T) {
+	if err := CheckCPUs("", "--cpus", -1); err == nil || err.Error() != "--cpus -1: must be a number of CPUs from 0.01 to 1024" {
+		t.Errorf("CheckCPUs: %v", err)
+	}
+	if err := CheckPids("", "--pids", 1); err == nil || !strings.HasPrefix(err.Error(), "--pids 1: must be") {
+		t.Errorf("CheckPids: %v", err)
+	}
+}

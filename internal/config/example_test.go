@@ -25,6 +25,9 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 	if und := md.Undecoded(); len(und) > 0 {
 		t.Errorf("the example has unknown keys: %v", und)
 	}
+	if err := checkValues("example", &c, md, false); err != nil {
+		t.Errorf("the example holds a value outside its range: %v", err)
+	}
 	text := string(b)
 	for _, key := range tomlKeys(reflect.TypeOf(Config{}), "") {
 		name := key[strings.LastIndex(key, ".")+1:]

@@ -183,3 +183,53 @@ func tokens(s string) []string {
 	}
 	return out
 }
+
+// RenderWords writes git's porcelain word diff (--word-diff=porcelain) in
+// colour: removed words red, added words green, on one line as git shows
+// them, everything escaped.
+func RenderWords(w io.Writer, patch []byte) error {
+	bw := bufio.NewWriter(w)
+	inHunk := false
+	lineOpen := false
+	for _, line := range strings.Split(strings.TrimSuffix(string(patch), "\n"), "\n") {
+		switch {
+		case strings.HasPrefix(line, "diff --git"):
+			inHunk = false
+			bw.WriteString(bold + termsafe.Text(line) + reset + "\n")
+			continue
+		case strings.HasPrefix(line, "@@"):
+			inHunk = true
+			bw.WriteString(cyan + termsafe.Text(line) + reset + "\n")
+			continue
+		case !inHunk:
+			bw.WriteString(bold + termsafe.Text(line) + reset + "\n")
+			continue
+		}
+		if line == "" {
+			continue
+		}
+		text := termsafe.Text(line[1:])
+		switch line[0] {
+		case '~':
+			bw.WriteByte('\n')
+			lineOpen = false
+			continue
+		case '-':
+			bw.WriteString(red + "[-" + text + "-]" + reset)
+		case '+':
+			bw.WriteString(green + "{+" + text + "+}" + reset)
+		case '\\':
+			if lineOpen {
+				bw.WriteByte('\n')
+			}
+			bw.WriteString(termsafe.Text(line))
+		default:
+			bw.WriteString(text)
+		}
+		lineOpen = true
+	}
+	if lineOpen {
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
+}

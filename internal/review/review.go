@@ -25,9 +25,13 @@ type Entry struct {
 	Path             string
 }
 
-// Changes lists the paths that differ between two trees (or commits).
-func Changes(ctx context.Context, g *gitcmd.Runner, from, to string) ([]Entry, error) {
-	out, err := g.Run(ctx, nil, "diff-tree", "-r", "-z", "--no-renames", "--raw", "--full-index", from, to)
+// Changes lists the paths that differ between two trees (or commits),
+// limited to paths when any are given (pathspecs, as git takes them). Each
+// path is listed on its own (renames are a delete and an add), so every
+// path written is checked and flagged.
+func Changes(ctx context.Context, g *gitcmd.Runner, from, to string, paths ...string) ([]Entry, error) {
+	args := []string{"diff-tree", "-r", "-z", "--no-renames", "--raw", "--full-index", from, to, "--"}
+	out, err := g.Run(ctx, nil, append(args, paths...)...)
 	if err != nil {
 		return nil, fmt.Errorf("diff: %w", err)
 	}
@@ -161,17 +165,36 @@ const (
 	FormatNameOnly
 )
 
+// PatchOptions say how Patch shows a change.
+type PatchOptions struct {
+	Format Format
+	// Paths limits the diff to these pathspecs.
+	Paths []string
+	// WordDiff shows changed words instead of changed lines: git's plain
+	// word diff ([-old-]{+new+}), or with Porcelain its porcelain form
+	// for RenderWords to colour.
+	WordDiff, Porcelain bool
+}
+
 // Patch returns git's diff between two trees (or commits) in the format
-// asked for. External diff drivers and textconv never run.
-func Patch(ctx context.Context, g *gitcmd.Runner, from, to string, f Format) ([]byte, error) {
-	args := []string{"diff", "--no-color", "--no-renames"}
-	switch f {
+// asked for, with renames detected as git diff does (diff.renames is
+// honoured). External diff drivers and textconv never run.
+func Patch(ctx context.Context, g *gitcmd.Runner, from, to string, o PatchOptions) ([]byte, error) {
+	args := []string{"diff", "--no-color"}
+	switch o.Format {
 	case FormatStat:
-		args = []string{"diff", "--no-color", "--no-renames", "--stat=100", "--summary"}
+		args = append(args, "--stat=100", "--summary")
 	case FormatNameOnly:
-		args = []string{"diff", "--no-color", "--no-renames", "--name-only"}
+		args = append(args, "--name-only")
+	default:
+		if o.WordDiff && o.Porcelain {
+			args = append(args, "--word-diff=porcelain")
+		} else if o.WordDiff {
+			args = append(args, "--word-diff=plain")
+		}
 	}
-	out, err := g.Run(ctx, nil, append(args, from, to, "--")...)
+	args = append(args, from, to, "--")
+	out, err := g.Run(ctx, nil, append(args, o.Paths...)...)
 	if err != nil {
 		return nil, fmt.Errorf("diff: %w", err)
 	}

@@ -100,3 +100,21 @@ func TestTokens(t *testing.T) {
 		t.Errorf("tokens = %q", got)
 	}
 }
+
+func TestRenderWords(t *testing.T) {
+	patch := "diff --git a/a b/a\nindex 1..2 100644\n--- a/a\n+++ b/a\n@@ -1,2 +1,2 @@\n one \n-two\n+2\n  three\n~\n-gone\x1b[31m\n~\n"
+	var b bytes.Buffer
+	if err := RenderWords(&b, []byte(patch)); err != nil {
+		t.Fatal(err)
+	}
+	want := bold + "diff --git a/a b/a" + reset + "\n" +
+		bold + "index 1..2 100644" + reset + "\n" +
+		bold + "--- a/a" + reset + "\n" +
+		bold + "+++ b/a" + reset + "\n" +
+		cyan + "@@ -1,2 +1,2 @@" + reset + "\n" +
+		"one " + red + "[-two-]" + reset + green + "{+2+}" + reset + " three\n" +
+		red + "[-gone\\x1b[31m-]" + reset + "\n"
+	if got := b.String(); got != want {
+		t.Errorf("RenderWords:\n%q\nwant\n%q", got, want)
+	}
+}

@@ -124,7 +124,10 @@ type LandResult struct {
 	Verdict *record.Verdict
 	// VerifyRan is set when land ran verify itself.
 	VerifyRan bool
-	Cleaned   bool
+	// Forced says what --force went past ("" when nothing), as recorded in
+	// the commit's Sandbox-Forced trailer.
+	Forced  string
+	Cleaned bool
 }
 
 // Land applies the sandbox's change onto its base branch as one commit.
@@ -162,10 +165,14 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 		return nil, usererr.New("the agent made no commits: there is nothing for --merge to keep").
 			Hint("land without --merge")
 	}
+	msg, err := s.commitMessage(ctx, o.Message, final.ID, "")
+	if err != nil {
+		return nil, err
+	}
 	prepare := func() (*land.Plan, error) {
 		plan, err := land.Prepare(ctx, s.env.Git(), land.Options{
 			Ref: ref, Baseline: s.Baseline, Final: final.ID, AgentHead: sync.Head, Merge: o.Merge,
-			Message:   s.commitMessage(o.Message, final.ID),
+			Message:   msg,
 			Forbidden: "refs/heads/" + s.Branch,
 		})
 		if err == nil && plan.Checkout != nil && s.env.insideSandboxes(plan.Checkout.Path) {
@@ -187,6 +194,12 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 		return nil, err
 	}
 	res.Verdict, res.VerifyRan = verdict, ran
+	if res.Forced = forcedPast(s, verdict, o.Force); res.Forced != "" {
+		if msg, err = s.commitMessage(ctx, o.Message, final.ID, res.Forced); err != nil {
+			return nil, err
+		}
+		plan.Message = msg
+	}
 	if s.Verify != "" && !o.DryRun {
 		// Verify takes time: the base, its checkout and the local changes
 		// there are looked at again right before anything changes.
@@ -277,9 +290,24 @@ func (s *Sandbox) verifyForLand(ctx context.Context, final *rescue.Taken, o Land
 	return v, true, nil
 }
 
+// forcedPast says what a --force land goes past: a failed verify, or
+// verdicts only for other versions of the work.
+func forcedPast(s *Sandbox, v *record.Verdict, force bool) string {
+	switch {
+	case !force || s.Verify == "":
+		return ""
+	case v != nil && !v.OK:
+		return "verify failed"
+	case v == nil && len(s.Verdicts) > 0:
+		return "verify not run on this tree"
+	}
+	return ""
+}
+
 // commitMessage is -m, else the prompt's first line, with trailers naming
-// the sandbox, the agent and the baseline.
-func (s *Sandbox) commitMessage(msg, final string) string {
+// the sandbox, the agent and the baseline (and what --force went past)
+// joined to the message's own trailer block.
+func (s *Sandbox) commitMessage(ctx context.Context, msg, final, forced string) (string, error) {
 	if strings.TrimSpace(msg) == "" {
 		subject := strings.TrimSpace(strings.SplitN(strings.TrimSpace(s.Prompt), "\n", 2)[0])
 		if subject == "" {
@@ -293,9 +321,16 @@ func (s *Sandbox) commitMessage(msg, final string) string {
 			msg += "\n\n" + body
 		}
 	}
-	msg = strings.TrimRight(msg, "\n")
-	return fmt.Sprintf("%s\n\nSandbox: %s\nSandbox-Agent: %s\nSandbox-Baseline: %s\nSandbox-Snapshot: %s\n",
-		msg, s.Branch, s.Agent, s.Baseline, final)
+	trailers := []land.Trailer{
+		{Key: "Sandbox", Value: s.Branch},
+		{Key: "Sandbox-Agent", Value: s.Agent},
+		{Key: "Sandbox-Baseline", Value: s.Baseline},
+		{Key: "Sandbox-Snapshot", Value: final},
+	}
+	if forced != "" {
+		trailers = append(trailers, land.Trailer{Key: "Sandbox-Forced", Value: forced})
+	}
+	return land.WithTrailers(ctx, s.env.Git(), msg, trailers)
 }
 
 // insideSandboxes reports whether a path is inside the state directory or

@@ -141,6 +141,7 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit, containerName
 		Scratch:      l.ScratchGitDir(branch),
 		Lock:         l.Lock(branch),
 		ExcludesFile: e.excludesFile(),
+		AgentGitDir:  privateGit,
 		Start:        start,
 		Baseline:     baseline,
 		Freeze:       e.freezer(containerName),

@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// parsedTrailers is what git interpret-trailers --parse finds in a
+// commit's message.
+func (e *Env) parsedTrailers(rev string) string {
+	e.t.Helper()
+	r := e.Run(e.Repo, nil, "sh", "-c", `git log -1 --format=%B "$1" | git interpret-trailers --parse`, "sh", rev)
+	if r.Code != 0 {
+		e.t.Fatalf("interpret-trailers: %s", r)
+	}
+	return r.Stdout
+}
+
+// The sandbox trailers join the message's own trailer block, so a DCO
+// check still finds Signed-off-by; a forced land says so in a trailer.
+func TestLandTrailersJoinTheMessagesTrailerBlock(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "t1", "--verify", "test -f ok.txt", "--agent", "shell", "--", "sh", "-c", `echo work > work.txt`)
+	msg := "feat: add work\n\nThe body.\n\nSigned-off-by: Test User <test@example.com>"
+	if r := e.Sandbox("land", "t1", "-m", msg); r.Code != 4 {
+		t.Fatalf("land after a failed verify: %s", r)
+	}
+	e.MustSandbox("land", "t1", "--force", "-m", msg)
+	got := e.parsedTrailers("main")
+	p := "Signed-off-by: Test User <test@example.com>\nSandbox: t1\nSandbox-Agent: shell\n"
+	if !strings.HasPrefix(got, p) || !strings.Contains(got, "\nSandbox-Forced: verify failed\n") {
+		t.Errorf("git interpret-trailers --parse of the landed commit:\n%s\nwant Signed-off-by, the sandbox trailers and Sandbox-Forced together", got)
+	}
+	if subj := e.Git("log", "-1", "--format=%s", "main"); subj != "feat: add work" {
+		t.Errorf("subject = %q", subj)
+	}
+
+	// A subject-only message that looks like a trailer keeps its subject.
+	e.MustSandbox("start", "t2", "--agent", "shell", "--", "sh", "-c", `echo more > more.txt`)
+	e.MustSandbox("land", "t2", "-m", "fix: more")
+	if subj := e.Git("log", "-1", "--format=%s", "main"); subj != "fix: more" {
+		t.Errorf("subject = %q", subj)
+	}
+	if got := e.parsedTrailers("main"); !strings.HasPrefix(got, "Sandbox: t2\n") || strings.Contains(got, "Sandbox-Forced") {
+		t.Errorf("trailers of a plain land:\n%s", got)
+	}
+}
+
+// A file of the checkout whose stat data changed but not its content
+// (touch) does not stop the checkout from following the land.
+func TestLandAfterTouchInTheCheckout(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `echo changed > README.md`)
+	later := time.Now().Add(time.Hour)
+	must(t, os.Chtimes(filepath.Join(e.Repo, "README.md"), later, later))
+	e.MustSandbox("land", "t1")
+	if st := e.Git("status", "--porcelain"); st != "" {
+		t.Errorf("checkout not clean after land:\n%s", st)
+	}
+	if got := readFile(filepath.Join(e.Repo, "README.md")); got != "changed\n" {
+		t.Errorf("README.md = %q", got)
+	}
+}
+
+// diffOnTerminal runs git sandbox diff ARGS on a pseudo-terminal and
+// returns what the terminal showed.
+func (e *Env) diffOnTerminal(extraEnv []string, args ...string) string {
+	e.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "git-sandbox"), append([]string{"diff"}, args...)...)
+	cmd.Dir = e.Repo
+	cmd.Env = append(append(append([]string{}, e.vars...), "TERM=xterm"), extraEnv...)
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 120})
+	must(e.t, err)
+	defer ptmx.Close()
+	out := &ptyOutput{}
+	copied := make(chan struct{})
+	go func() { _, _ = io.Copy(out, ptmx); close(copied) }()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			e.t.Fatalf("diff %q on a terminal: %v\n%s", args, err, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		e.t.Fatalf("diff %q on a terminal did not end:\n%s", args, out.String())
+	}
+	select {
+	case <-copied:
+	case <-time.After(5 * time.Second):
+	}
+	return out.String()
+}
+
+// diff shows renames as git diff does, takes pathspecs after --, shows
+// word diffs, and pages through the user's pager on a terminal.
+func TestDiffRenamesPathspecsWordDiffAndPager(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	var long strings.Builder
+	for i := 1; i <= 37; i++ {
+		fmt.Fprintf(&long, "line %d of a file that moves\n", i)
+	}
+	e.WriteFile("long.txt", long.String())
+	e.Git("add", "long.txt")
+	e.Git("commit", "-q", "-m", "long")
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `mkdir -p src && mv long.txt src/moved.txt && echo 'hello world' > README.md`)
+
+	r := e.MustSandbox("diff", "t1")
+	for _, want := range []string{"rename from long.txt", "rename to src/moved.txt", "-hello", "+hello world"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("diff lacks %q:\n%s", want, r.Stdout)
+		}
+	}
+	if strings.Contains(r.Stdout, "deleted file mode") {
+		t.Errorf("diff shows the rename as a delete and an add:\n%s", r.Stdout)
+	}
+	if st := e.MustSandbox("diff", "t1", "--stat").Stdout; !strings.Contains(st, "long.txt => src/moved.txt") {
+		t.Errorf("diff --stat shows no rename:\n%s", st)
+	}
+
+	r = e.MustSandbox("diff", "t1", "--", "README.md")
+	if !strings.Contains(r.Stdout, "+hello world") || strings.Contains(r.Stdout, "long.txt") {
+		t.Errorf("diff -- README.md:\n%s", r.Stdout)
+	}
+	r = e.MustSandbox("diff", "t1", "--name-only", "--", "src/")
+	if strings.TrimSpace(r.Stdout) != "src/moved.txt" {
+		t.Errorf("diff --name-only -- src/ = %q", r.Stdout)
+	}
+	r = e.Sandbox("diff", "t1", "--", "nothing-here")
+	if r.Code != 0 || r.Stdout != "" || !strings.Contains(r.Stderr, "nothing to land at these paths") {
+		t.Errorf("diff of a path with no change: %s", r)
+	}
+
+	r = e.MustSandbox("diff", "t1", "--word-diff", "--", "README.md")
+	if !strings.Contains(r.Stdout, "hello {+world+}") {
+		t.Errorf("diff --word-diff:\n%s", r.Stdout)
+	}
+
+	// On a terminal: GIT_PAGER, then core.pager; --no-pager prints directly.
+	paged := filepath.Join(e.Root, "paged")
+	e.diffOnTerminal([]string{"GIT_PAGER=cat > " + paged}, "t1")
+	if got := readFile(paged); !strings.Contains(got, "rename to src/moved.txt") {
+		t.Errorf("GIT_PAGER did not get the diff: %q", got)
+	}
+	if !strings.Contains(readFile(paged), "\x1b[") {
+		t.Errorf("the pager got no colour")
+	}
+	cored := filepath.Join(e.Root, "core-paged")
+	e.Git("config", "core.pager", "cat > "+cored)
+	e.diffOnTerminal(nil, "t1", "--", "README.md")
+	if got := readFile(cored); !strings.Contains(got, "world") {
+		t.Errorf("core.pager did not get the diff: %q", got)
+	}
+	must(t, os.Remove(cored))
+	out := e.diffOnTerminal(nil, "t1", "--no-pager")
+	if _, err := os.Stat(cored); err == nil || !strings.Contains(out, "rename to src/moved.txt") {
+		t.Errorf("diff --no-pager used the pager (%v) or did not print:\n%s", err, out)
+	}
+	e.diffOnTerminal([]string{"GIT_PAGER=cat"}, "t1")
+	if _, err := os.Stat(cored); err == nil {
+		t.Errorf("GIT_PAGER=cat did not override core.pager")
+	}
+}
+
+// Files the agent force-adds (git add -f of an ignored path), committed or
+// only staged, are in diff and land; ignored files it left alone are not.
+func TestForceAddedFilesAreSnapshottedAndLanded(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.WriteFile(".gitignore", "*.out\n")
+	e.Git("add", ".gitignore")
+	e.Git("commit", "-q", "-m", "ignore outputs")
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `set -e
+mkdir -p gen
+echo kept > gen/kept.out; git add -f gen/kept.out; git commit -q -m "agent: force-add"
+echo staged > staged.out; git add -f staged.out
+echo junk > junk.out`)
+	r := e.MustSandbox("diff", "t1", "--name-only")
+	if got := strings.Fields(r.Stdout); strings.Join(got, " ") != "gen/kept.out staged.out" {
+		t.Errorf("diff --name-only = %q, want gen/kept.out and staged.out", r.Stdout)
+	}
+	e.MustSandbox("land", "t1")
+	if got := e.Git("show", "main:gen/kept.out"); got != "kept" {
+		t.Errorf("main:gen/kept.out = %q", got)
+	}
+	if got := e.Git("show", "main:staged.out"); got != "staged" {
+		t.Errorf("main:staged.out = %q", got)
+	}
+	if r := e.Run(e.Repo, nil, "git", "cat-file", "-e", "main:junk.out"); r.Code == 0 {
+		t.Errorf("an ignored file the agent did not add was landed")
+	}
+	if st := e.Git("status", "--porcelain"); st != "" {
+		t.Errorf("checkout not clean after land:\n%s", st)
+	}
+}
+
+// -e values reach the agent unchanged, commas included.
+func TestEnvFlagKeepsCommas(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "t1", "--agent", "shell", "-e", "NO_PROXY=localhost,127.0.0.1", "-e", "B=x,y", "--", "sh", "-c", `printf '%s|%s\n' "$NO_PROXY" "$B" > env.txt`)
+	if got := readFile(filepath.Join(e.Worktree("t1"), "env.txt")); got != "localhost,127.0.0.1|x,y\n" {
+		t.Errorf("the agent saw %q", got)
+	}
+}
