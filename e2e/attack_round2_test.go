@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,6 +55,46 @@ func TestAttackQuickExitStillVerified(t *testing.T) {
 	for tree, v := range e.atkVerdicts("quick") {
 		if v.OK {
 			t.Errorf("verify passed on tree %s without ok.txt", tree)
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 12. Escape sequences from the repository's setup and verify commands:
+// their output used to reach the terminal raw, so a hostile repository could
+// clear the screen and print a fake "all tests passed", or set the
+// clipboard (OSC 52).
+
+const atkFakeReport = `printf '\033[2J\033[H\033]52;c;ZXZpbA==\007\302\233\342\200\256 all tests passed\n'`
+
+func TestAttackSetupAndVerifyOutputIsEscaped(t *testing.T) {
+	t.Parallel()
+	e, _, _ := atkEnv(t)
+	e.WriteFile(".sandbox.toml", "setup = \""+strings.ReplaceAll(atkFakeReport, `\`, `\\`)+"\"\nverify = \""+strings.ReplaceAll(atkFakeReport, `\`, `\\`)+"\"\n")
+	e.Git("add", ".sandbox.toml")
+	e.Git("commit", "-qm", "a hostile repository's setup and verify")
+	outputs := map[string]Result{}
+	outputs["start -d"] = e.MustSandbox("start", "esc", "-d", "--agent", "shell", "--", "sh", "-c", "echo work > work.txt; echo AGENT-DONE")
+	// Armed: the setup wrote the raw sequences inside the container.
+	if b := e.Run(e.Repo, nil, "docker", "logs", e.PsOf("esc").Container).Stdout; !strings.Contains(b, "\x1b]52;c;") {
+		t.Fatalf("the setup's raw output holds no OSC 52 sequence: the test would prove nothing:\n%q", b)
+	}
+	if r := e.Sandbox("wait", "esc", "--timeout", "60s"); r.Code != 0 {
+		t.Fatalf("wait: %s", r)
+	}
+	// A change since the supervisor's verify makes verify run again.
+	must(t, os.WriteFile(filepath.Join(e.Worktree("esc"), "late.txt"), []byte("late\n"), 0o644))
+	outputs["verify"] = e.Sandbox("verify", "esc")
+	// land runs verify through the same code when it finds no verdict.
+	if !strings.Contains(outputs["verify"].Stdout+outputs["verify"].Stderr, "all tests passed") {
+		t.Errorf("verify printed nothing of the verify command's output: %s", outputs["verify"])
+	}
+	for l, r := range outputs {
+		if found := atkRawControls(r.Stdout); len(found) > 0 {
+			t.Errorf("ATTACK SUCCEEDED: git sandbox %s printed raw %v on stdout:\n%q", l, found, r.Stdout)
+		}
+		if found := atkRawControls(r.Stderr); len(found) > 0 {
+			t.Errorf("ATTACK SUCCEEDED: git sandbox %s printed raw %v on stderr:\n%q", l, found, r.Stderr)
 		}
 	}
 }
