@@ -70,7 +70,23 @@ func (c *DiffCmd) Run(app *App) error {
 	if err != nil {
 		return err
 	}
-	return review.Render(app.Stdout, patch, color)
+	if err := review.Render(app.Stdout, patch, color); err != nil {
+		return err
+	}
+	// The tree shown, so land can refuse anything else: the agent may
+	// change its work between this review and land.
+	app.UI.Infof("this is tree %s", shortTree(final.Tree))
+	app.UI.Hintf("git sandbox land %s --expect %s lands exactly this", sb.Display(), shortTree(final.Tree))
+	return nil
+}
+
+// shortTree is a tree id short enough to type and long enough to mean one
+// tree.
+func shortTree(t string) string {
+	if len(t) > 12 {
+		return t[:12]
+	}
+	return t
 }
 
 func printFlags(w io.Writer, flags []review.Flag, color bool) {
