@@ -14,6 +14,7 @@ type DiffCmd struct {
 	Branch   string `arg:"" help:"The sandbox."`
 	Stat     bool   `help:"Only the files changed and how much." xor:"format"`
 	NameOnly bool   `help:"Only the names of the files changed." xor:"format"`
+	Text     bool   `short:"a" help:"Show binary files as text (escaped), like git diff --text."`
 }
 
 // Help is diff's long help.
@@ -24,7 +25,9 @@ start is not part of it). The agent's commits are brought back first.
 
 Paths to look at twice are listed first: symlinks (and where they point),
 gitlinks and .gitmodules, executable bits, CI workflows, hooks,
-package-manager and build scripts, editor and agent settings. Colour on a
+package-manager and build scripts, editor and agent settings, and binary content
+in a text or source file (git shows it only as "Binary files differ"; --text
+shows it, escaped). Colour on a
 terminal unless NO_COLOR is set; changed words are highlighted.`
 }
 
@@ -66,7 +69,7 @@ func (c *DiffCmd) Run(app *App) error {
 	for _, p := range final.Skipped {
 		app.UI.Warnf("%s cannot be stored by git and would not land", termsafe.String(p))
 	}
-	patch, err := review.Patch(app.Ctx, g, sb.Baseline, final.ID, format)
+	patch, err := review.PatchText(app.Ctx, g, sb.Baseline, final.ID, format, c.Text)
 	if err != nil {
 		return err
 	}

@@ -60,13 +60,19 @@ type Flag struct {
 // FlagsOf returns the review flags of a change, reading symlink targets
 // from the repository. Reasons hold agent text: print them escaped.
 func FlagsOf(ctx context.Context, g *gitcmd.Runner, entries []Entry) []Flag {
-	return Flags(entries, func(id string) string {
+	flags := Flags(entries, func(id string) string {
 		out, err := g.Run(ctx, nil, "cat-file", "blob", id)
 		if err != nil {
 			return ""
 		}
 		return string(out)
 	})
+	binary, err := binaryBlobs(ctx, g, binaryCandidates(entries))
+	if err != nil {
+		// Unreadable content is itself worth a look.
+		return append(flags, Flag{Path: "(all files)", Reason: "could not check for binary content: " + err.Error()})
+	}
+	return append(flags, binaryFlags(entries, binary)...)
 }
 
 // Flags returns the review flags of a change. linkTarget reads a symlink's
@@ -164,12 +170,21 @@ const (
 // Patch returns git's diff between two trees (or commits) in the format
 // asked for. External diff drivers and textconv never run.
 func Patch(ctx context.Context, g *gitcmd.Runner, from, to string, f Format) ([]byte, error) {
+	return PatchText(ctx, g, from, to, f, false)
+}
+
+// PatchText is Patch that, with text set, shows every file as text, binary
+// content included (escaped when rendered).
+func PatchText(ctx context.Context, g *gitcmd.Runner, from, to string, f Format, text bool) ([]byte, error) {
 	args := []string{"diff", "--no-color", "--no-renames"}
 	switch f {
 	case FormatStat:
 		args = []string{"diff", "--no-color", "--no-renames", "--stat=100", "--summary"}
 	case FormatNameOnly:
 		args = []string{"diff", "--no-color", "--no-renames", "--name-only"}
+	}
+	if text {
+		args = append(args, "--text")
 	}
 	out, err := g.Run(ctx, nil, append(args, from, to, "--")...)
 	if err != nil {
