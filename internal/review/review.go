@@ -131,6 +131,8 @@ func sensitiveReason(p string) string {
 	switch {
 	case base == ".gitmodules" || strings.HasPrefix(base, ".gitmodules"):
 		return ".gitmodules: submodule URLs and paths"
+	case base == ".sandbox.toml" || base == "devcontainer.json" || base == ".devcontainer.json":
+		return "sandbox settings: choose the image, setup and verify commands of later sandboxes"
 	case base == ".gitattributes":
 		return ".gitattributes: can name filters and diff drivers"
 	case strings.HasPrefix(lower, ".github/workflows/") || base == ".gitlab-ci.yml" || strings.HasPrefix(lower, ".circleci/") || base == "jenkinsfile" || strings.HasPrefix(lower, ".buildkite/"):
