@@ -22,6 +22,7 @@ type DiffCmd struct {
 	Stat     bool     `help:"Only the files changed and how much." xor:"format"`
 	NameOnly bool     `help:"Only the names of the files changed." xor:"format"`
 	WordDiff bool     `help:"Show changed words instead of changed lines." xor:"format"`
+	Text     bool     `short:"a" help:"Show binary files as text (escaped), like git diff --text."`
 	NoPager  bool     `help:"Do not page the output, even on a terminal."`
 }
 
@@ -33,13 +34,17 @@ start is not part of it). The agent's commits are brought back first.
 
 Paths to look at twice are listed first: symlinks (and where they point),
 gitlinks and .gitmodules, executable bits, CI workflows, hooks,
-package-manager and build scripts, editor and agent settings. Renames are
-detected as git diff detects them (diff.renames is honoured). Colour on a
-terminal unless NO_COLOR is set; changed words are highlighted.
+package-manager and build scripts, editor and agent settings, and binary content
+in a text or source file (git shows it only as "Binary files differ"; --text
+shows it, escaped). Renames are detected as git diff detects them (diff.renames
+is honoured). Colour on a terminal unless NO_COLOR is set; changed words are
+highlighted.
 
 On a terminal the output goes through your pager, chosen as git chooses it
 (GIT_PAGER, core.pager, PAGER, less); --no-pager turns it off. Paths after
--- limit the diff: git sandbox diff BRANCH -- src/`
+-- limit the diff: git sandbox diff BRANCH -- src/
+
+The tree shown is named at the end; land --expect TREE lands exactly it.`
 }
 
 // Run shows the change.
@@ -81,7 +86,7 @@ func (c *DiffCmd) Run(app *App) error {
 		format = review.FormatNameOnly
 	}
 	patch, err := review.Patch(app.Ctx, g, sb.Baseline, final.ID, review.PatchOptions{
-		Format: format, Paths: c.Paths, WordDiff: c.WordDiff, Porcelain: color,
+		Format: format, Paths: c.Paths, WordDiff: c.WordDiff, Porcelain: color, Text: c.Text,
 	})
 	if err != nil {
 		return err
@@ -100,9 +105,27 @@ func (c *DiffCmd) Run(app *App) error {
 	}
 	printFlags(out, flags, color)
 	if c.WordDiff && color {
-		return review.RenderWords(out, patch)
+		err = review.RenderWords(out, patch)
+	} else {
+		err = review.Render(out, patch, color)
 	}
-	return review.Render(out, patch, color)
+	if err != nil {
+		return err
+	}
+	// The tree shown, so land can refuse anything else: the agent may
+	// change its work between this review and land.
+	app.UI.Infof("this is tree %s", shortTree(final.Tree))
+	app.UI.Hintf("git sandbox land %s --expect %s lands exactly this", sb.Display(), shortTree(final.Tree))
+	return nil
+}
+
+// shortTree is a tree id short enough to type and long enough to mean one
+// tree.
+func shortTree(t string) string {
+	if len(t) > 12 {
+		return t[:12]
+	}
+	return t
 }
 
 // startPager starts the user's pager when stdout is a terminal, chosen as

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/git-sandbox/git-sandbox/internal/review"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
@@ -17,6 +18,7 @@ type LandCmd struct {
 	Keep    bool   `help:"Keep the sandbox after landing (the next land starts from here)."`
 	Force   bool   `help:"Land although verify failed or ran on other work."`
 	DryRun  bool   `help:"Show what would land and change nothing."`
+	Expect  string `help:"Land only if the work is this tree (as git sandbox diff printed it)." placeholder:"TREE"`
 }
 
 // Help is land's long help.
@@ -26,6 +28,10 @@ lands too and work present at start does not — onto the base branch's current
 tip with a 3-way merge, as one commit with trailers naming the sandbox, the
 agent and the baseline. The base ref moves by compare-and-swap; when the base is
 checked out, its files and index follow, and local changes elsewhere stay.
+
+With --expect TREE it lands only the tree you reviewed: git sandbox diff prints
+it, and work that changed since (an agent that noticed the review) is refused.
+Land prints the diffstat of what it applies.
 
 Refuses while the agent runs, when verify failed or ran on other work (--force
 overrides that only), and when the base's checkout has local changes where the
@@ -37,12 +43,13 @@ Afterwards the container, worktree, branch and agent repository are removed
 
 // Run lands.
 func (c *LandCmd) Run(app *App) error {
-	_, sb, err := app.Find(c.Branch)
+	env, sb, err := app.Find(c.Branch)
 	if err != nil {
 		return err
 	}
+	baseline := sb.Baseline
 	res, err := sb.Land(app.Ctx, sandbox.LandOptions{
-		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, IO: app.IO(),
+		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, Expect: c.Expect, IO: app.IO(),
 	})
 	if err != nil {
 		return err
@@ -76,7 +83,12 @@ func (c *LandCmd) Run(app *App) error {
 		app.UI.Infof("%s %s on %s (%s): %d file(s); nothing was changed", verb, sb.Display(), onto, p.Tip.Short(), len(p.Changes))
 		return nil
 	}
-	app.UI.Infof("%s %s on %s as %s: %d file(s)", verb, sb.Display(), onto, res.Commit.Short(), len(p.Changes))
+	app.UI.Infof("%s %s (tree %s) on %s as %s: %d file(s)", verb, sb.Display(), shortTree(res.Final.Tree), onto, res.Commit.Short(), len(p.Changes))
+	if stat, err := review.Patch(app.Ctx, env.Git(), baseline, res.Final.ID, review.PatchOptions{Format: review.FormatStat}); err == nil {
+		_ = review.Render(app.UI.Writer(), stat, false)
+	} else {
+		app.UI.Warnf("cannot show the diffstat: %v", err)
+	}
 	if p.Checkout != nil {
 		app.UI.Infof("updated the checkout %s", p.Checkout.Path)
 	}

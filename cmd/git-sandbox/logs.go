@@ -1,8 +1,6 @@
 package main
 
 import (
-	"io"
-
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
@@ -29,17 +27,10 @@ func (c *LogsCmd) Run(app *App) error {
 	}
 	stdout, stderr := app.Stdout, app.Stderr
 	if !c.Raw {
-		stdout, stderr = escapingWriter{stdout}, escapingWriter{stderr}
+		o, e := termsafe.NewWriter(stdout), termsafe.NewWriter(stderr)
+		defer o.Flush()
+		defer e.Flush()
+		stdout, stderr = o, e
 	}
 	return sb.Logs(app.Ctx, c.Follow, c.Tail, stdout, stderr)
-}
-
-// escapingWriter escapes control sequences, keeping newlines and tabs.
-type escapingWriter struct{ w io.Writer }
-
-func (e escapingWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(e.w, termsafe.Text(string(p))); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,6 +85,9 @@ type Config struct {
 	VerifyBeforePush bool `toml:"verify_before_push"`
 	// Hooks configures the pre-push hook.
 	Hooks Hooks `toml:"hooks"`
+	// AllowedImages are images a repository's .sandbox.toml may choose
+	// (user config only): any other image it names needs the user's yes.
+	AllowedImages []string `toml:"allowed_images"`
 }
 
 // Mount is an extra bind mount from the user's own config.
@@ -170,6 +174,15 @@ type Loaded struct {
 	UserFile, RepoFile string
 	// Warnings are settings that were ignored, for the user to read.
 	Warnings []string
+	// RepoImage is the image the repository's .sandbox.toml chose over
+	// the user's ("" when it chose none, or the same).
+	RepoImage string
+}
+
+// ImageAllowed reports whether the user allowed image to be chosen by a
+// repository: named in allowed_images, or the default image.
+func (l *Loaded) ImageAllowed(image string) bool {
+	return image == DefaultImage() || slices.Contains(l.AllowedImages, image)
 }
 
 // UserPath is the user's config file: $GIT_SANDBOX_CONFIG, else
@@ -224,7 +237,11 @@ func Load(repoDir string) (*Loaded, error) {
 			return nil, usererr.New("%s sets \"network\" = %q: a repository's config may only tighten the network (%s, most closed first)", p, repo.Network, container.NetworkModeNames()).
 				Hint("only your own config (%s) or --network can open the network", UserPath())
 		}
+		userImage := l.Image
 		l.applyRepo(repo)
+		if repo.Image != "" && repo.Image != userImage {
+			l.RepoImage = repo.Image
+		}
 		if err := l.validate(p); err != nil {
 			return nil, err
 		}
@@ -275,6 +292,7 @@ var repoRefused = map[string]string{
 	"worktrees_dir":      "choosing where worktrees are created on the host",
 	"hooks":              "pre-push hook settings",
 	"verify_before_push": "pre-push settings",
+	"allowed_images":     "allowing images",
 	"privileged":         "privileged containers (never allowed anywhere)",
 	"cap_add":            "adding capabilities (never allowed anywhere)",
 	"devices":            "host devices",

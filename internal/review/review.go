@@ -64,13 +64,19 @@ type Flag struct {
 // FlagsOf returns the review flags of a change, reading symlink targets
 // from the repository. Reasons hold agent text: print them escaped.
 func FlagsOf(ctx context.Context, g *gitcmd.Runner, entries []Entry) []Flag {
-	return Flags(entries, func(id string) string {
+	flags := Flags(entries, func(id string) string {
 		out, err := g.Run(ctx, nil, "cat-file", "blob", id)
 		if err != nil {
 			return ""
 		}
 		return string(out)
 	})
+	binary, err := binaryBlobs(ctx, g, binaryCandidates(entries))
+	if err != nil {
+		// Unreadable content is itself worth a look.
+		return append(flags, Flag{Path: "(all files)", Reason: "could not check for binary content: " + err.Error()})
+	}
+	return append(flags, binaryFlags(entries, binary)...)
 }
 
 // Flags returns the review flags of a change. linkTarget reads a symlink's
@@ -129,6 +135,8 @@ func sensitiveReason(p string) string {
 	switch {
 	case base == ".gitmodules" || strings.HasPrefix(base, ".gitmodules"):
 		return ".gitmodules: submodule URLs and paths"
+	case base == ".sandbox.toml" || base == "devcontainer.json" || base == ".devcontainer.json":
+		return "sandbox settings: choose the image, setup and verify commands of later sandboxes"
 	case base == ".gitattributes":
 		return ".gitattributes: can name filters and diff drivers"
 	case strings.HasPrefix(lower, ".github/workflows/") || base == ".gitlab-ci.yml" || strings.HasPrefix(lower, ".circleci/") || base == "jenkinsfile" || strings.HasPrefix(lower, ".buildkite/"):
@@ -174,6 +182,9 @@ type PatchOptions struct {
 	// word diff ([-old-]{+new+}), or with Porcelain its porcelain form
 	// for RenderWords to colour.
 	WordDiff, Porcelain bool
+	// Text shows every file as text, binary content included (escaped
+	// when rendered), like git diff --text.
+	Text bool
 }
 
 // Patch returns git's diff between two trees (or commits) in the format
@@ -192,6 +203,9 @@ func Patch(ctx context.Context, g *gitcmd.Runner, from, to string, o PatchOption
 		} else if o.WordDiff {
 			args = append(args, "--word-diff=plain")
 		}
+	}
+	if o.Text {
+		args = append(args, "--text")
 	}
 	args = append(args, from, to, "--")
 	out, err := g.Run(ctx, nil, append(args, o.Paths...)...)

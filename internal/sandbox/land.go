@@ -111,6 +111,9 @@ type LandOptions struct {
 	Keep    bool
 	Force   bool
 	DryRun  bool
+	// Expect is the tree (an id or a prefix of at least 7 digits) the user
+	// reviewed, as diff printed it; land refuses any other.
+	Expect string
 	// Verify runs the verify command when land has to (stdout/stderr of
 	// the caller receive its output).
 	IO IO
@@ -151,9 +154,17 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	if !strings.HasPrefix(ref, "refs/") {
 		ref = "refs/heads/" + ref
 	}
+	if err := checkExpect(o.Expect); err != nil {
+		return nil, err
+	}
 	final, sync, err := s.Final(ctx, rescue.ReasonLand)
 	if err != nil {
 		return nil, err
+	}
+	if o.Expect != "" && !strings.HasPrefix(final.Tree, strings.ToLower(o.Expect)) {
+		return nil, usererr.New("the work in %s changed since you reviewed it: it is now tree %s, not %s", s.Display(), shortID(final.Tree), termsafe.String(o.Expect)).
+			Hint("nothing was landed; look again with git sandbox diff %s, then land the tree it names", s.Display()).
+			WithCode(usererr.ExitRefused)
 	}
 	if len(final.Skipped) > 0 {
 		return nil, usererr.New("the sandbox holds %d path(s) git cannot store, such as %s", len(final.Skipped), termsafe.String(final.Skipped[0])).
@@ -364,4 +375,17 @@ func (s *Sandbox) newVerdict(tree string, code int) (*record.Verdict, error) {
 		return nil
 	})
 	return &v, err
+}
+
+// checkExpect refuses an --expect value that is not a tree id or a prefix
+// of one long enough to mean one tree.
+func checkExpect(x string) error {
+	if x == "" {
+		return nil
+	}
+	if len(x) < 7 || len(x) > 64 || strings.Trim(strings.ToLower(x), "0123456789abcdef") != "" {
+		return usererr.New("--expect %s is not a tree id", termsafe.String(x)).
+			Hint("give the tree git sandbox diff printed (at least 7 hex digits)")
+	}
+	return nil
 }

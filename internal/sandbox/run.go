@@ -202,9 +202,15 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	}
 	snap := sb.Snapshotter()
 	st, err := sb.ContainerState(ctx)
-	if err != nil || st == nil || !st.Running {
+	if err != nil || st == nil {
 		_, serr := snap.Take(ctx, rescue.ReasonExit)
 		return errors.Join(err, serr)
+	}
+	if !st.Running {
+		// The agent exited before this first look (a quick agent, or a
+		// slow start of this process): it gets the same exit snapshot and
+		// automatic verify as one that exits later.
+		return e.supervisedExit(ctx, sb, st.ExitCode)
 	}
 	waitC := d.WaitExit(ctx, sb.Container, container.WaitNotRunning)
 	tick := time.NewTicker(interval)
@@ -218,21 +224,30 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 				e.UI.Infof("%s snapshot %s (%d changes)", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes)
 			}
 		case res := <-waitC:
-			t, err := snap.Take(context.WithoutCancel(ctx), rescue.ReasonExit)
-			if err != nil {
-				return fmt.Errorf("final snapshot: %w", err)
-			}
-			e.UI.Infof("%s agent exited with code %d; snapshot %s", time.Now().Format(time.RFC3339), res.Code, shortID(t.ID))
-			if sb.Verify != "" {
-				v, err := sb.RunVerify(context.WithoutCancel(ctx), t, IO{Stdout: e.UI.Writer(), Stderr: e.UI.Writer()})
-				if err != nil {
-					return fmt.Errorf("verify: %w", err)
-				}
-				e.UI.Infof("%s verify on tree %s: ok=%v exit code %d", time.Now().Format(time.RFC3339), shortID(t.Tree), v.OK, v.ExitCode)
-			}
-			return nil
+			return e.supervisedExit(ctx, sb, res.Code)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// supervisedExit takes the exit snapshot of a sandbox whose agent exited
+// and runs its automatic verify on that tree (once per tree: a verdict
+// already recorded for it is kept).
+func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int) error {
+	ctx = context.WithoutCancel(ctx)
+	t, err := sb.Snapshotter().Take(ctx, rescue.ReasonExit)
+	if err != nil {
+		return fmt.Errorf("final snapshot: %w", err)
+	}
+	e.UI.Infof("%s agent exited with code %d; snapshot %s", time.Now().Format(time.RFC3339), code, shortID(t.ID))
+	if sb.Verify == "" {
+		return nil
+	}
+	v, err := sb.RunVerify(ctx, t, IO{Stdout: e.UI.Writer(), Stderr: e.UI.Writer()})
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	e.UI.Infof("%s verify on tree %s: ok=%v exit code %d", time.Now().Format(time.RFC3339), shortID(t.Tree), v.OK, v.ExitCode)
+	return nil
 }

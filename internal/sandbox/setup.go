@@ -7,6 +7,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
 )
@@ -31,7 +32,10 @@ exec "$@"`
 func (e *Env) runSetup(ctx context.Context, d Engine, sb *Sandbox, io IO) error {
 	e.UI.Infof("running setup in %s", sb.Display())
 	waitC := d.WaitExit(ctx, sb.Container, container.WaitNextExit)
-	wait, err := d.Attach(ctx, sb.Container, container.Streams{Stdout: io.Stderr, Stderr: io.Stderr})
+	// The repository chose the setup command, so its output is escaped
+	// like the agent's logs.
+	out := termsafe.NewWriter(io.Stderr)
+	wait, err := d.Attach(ctx, sb.Container, container.Streams{Stdout: out, Stderr: out})
 	if err != nil {
 		return err
 	}
@@ -39,6 +43,7 @@ func (e *Env) runSetup(ctx context.Context, d Engine, sb *Sandbox, io IO) error 
 		return err
 	}
 	_ = wait()
+	_ = out.Flush()
 	res := <-waitC
 	if res.Err != nil {
 		return fmt.Errorf("setup: %w", res.Err)

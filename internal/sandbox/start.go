@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -81,7 +82,13 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 		return nil, err
 	}
 	if o.DryRun {
+		if e.repoChoseImage(o, p.Container.Image) {
+			e.UI.Warnf("%s chooses the image %s, which you have not allowed: start would ask (on a terminal) or refuse", config.RepoFile, termsafe.String(p.Container.Image))
+		}
 		return &StartResult{Plan: p.Redacted()}, nil
+	}
+	if err := e.allowRepoImage(o, p.Container.Image); err != nil {
+		return nil, err
 	}
 	d, err := e.Engine(ctx)
 	if err != nil {
@@ -341,4 +348,57 @@ func cloneMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// repoChoseImage reports whether image is the repository's choice (its
+// .sandbox.toml, not the user's config or --image) and the user has not
+// allowed it.
+func (e *Env) repoChoseImage(o StartOptions, image string) bool {
+	return o.Image == "" && e.Config.RepoImage != "" && image == e.Config.RepoImage && !e.Config.ImageAllowed(image)
+}
+
+// allowRepoImage asks the user, on a terminal, whether the image the
+// repository chose may run; without a terminal it refuses. Any local image
+// can be named, one with secrets baked in too, and the agent (and whoever
+// wrote the repository) would read them.
+func (e *Env) allowRepoImage(o StartOptions, image string) error {
+	if !e.repoChoseImage(o, image) {
+		return nil
+	}
+	refused := func(msg string) error {
+		return usererr.New("%s: %s chooses the image %s", msg, config.RepoFile, termsafe.String(image)).
+			Hint("a repository may name any local image, one with secrets in it too; if you trust this one, add it to allowed_images in %s", config.UserPath()).
+			Hint("or choose it yourself with --image %s, or another with --image", termsafe.String(image)).
+			WithCode(usererr.ExitRefused)
+	}
+	if !o.IO.StdinIsTerminal || o.IO.Stdin == nil {
+		return refused("not started")
+	}
+	fmt.Fprintf(o.IO.Stderr, "%s asks for the image %s, which is not in your allowed_images.\nRun the agent in it? [y/N] ", config.RepoFile, termsafe.String(image))
+	answer, _ := readLine(o.IO.Stdin)
+	switch strings.ToLower(strings.TrimSpace(answer)) {
+	case "y", "yes":
+		return nil
+	}
+	return refused("not started, as you answered")
+}
+
+// readLine reads up to a newline one byte at a time, so nothing after it
+// is taken from a terminal the agent reads next.
+func readLine(r io.Reader) (string, error) {
+	var b strings.Builder
+	buf := make([]byte, 1)
+	for b.Len() < 256 {
+		n, err := r.Read(buf)
+		if n == 1 {
+			if buf[0] == '\n' {
+				break
+			}
+			b.WriteByte(buf[0])
+		}
+		if err != nil {
+			return b.String(), err
+		}
+	}
+	return b.String(), nil
 }

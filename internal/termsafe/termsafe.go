@@ -9,6 +9,7 @@ package termsafe
 
 import (
 	"fmt"
+	"io"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -73,4 +74,53 @@ func isPlain(s string, keepLines bool) bool {
 func isBidiControl(r rune) bool {
 	return (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) ||
 		r == 0x200e || r == 0x200f || r == 0x061c
+}
+
+// Writer escapes what is written through it as Text does, for a stream of
+// output a container chose (logs, setup, verify). A UTF-8 sequence split
+// across writes is held back until it is complete, so it prints as the
+// character it is; Flush writes out what is held.
+type Writer struct {
+	W       io.Writer
+	pending []byte
+}
+
+// NewWriter returns a Writer that writes escaped text to w.
+func NewWriter(w io.Writer) *Writer { return &Writer{W: w} }
+
+// Write escapes p and writes it.
+func (w *Writer) Write(p []byte) (int, error) {
+	buf := append(w.pending, p...)
+	w.pending = nil
+	// Hold back an incomplete UTF-8 sequence at the end (at most 3 bytes).
+	for back := 1; back <= 3 && back <= len(buf); back++ {
+		c := buf[len(buf)-back]
+		if c < 0x80 {
+			break
+		}
+		if utf8.RuneStart(c) {
+			if !utf8.FullRune(buf[len(buf)-back:]) {
+				w.pending = append([]byte(nil), buf[len(buf)-back:]...)
+				buf = buf[:len(buf)-back]
+			}
+			break
+		}
+	}
+	if len(buf) > 0 {
+		if _, err := io.WriteString(w.W, Text(string(buf))); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// Flush writes, escaped, a held-back incomplete sequence.
+func (w *Writer) Flush() error {
+	if len(w.pending) == 0 {
+		return nil
+	}
+	s := Text(string(w.pending))
+	w.pending = nil
+	_, err := io.WriteString(w.W, s)
+	return err
 }

@@ -1,6 +1,9 @@
 package termsafe
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestString(t *testing.T) {
 	tests := []struct {
@@ -38,5 +41,22 @@ func TestText(t *testing.T) {
 func TestTextKeepsBackslash(t *testing.T) {
 	if got := Text(`\ No newline at end of file`); got != `\ No newline at end of file` {
 		t.Errorf("Text = %q", got)
+	}
+}
+
+func TestWriter(t *testing.T) {
+	var b strings.Builder
+	w := NewWriter(&b)
+	for _, chunk := range []string{"ok \x1b[2J\x1b]52;c;eA==\x07", "\xc3", "\xa9 done\n", "\xe2\x80"} {
+		if n, err := w.Write([]byte(chunk)); err != nil || n != len(chunk) {
+			t.Fatalf("Write(%q) = %d, %v", chunk, n, err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := `ok \x1b[2J\x1b]52;c;eA==\x07é done` + "\n" + `\xe2\x80`
+	if b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
 // Engine is what a verify run asks of the container engine.
@@ -107,7 +108,20 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 	}
 	defer d.Remove(context.WithoutCancel(ctx), id)
 	waitC := d.WaitExit(ctx, id, container.WaitNextExit)
-	wait, err := d.Attach(ctx, id, container.Streams{Stdout: o.Stdout, Stderr: o.Stderr})
+	// The repository or the agent chose the command and the files it runs
+	// on, so its output is escaped like the agent's logs.
+	streams := container.Streams{}
+	if o.Stdout != nil {
+		w := termsafe.NewWriter(o.Stdout)
+		defer w.Flush()
+		streams.Stdout = w
+	}
+	if o.Stderr != nil {
+		w := termsafe.NewWriter(o.Stderr)
+		defer w.Flush()
+		streams.Stderr = w
+	}
+	wait, err := d.Attach(ctx, id, streams)
 	if err != nil {
 		return -1, err
 	}

