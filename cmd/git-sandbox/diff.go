@@ -24,7 +24,8 @@ start is not part of it). The agent's commits are brought back first.
 
 Paths to look at twice are listed first: symlinks (and where they point),
 gitlinks and .gitmodules, executable bits, CI workflows, hooks,
-package-manager and build scripts, editor and agent settings. Colour on a
+package-manager and build scripts, editor and agent settings. The agent's
+commits are listed next: land --merge keeps each of them as it is. Colour on a
 terminal unless NO_COLOR is set; changed words are highlighted.`
 }
 
@@ -37,7 +38,7 @@ func (c *DiffCmd) Run(app *App) error {
 	if running, err := sb.Running(app.Ctx); err == nil && running {
 		app.UI.Warnf("%s is still running: its work may still change", sb.Display())
 	}
-	final, _, err := sb.Final(app.Ctx, rescue.ReasonManual)
+	final, sync, err := sb.Final(app.Ctx, rescue.ReasonManual)
 	if err != nil {
 		return err
 	}
@@ -63,6 +64,13 @@ func (c *DiffCmd) Run(app *App) error {
 		color = false
 	}
 	printFlags(flagOut, flags, color && flagOut == app.Stdout)
+	if sync.Head != "" {
+		commits, total, err := review.Commits(app.Ctx, g, sb.Start, sync.Head, maxListedCommits)
+		if err != nil {
+			return err
+		}
+		printCommits(flagOut, commits, total)
+	}
 	for _, p := range final.Skipped {
 		app.UI.Warnf("%s cannot be stored by git and would not land", termsafe.String(p))
 	}
@@ -71,6 +79,25 @@ func (c *DiffCmd) Run(app *App) error {
 		return err
 	}
 	return review.Render(app.Stdout, patch, color)
+}
+
+// maxListedCommits is how many of the agent's commits diff names.
+const maxListedCommits = 50
+
+// printCommits lists the agent's commits: land --merge keeps each of
+// them, with every file it ever held, not only the change the diff shows.
+func printCommits(w io.Writer, commits []review.Commit, total int) {
+	if total == 0 {
+		return
+	}
+	fmt.Fprintf(w, "land --merge would also add the agent's %d commit(s):\n", total)
+	for _, c := range commits {
+		fmt.Fprintf(w, "  %s %s\n", termsafe.String(c.ID), termsafe.String(c.Subject))
+	}
+	if total > len(commits) {
+		fmt.Fprintf(w, "  … and %d more\n", total-len(commits))
+	}
+	fmt.Fprintln(w)
 }
 
 func printFlags(w io.Writer, flags []review.Flag, color bool) {

@@ -224,3 +224,45 @@ func TestSyncChecksAHeadTheUserStoreHas(t *testing.T) {
 		t.Errorf("a HEAD checked before is not checked again: %+v, %v", res, err)
 	}
 }
+
+// TestSyncRefusesHistoryOutsideTheSandbox: the agent's history may take in
+// no commit of the user's store but the start's history (another
+// sandbox's snapshot, a stash), and must descend from the start.
+func TestSyncRefusesHistoryOutsideTheSandbox(t *testing.T) {
+	host, hostDir, priv, wt := setup(t)
+	start := git(t, hostDir, nil, "rev-parse", "sb")
+	tree := git(t, hostDir, nil, "rev-parse", "sb^{tree}")
+	other := git(t, hostDir, nil, "commit-tree", tree, "-p", start, "-m", "another sandbox's snapshot")
+	git(t, hostDir, nil, "update-ref", "refs/sandbox/other/rescue", other)
+	stash := git(t, hostDir, nil, "commit-tree", tree, "-m", "a dangling commit")
+	for _, tc := range []struct {
+		name, want string
+		parents    []string
+	}{
+		{"on a snapshot", "another sandbox's snapshots (refs/sandbox/other/rescue)", []string{other}},
+		{"merging a snapshot", "another sandbox's snapshots", []string{start, other}},
+		{"merging a dangling commit", "not in the sandbox's history", []string{start, stash}},
+		{"without a parent", "does not descend", nil},
+	} {
+		args := []string{"commit-tree", tree, "-m", tc.name}
+		for _, p := range tc.parents {
+			args = append(args, "-p", p)
+		}
+		c := git(t, wt, nil, args...)
+		git(t, wt, nil, "update-ref", "refs/heads/sb", c)
+		_, err := Sync(context.Background(), host, priv, start, "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Sync = %v, want a refusal naming %q", tc.name, err, tc.want)
+		}
+		if exec.Command("git", "-C", hostDir, "cat-file", "-e", c).Run() == nil {
+			t.Errorf("%s: the refused commit reached the host store", tc.name)
+		}
+	}
+	// HEAD moved onto the snapshot itself, or onto an unrelated commit.
+	for _, head := range []string{other, stash} {
+		os.WriteFile(filepath.Join(priv, "refs", "heads", "sb"), []byte(head+"\n"), 0o644)
+		if _, err := Sync(context.Background(), host, priv, start, ""); err == nil {
+			t.Errorf("Sync accepted HEAD at %s", head)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -78,12 +79,18 @@ func Sync(ctx context.Context, host *gitcmd.Runner, gitDir, trusted, known strin
 		// The agent can see every commit in the user's store (snapshots
 		// included) and point its HEAD at one; its tree is checked all the
 		// same before a branch is moved to it.
+		if err := checkHistory(ctx, host, []string{head}, trusted, known); err != nil {
+			return nil, refuse(err)
+		}
 		if err := w.presentHead(plumbing.NewHash(head), plumbing.NewHash(trusted)); err != nil {
 			return nil, refuse(err)
 		}
 		return res, nil
 	}
 	if err := w.commits(plumbing.NewHash(head), plumbing.NewHash(trusted)); err != nil {
+		return nil, refuse(err)
+	}
+	if err := checkHistory(ctx, host, w.boundary, trusted, known); err != nil {
 		return nil, refuse(err)
 	}
 	if len(w.list) == 0 {
@@ -112,6 +119,9 @@ type walker struct {
 	seen      map[plumbing.Hash]bool // known present in, or queued for, the user's store
 	checked   map[plumbing.Hash]bool // trees whose names were checked
 	list      []plumbing.Hash
+	// boundary are the commits of the agent's history the user's store
+	// already had: where the walk stopped.
+	boundary []string
 }
 
 func (w *walker) add(h plumbing.Hash) error {
@@ -180,11 +190,15 @@ func (w *walker) commits(head, trusted plumbing.Hash) error {
 	for len(queue) > 0 {
 		h := queue[0]
 		queue = queue[1:]
+		if w.seen[h] {
+			continue
+		}
 		need, err := w.missing(h)
-		if err != nil || !need {
-			if err != nil {
-				return err
-			}
+		if err != nil {
+			return err
+		}
+		if !need {
+			w.boundary = append(w.boundary, h.String())
 			continue
 		}
 		c, err := object.GetCommit(w.st, h)
@@ -340,4 +354,56 @@ func (b *batchCheck) has(id string) (bool, error) {
 func (b *batchCheck) close() {
 	b.in.Close()
 	_ = b.wait()
+}
+
+// checkHistory refuses agent history that does not descend from the
+// sandbox's start commit, or that takes in a commit of the user's store
+// from anywhere but the start commit's history and the agent's own
+// commits brought back before (known): another sandbox's snapshot or
+// baseline (refs/sandbox/), the stash, a dangling commit. Such a commit
+// would reach the user's branch, and a remote, with land --merge or a push
+// of the synced branch, although the diff never showed its files.
+// boundary are the commits of the agent's history the user's store
+// already has (the walk stopped there); everything above them is new.
+func checkHistory(ctx context.Context, host *gitcmd.Runner, boundary []string, start, known string) error {
+	if start == "" {
+		return nil
+	}
+	if len(boundary) == 0 {
+		return fmt.Errorf("the agent's history does not descend from the commit the sandbox started at (%s)", short(start))
+	}
+	// Every commit the store had must be in the start's or the agent's
+	// earlier history.
+	in := strings.Join(boundary, "\n") + "\n^" + start + "\n"
+	if known != "" {
+		in += "^" + known + "\n"
+	}
+	out, err := host.Run(ctx, strings.NewReader(in), "rev-list", "--max-count=1", "--stdin")
+	if err != nil {
+		return fmt.Errorf("check the agent's history: %w", err)
+	}
+	if foreign := strings.TrimSpace(string(out)); foreign != "" {
+		where := "a commit of your repository that is not in the sandbox's history"
+		if refs, err := host.Lines(ctx, "for-each-ref", "--count=1", "--format=%(refname)", "--contains", foreign, "refs/sandbox/"); err == nil && len(refs) > 0 {
+			where = "a commit of another sandbox's snapshots (" + termsafe.String(refs[0]) + ")"
+		}
+		return fmt.Errorf("the agent's history includes %s, %s: landing or pushing it would bring in files the diff never showed", short(foreign), where)
+	}
+	// And the start must be in the agent's history.
+	in = start + "\n^" + strings.Join(boundary, "\n^") + "\n"
+	out, err = host.Run(ctx, strings.NewReader(in), "rev-list", "--max-count=1", "--stdin")
+	if err != nil {
+		return fmt.Errorf("check the agent's history: %w", err)
+	}
+	if strings.TrimSpace(string(out)) != "" {
+		return fmt.Errorf("the agent's history does not descend from the commit the sandbox started at (%s)", short(start))
+	}
+	return nil
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
