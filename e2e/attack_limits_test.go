@@ -81,3 +81,86 @@ func TestAttackVerifyKeepsTheSandboxSettings(t *testing.T) {
 		t.Errorf("verify did not take the tightened config (pids 32, no network, 256m): %v", got)
 	}
 }
+
+// atkVictimAgent leaves a secret in its worktree (so in its snapshots)
+// and makes two commits of its own.
+const atkVictimAgent = `
+set -e
+echo "SECRET=victim-token-4242" > .env
+echo one > one.txt && git add one.txt && git commit -q -m "first victim commit"
+echo two > two.txt && git add two.txt && git commit -q -m "second victim commit"
+echo AGENT-DONE
+`
+
+// atkSmuggleAgent finds, through the object store its alternates reach,
+// a commit of another sandbox's snapshots holding .env, and makes its own
+// commit a merge of it whose tree is a harmless one-line change.
+const atkSmuggleAgent = `
+set -e
+SNAP=
+for c in $(git cat-file --batch-all-objects --batch-check='%(objecttype) %(objectname)' | awk '$1=="commit"{print $2}'); do
+	if git cat-file -e "$c:.env" 2>/dev/null; then SNAP=$c; break; fi
+done
+[ -n "$SNAP" ] || { echo "no snapshot with .env found"; exit 1; }
+echo "SNAP: $SNAP"
+echo "a harmless line" >> README.md
+git add README.md
+C=$(git commit-tree "$(git write-tree)" -p HEAD -p "$SNAP" -m "fix a typo")
+git update-ref HEAD "$C"
+echo "SMUGGLED: $C"
+if git show "$C^2:.env" | grep -q victim-token-4242; then echo "ARMED: SMUGGLE"; fi
+echo AGENT-DONE
+`
+
+// 4. History smuggling: the agent's commit has another sandbox's snapshot
+// (with its .env) as a parent; the diff showed one harmless line, and
+// land --merge and a push put the secret on the remote.
+func TestAttackHistorySmugglingThroughSync(t *testing.T) {
+	t.Parallel()
+	e, _, remote := atkEnv(t)
+	e.atkStart("victim", atkVictimAgent)
+	// The commits land --merge would keep are listed by diff.
+	d := e.Sandbox("diff", "victim")
+	if d.Code != 0 {
+		t.Fatalf("diff victim: %s", d)
+	}
+	for _, want := range []string{"land --merge would also add the agent's 2 commit(s)", "first victim commit", "second victim commit"} {
+		if !strings.Contains(d.Stdout, want) {
+			t.Errorf("diff does not list the agent's commits (%q):\n%s", want, d.Stdout)
+		}
+	}
+	r := e.atkStart("smuggle", atkSmuggleAgent)
+	if !strings.Contains(r.Stdout, "ARMED: SMUGGLE\n") {
+		t.Fatalf("the smuggling commit was not made:\n%s", r)
+	}
+	snap, smuggled := between(r.Stdout, "SNAP: ", "\n"), between(r.Stdout, "SMUGGLED: ", "\n")
+	if !strings.Contains(e.Git("for-each-ref", "--contains", snap, "refs/sandbox/"), "refs/sandbox/victim/") {
+		t.Fatalf("the agent's find %s is not a snapshot of the victim sandbox", snap)
+	}
+	mainBefore := e.Git("rev-parse", "main")
+	for _, args := range [][]string{
+		{"diff", "smuggle"},
+		{"sync", "smuggle"},
+		{"land", "smuggle", "--merge"},
+	} {
+		x := e.Sandbox(args...)
+		if x.Code == 0 {
+			t.Errorf("git sandbox %s accepted the smuggled history: %s", strings.Join(args, " "), x)
+		} else if !strings.Contains(x.Stderr, "another sandbox's snapshots") {
+			t.Errorf("git sandbox %s: no clear refusal: %s", strings.Join(args, " "), x)
+		}
+	}
+	if got := e.Git("rev-parse", "main"); got != mainBefore {
+		t.Errorf("main moved to %s", got)
+	}
+	if x := e.Run(e.Repo, nil, "git", "rev-parse", "-q", "--verify", "refs/heads/smuggle"); strings.TrimSpace(x.Stdout) == smuggled {
+		t.Errorf("the sandbox branch was moved to the smuggling commit")
+	}
+	if x := e.Run(e.Repo, nil, "git", "cat-file", "-e", smuggled); x.Code == 0 {
+		t.Errorf("the smuggling commit reached the host object store")
+	}
+	e.Run(e.Repo, nil, "git", "push", "-q", "origin", "main", "smuggle")
+	if x := e.Run(e.Repo, nil, "git", "--git-dir", remote, "cat-file", "-e", snap); x.Code == 0 {
+		t.Errorf("the other sandbox's snapshot, with its .env, reached the remote")
+	}
+}
