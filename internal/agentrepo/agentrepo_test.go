@@ -266,3 +266,54 @@ func TestSyncRefusesHistoryOutsideTheSandbox(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncBudget: an object over the budget is refused from its header,
+// before it is read; objects larger than what is read whole come back
+// byte for byte; the total is bounded too.
+func TestSyncBudget(t *testing.T) {
+	host, hostDir, priv, wt := setup(t)
+	start := git(t, hostDir, nil, "rev-parse", "sb")
+	big := make([]byte, 3<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	os.WriteFile(filepath.Join(wt, "big.bin"), big, 0o644)
+	git(t, wt, nil, "add", "big.bin")
+	git(t, wt, nil, "commit", "-q", "-m", "big")
+	head := git(t, wt, nil, "rev-parse", "HEAD")
+	_, err := SyncWithin(context.Background(), host, priv, start, "", Budget{MaxObject: 1 << 20, ObjectSetting: "budget.sync_object"})
+	if err == nil || !strings.Contains(err.Error(), "the file big.bin is 3.0 MiB, over the 1.0 MiB allowed (budget.sync_object)") {
+		t.Fatalf("SyncWithin accepted a file over the budget: %v", err)
+	}
+	_, err = SyncWithin(context.Background(), host, priv, start, "", Budget{MaxTotal: 2 << 20, TotalSetting: "budget.sync"})
+	if err == nil || !strings.Contains(err.Error(), "more than 2.0 MiB of new objects") {
+		t.Fatalf("SyncWithin went over the total budget: %v", err)
+	}
+	if exec.Command("git", "-C", hostDir, "cat-file", "-e", head).Run() == nil {
+		t.Fatal("a refused commit reached the host store")
+	}
+	res, err := SyncWithin(context.Background(), host, priv, start, "", DefaultBudget)
+	if err != nil || res.Head != head {
+		t.Fatalf("Sync = %+v, %v", res, err)
+	}
+	out, err := exec.Command("git", "-C", hostDir, "cat-file", "blob", head+":big.bin").Output()
+	if err != nil || string(out) != string(big) {
+		t.Fatalf("the streamed blob differs (%d bytes, %v)", len(out), err)
+	}
+}
+
+func TestPackEntryHeader(t *testing.T) {
+	for _, tc := range []struct {
+		size int64
+		want []byte
+	}{
+		{0, []byte{0x30}},
+		{15, []byte{0x3f}},
+		{16, []byte{0xb0, 0x01}},
+		{1 << 30, []byte{0xb0, 0x80, 0x80, 0x80, 0x20}},
+	} {
+		if got := packEntryHeader(3, tc.size); string(got) != string(tc.want) {
+			t.Errorf("packEntryHeader(blob, %d) = %x, want %x", tc.size, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 )
@@ -80,4 +81,22 @@ func (s *Sandbox) RunSettings() (RunSettings, error) {
 		return RunSettings{}, err
 	}
 	return cur.Stricter(s.Record), nil
+}
+
+// syncBudget is the configured budget of one sync.
+func (e *Env) syncBudget() (agentrepo.Budget, error) {
+	obj, err := config.MemoryBytes(e.Config.Budget.SyncObject)
+	if err != nil {
+		return agentrepo.Budget{}, err
+	}
+	total, err := config.MemoryBytes(e.Config.Budget.Sync)
+	if err != nil {
+		return agentrepo.Budget{}, err
+	}
+	return agentrepo.Budget{MaxObject: obj, MaxTotal: total, ObjectSetting: "budget.sync_object", TotalSetting: "budget.sync"}, nil
+}
+
+// ExportBudget is the configured bound on the files verify writes out.
+func ExportBudget(cfg *config.Loaded) (int64, error) {
+	return config.MemoryBytes(cfg.Budget.Export)
 }
