@@ -3,6 +3,7 @@ package hooks
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -140,7 +141,7 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 	if !ok {
 		return nil, container.ErrImageMissing(cfg.Image, cfg.Image == config.DefaultImage())
 	}
-	mem, err := config.MemoryBytes(cfg.Limits.Memory)
+	cur, err := sandbox.ConfigSettings(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +153,17 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 		work, err := os.MkdirTemp(env.Layout.RepoDir(), ".push-verify-")
 		if err != nil {
 			return nil, err
+		}
+		// A sandbox branch is verified as strictly as its sandbox runs.
+		set := cur
+		if b, ok := strings.CutPrefix(u.LocalRef, "refs/heads/"); ok {
+			sb, err := env.Find(b)
+			switch {
+			case err == nil:
+				set = cur.Stricter(sb.Record)
+			case !errors.Is(err, sandbox.ErrNotFound):
+				return nil, err
+			}
 		}
 		p.Infof("verifying %s (%s) before the push: %s", termsafe.String(u.LocalRef), u.LocalSHA[:12], termsafe.String(cfg.Verify))
 		var output strings.Builder
@@ -166,9 +178,9 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 				container.LabelManaged: "1", container.LabelRepo: env.Repo.ID,
 				container.LabelRole: container.RoleVerify, container.LabelVersion: version.Version,
 			},
-			Network: cfg.Network,
-			Runtime: cfg.Runtime,
-			Limits:  container.Limits{MemoryBytes: mem, CPUs: cfg.Limits.CPUs, Pids: cfg.Limits.Pids},
+			Network: set.Network,
+			Runtime: set.Runtime,
+			Limits:  set.Limits,
 			UID:     os.Getuid(),
 			GID:     os.Getgid(),
 			WorkDir: work,

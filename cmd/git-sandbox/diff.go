@@ -38,7 +38,8 @@ package-manager and build scripts, editor and agent settings, and binary content
 in a text or source file (git shows it only as "Binary files differ"; --text
 shows it, escaped). Renames are detected as git diff detects them (diff.renames
 is honoured). Colour on a terminal unless NO_COLOR is set; changed words are
-highlighted.
+highlighted. The agent's commits are listed after the flags: land --merge
+keeps each of them as it is.
 
 On a terminal the output goes through your pager, chosen as git chooses it
 (GIT_PAGER, core.pager, PAGER, less); --no-pager turns it off. Paths after
@@ -56,7 +57,7 @@ func (c *DiffCmd) Run(app *App) error {
 	if running, err := sb.Running(app.Ctx); err == nil && running {
 		app.UI.Warnf("%s is still running: its work may still change", sb.Display())
 	}
-	final, _, err := sb.Final(app.Ctx, rescue.ReasonManual)
+	final, sync, err := sb.Final(app.Ctx, rescue.ReasonManual)
 	if err != nil {
 		return err
 	}
@@ -104,6 +105,13 @@ func (c *DiffCmd) Run(app *App) error {
 		return review.Render(out, patch, false)
 	}
 	printFlags(out, flags, color)
+	if sync.Head != "" {
+		commits, total, err := review.Commits(app.Ctx, g, sb.Start, sync.Head, maxListedCommits)
+		if err != nil {
+			return err
+		}
+		printCommits(out, commits, total)
+	}
 	if c.WordDiff && color {
 		err = review.RenderWords(out, patch)
 	} else {
@@ -155,6 +163,25 @@ func startPager(app *App, g *gitcmd.Runner) *proc.Pager {
 		return nil
 	}
 	return p
+}
+
+// maxListedCommits is how many of the agent's commits diff names.
+const maxListedCommits = 50
+
+// printCommits lists the agent's commits: land --merge keeps each of
+// them, with every file it ever held, not only the change the diff shows.
+func printCommits(w io.Writer, commits []review.Commit, total int) {
+	if total == 0 {
+		return
+	}
+	fmt.Fprintf(w, "land --merge would also add the agent's %d commit(s):\n", total)
+	for _, c := range commits {
+		fmt.Fprintf(w, "  %s %s\n", termsafe.String(c.ID), termsafe.String(c.Subject))
+	}
+	if total > len(commits) {
+		fmt.Fprintf(w, "  … and %d more\n", total-len(commits))
+	}
+	fmt.Fprintln(w)
 }
 
 func printFlags(w io.Writer, flags []review.Flag, color bool) {

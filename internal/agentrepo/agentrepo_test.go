@@ -261,3 +261,96 @@ func TestIndexListsStagedEntries(t *testing.T) {
 		t.Errorf("no index: %v %v", es, err)
 	}
 }
+
+// TestSyncRefusesHistoryOutsideTheSandbox: the agent's history may take in
+// no commit of the user's store but the start's history (another
+// sandbox's snapshot, a stash), and must descend from the start.
+func TestSyncRefusesHistoryOutsideTheSandbox(t *testing.T) {
+	host, hostDir, priv, wt := setup(t)
+	start := git(t, hostDir, nil, "rev-parse", "sb")
+	tree := git(t, hostDir, nil, "rev-parse", "sb^{tree}")
+	other := git(t, hostDir, nil, "commit-tree", tree, "-p", start, "-m", "another sandbox's snapshot")
+	git(t, hostDir, nil, "update-ref", "refs/sandbox/other/rescue", other)
+	stash := git(t, hostDir, nil, "commit-tree", tree, "-m", "a dangling commit")
+	for _, tc := range []struct {
+		name, want string
+		parents    []string
+	}{
+		{"on a snapshot", "another sandbox's snapshots (refs/sandbox/other/rescue)", []string{other}},
+		{"merging a snapshot", "another sandbox's snapshots", []string{start, other}},
+		{"merging a dangling commit", "not in the sandbox's history", []string{start, stash}},
+		{"without a parent", "does not descend", nil},
+	} {
+		args := []string{"commit-tree", tree, "-m", tc.name}
+		for _, p := range tc.parents {
+			args = append(args, "-p", p)
+		}
+		c := git(t, wt, nil, args...)
+		git(t, wt, nil, "update-ref", "refs/heads/sb", c)
+		_, err := Sync(context.Background(), host, priv, start, "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Sync = %v, want a refusal naming %q", tc.name, err, tc.want)
+		}
+		if exec.Command("git", "-C", hostDir, "cat-file", "-e", c).Run() == nil {
+			t.Errorf("%s: the refused commit reached the host store", tc.name)
+		}
+	}
+	// HEAD moved onto the snapshot itself, or onto an unrelated commit.
+	for _, head := range []string{other, stash} {
+		os.WriteFile(filepath.Join(priv, "refs", "heads", "sb"), []byte(head+"\n"), 0o644)
+		if _, err := Sync(context.Background(), host, priv, start, ""); err == nil {
+			t.Errorf("Sync accepted HEAD at %s", head)
+		}
+	}
+}
+
+// TestSyncBudget: an object over the budget is refused from its header,
+// before it is read; objects larger than what is read whole come back
+// byte for byte; the total is bounded too.
+func TestSyncBudget(t *testing.T) {
+	host, hostDir, priv, wt := setup(t)
+	start := git(t, hostDir, nil, "rev-parse", "sb")
+	big := make([]byte, 3<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	os.WriteFile(filepath.Join(wt, "big.bin"), big, 0o644)
+	git(t, wt, nil, "add", "big.bin")
+	git(t, wt, nil, "commit", "-q", "-m", "big")
+	head := git(t, wt, nil, "rev-parse", "HEAD")
+	_, err := SyncWithin(context.Background(), host, priv, start, "", Budget{MaxObject: 1 << 20, ObjectSetting: "budget.sync_object"})
+	if err == nil || !strings.Contains(err.Error(), "the file big.bin is 3.0 MiB, over the 1.0 MiB allowed (budget.sync_object)") {
+		t.Fatalf("SyncWithin accepted a file over the budget: %v", err)
+	}
+	_, err = SyncWithin(context.Background(), host, priv, start, "", Budget{MaxTotal: 2 << 20, TotalSetting: "budget.sync"})
+	if err == nil || !strings.Contains(err.Error(), "more than 2.0 MiB of new objects") {
+		t.Fatalf("SyncWithin went over the total budget: %v", err)
+	}
+	if exec.Command("git", "-C", hostDir, "cat-file", "-e", head).Run() == nil {
+		t.Fatal("a refused commit reached the host store")
+	}
+	res, err := SyncWithin(context.Background(), host, priv, start, "", DefaultBudget)
+	if err != nil || res.Head != head {
+		t.Fatalf("Sync = %+v, %v", res, err)
+	}
+	out, err := exec.Command("git", "-C", hostDir, "cat-file", "blob", head+":big.bin").Output()
+	if err != nil || string(out) != string(big) {
+		t.Fatalf("the streamed blob differs (%d bytes, %v)", len(out), err)
+	}
+}
+
+func TestPackEntryHeader(t *testing.T) {
+	for _, tc := range []struct {
+		size int64
+		want []byte
+	}{
+		{0, []byte{0x30}},
+		{15, []byte{0x3f}},
+		{16, []byte{0xb0, 0x01}},
+		{1 << 30, []byte{0xb0, 0x80, 0x80, 0x80, 0x20}},
+	} {
+		if got := packEntryHeader(3, tc.size); string(got) != string(tc.want) {
+			t.Errorf("packEntryHeader(blob, %d) = %x, want %x", tc.size, got, tc.want)
+		}
+	}
+}

@@ -88,6 +88,21 @@ type Config struct {
 	// AllowedImages are images a repository's .sandbox.toml may choose
 	// (user config only): any other image it names needs the user's yes.
 	AllowedImages []string `toml:"allowed_images"`
+	// Budget bounds the host memory and disk spent on what an agent hands
+	// back.
+	Budget Budget `toml:"budget"`
+}
+
+// Budget bounds what git sandbox spends on the host for an agent's work.
+// Each is a size such as "2g"; "0" means no bound.
+type Budget struct {
+	// SyncObject is the largest object (file) one sync takes from the
+	// agent's commits.
+	SyncObject string `toml:"sync_object"`
+	// Sync is the total of the new objects one sync takes.
+	Sync string `toml:"sync"`
+	// Export is the total size of the files verify writes out for one tree.
+	Export string `toml:"export"`
 }
 
 // Mount is an extra bind mount from the user's own config.
@@ -164,6 +179,7 @@ func Defaults() Config {
 			Pids:   4096,
 		},
 		Rescue: Rescue{Interval: Duration{2 * time.Minute}},
+		Budget: Budget{SyncObject: "100m", Sync: "2g", Export: "2g"},
 	}
 }
 
@@ -293,6 +309,7 @@ var repoRefused = map[string]string{
 	"hooks":              "pre-push hook settings",
 	"verify_before_push": "pre-push settings",
 	"allowed_images":     "allowing images",
+	"budget":             "the host's memory and disk budgets",
 	"privileged":         "privileged containers (never allowed anywhere)",
 	"cap_add":            "adding capabilities (never allowed anywhere)",
 	"devices":            "host devices",
@@ -384,6 +401,11 @@ func (l *Loaded) validate(file string) error {
 	}
 	if _, err := MemoryBytes(l.Limits.Memory); err != nil {
 		return usererr.New("%s: limits.memory = %q: %v", where, l.Limits.Memory, err)
+	}
+	for key, v := range map[string]string{"sync_object": l.Budget.SyncObject, "sync": l.Budget.Sync, "export": l.Budget.Export} {
+		if _, err := MemoryBytes(v); err != nil {
+			return usererr.New("%s: budget.%s = %q: %v", where, key, v, err).Hint("give a size such as \"2g\", or \"0\" for no bound")
+		}
 	}
 	for _, m := range l.Mounts {
 		if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/git-sandbox/git-sandbox/container"
 )
 
 // Version is the record format version this build writes.
@@ -47,6 +49,12 @@ type Record struct {
 	Verify    string `json:"verify,omitempty"`
 	Setup     string `json:"setup,omitempty"`
 	Carried   bool   `json:"carried,omitempty"`
+	// Network, Runtime and Limits are what the sandbox's container was
+	// created with. Every later container of the sandbox (verify) runs
+	// with these or the current configuration's, whichever is stricter.
+	Network container.NetworkMode `json:"network,omitempty"`
+	Runtime string                `json:"runtime,omitempty"`
+	Limits  *container.Limits     `json:"limits,omitempty"`
 	// Stopped is set by git sandbox stop and cleared when it runs again.
 	Stopped bool      `json:"stopped,omitempty"`
 	Created time.Time `json:"created"`

@@ -33,7 +33,11 @@ func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error
 	if err != nil && !errors.Is(err, gitcmd.ErrNotExist) {
 		return nil, fmt.Errorf("sync: %w", err)
 	}
-	res, err := agentrepo.Sync(ctx, g, s.PrivateGitDir, s.Start, known.String())
+	budget, err := s.env.syncBudget()
+	if err != nil {
+		return nil, err
+	}
+	res, err := agentrepo.SyncWithin(ctx, g, s.PrivateGitDir, s.Start, known.String(), budget)
 	if err != nil {
 		return nil, err
 	}

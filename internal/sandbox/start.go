@@ -229,6 +229,7 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		Carried:       p.Carry,
 		Created:       time.Now().UTC(),
 	}
+	recordSettings(rec, RunSettings{Network: p.Container.Network, Runtime: p.Container.Runtime, Limits: p.Container.Limits})
 	if p.Base != "" {
 		rec.BaseRef = "refs/heads/" + p.Base
 	}

@@ -66,8 +66,9 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 	if err := s.env.ensureImage(ctx, d, s.Image, io); err != nil {
 		return nil, err
 	}
-	cfg := s.env.Config
-	mem, err := config.MemoryBytes(cfg.Limits.Memory)
+	// The sandbox's own settings: a verify never gets more network, a
+	// weaker runtime or higher limits than the sandbox was started with.
+	set, err := s.RunSettings()
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +84,9 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 			container.LabelManaged: "1", container.LabelRepo: s.RepoID, container.LabelBranch: s.Branch,
 			container.LabelRole: container.RoleVerify, container.LabelVersion: version.Version,
 		},
-		Network: cfg.Network,
-		Runtime: cfg.Runtime,
-		Limits:  container.Limits{MemoryBytes: mem, CPUs: cfg.Limits.CPUs, Pids: cfg.Limits.Pids},
+		Network: set.Network,
+		Runtime: set.Runtime,
+		Limits:  set.Limits,
 		UID:     os.Getuid(),
 		GID:     os.Getgid(),
 		WorkDir: s.env.Layout.VerifyDir(s.Branch),

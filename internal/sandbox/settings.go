@@ -1,0 +1,102 @@
+package sandbox
+
+import (
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
+	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/record"
+)
+
+// RunSettings are the network, runtime and limits a container of a sandbox
+// runs with.
+type RunSettings struct {
+	Network container.NetworkMode
+	Runtime string
+	Limits  container.Limits
+}
+
+// ConfigSettings are the settings of the current configuration.
+func ConfigSettings(cfg *config.Loaded) (RunSettings, error) {
+	mem, err := config.MemoryBytes(cfg.Limits.Memory)
+	if err != nil {
+		return RunSettings{}, err
+	}
+	return RunSettings{
+		Network: cfg.Network,
+		Runtime: cfg.Runtime,
+		Limits:  container.Limits{MemoryBytes: mem, CPUs: cfg.Limits.CPUs, Pids: cfg.Limits.Pids},
+	}, nil
+}
+
+// recordSettings stamps the settings a sandbox started with into its record.
+func recordSettings(r *record.Record, s RunSettings) {
+	r.Network = s.Network
+	r.Runtime = s.Runtime
+	l := s.Limits
+	r.Limits = &l
+}
+
+// Stricter returns, setting by setting, the stricter of s and the
+// settings recorded when a sandbox started (a record made before they were
+// recorded adds nothing): the more closed network, the runtime the sandbox
+// started with (else s's), and the lower of each limit (0 is no limit).
+func (s RunSettings) Stricter(r *record.Record) RunSettings {
+	out := s
+	if r == nil {
+		return out
+	}
+	if r.Network != "" && r.Network.Validate() == nil && r.Network.AtMostAsOpenAs(out.Network) {
+		out.Network = r.Network
+	}
+	if r.Runtime != "" {
+		out.Runtime = r.Runtime
+	}
+	if r.Limits != nil {
+		out.Limits.MemoryBytes = lowerLimit(out.Limits.MemoryBytes, r.Limits.MemoryBytes)
+		out.Limits.Pids = lowerLimit(out.Limits.Pids, r.Limits.Pids)
+		out.Limits.CPUs = lowerLimit(out.Limits.CPUs, r.Limits.CPUs)
+	}
+	return out
+}
+
+// lowerLimit is the stricter of two limits where 0 (or less) means none.
+func lowerLimit[T int64 | float64](a, b T) T {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	case b < a:
+		return b
+	}
+	return a
+}
+
+// RunSettings are what a new container of the sandbox (verify) runs with:
+// the stricter of the current configuration and what the sandbox started
+// with.
+func (s *Sandbox) RunSettings() (RunSettings, error) {
+	cur, err := ConfigSettings(s.env.Config)
+	if err != nil {
+		return RunSettings{}, err
+	}
+	return cur.Stricter(s.Record), nil
+}
+
+// syncBudget is the configured budget of one sync.
+func (e *Env) syncBudget() (agentrepo.Budget, error) {
+	obj, err := config.MemoryBytes(e.Config.Budget.SyncObject)
+	if err != nil {
+		return agentrepo.Budget{}, err
+	}
+	total, err := config.MemoryBytes(e.Config.Budget.Sync)
+	if err != nil {
+		return agentrepo.Budget{}, err
+	}
+	return agentrepo.Budget{MaxObject: obj, MaxTotal: total, ObjectSetting: "budget.sync_object", TotalSetting: "budget.sync"}, nil
+}
+
+// ExportBudget is the configured bound on the files verify writes out.
+func ExportBudget(cfg *config.Loaded) (int64, error) {
+	return config.MemoryBytes(cfg.Budget.Export)
+}

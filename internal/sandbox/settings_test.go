@@ -1,0 +1,58 @@
+package sandbox
+
+import (
+	"testing"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/record"
+)
+
+func TestRunSettingsStricter(t *testing.T) {
+	cfg := RunSettings{Network: container.NetworkBridge, Limits: container.Limits{MemoryBytes: 8 << 30, CPUs: 4, Pids: 4096}}
+	tests := []struct {
+		name string
+		cur  RunSettings
+		rec  *record.Record
+		want RunSettings
+	}{
+		{"no record", cfg, nil, cfg},
+		{"an old record adds nothing", cfg, &record.Record{}, cfg},
+		{
+			"the record is stricter",
+			cfg,
+			&record.Record{Network: container.NetworkNone, Runtime: "runsc", Limits: &container.Limits{MemoryBytes: 1 << 30, CPUs: 1, Pids: 64}},
+			RunSettings{Network: container.NetworkNone, Runtime: "runsc", Limits: container.Limits{MemoryBytes: 1 << 30, CPUs: 1, Pids: 64}},
+		},
+		{
+			"the config is stricter",
+			RunSettings{Network: container.NetworkNone, Runtime: "runsc", Limits: container.Limits{MemoryBytes: 1 << 30, CPUs: 1, Pids: 64}},
+			&record.Record{Network: container.NetworkBridge, Limits: &container.Limits{MemoryBytes: 8 << 30, CPUs: 4, Pids: 4096}},
+			RunSettings{Network: container.NetworkNone, Runtime: "runsc", Limits: container.Limits{MemoryBytes: 1 << 30, CPUs: 1, Pids: 64}},
+		},
+		{
+			"no limit is the loosest",
+			RunSettings{Network: container.NetworkBridge},
+			&record.Record{Limits: &container.Limits{MemoryBytes: 1 << 30, Pids: 64}},
+			RunSettings{Network: container.NetworkBridge, Limits: container.Limits{MemoryBytes: 1 << 30, Pids: 64}},
+		},
+		{
+			"the record's runtime stays",
+			RunSettings{Network: container.NetworkBridge, Runtime: "kata-runtime"},
+			&record.Record{Runtime: "runsc"},
+			RunSettings{Network: container.NetworkBridge, Runtime: "runsc"},
+		},
+		{
+			"an invalid recorded network is ignored",
+			cfg,
+			&record.Record{Network: "host"},
+			cfg,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.cur.Stricter(tt.rec); got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
