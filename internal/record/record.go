@@ -14,6 +14,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/git-sandbox/git-sandbox/container"
 )
 
 // Version is the record format version this build writes.
@@ -50,6 +52,14 @@ type Record struct {
 	// Stopped is set by git sandbox stop and cleared when it runs again.
 	Stopped bool      `json:"stopped,omitempty"`
 	Created time.Time `json:"created"`
+	// Spec is the agent container as created: exec in a stopped sandbox
+	// and follow-up tasks make fresh containers from it (same image,
+	// mounts, hardening and limits). Absent for sandboxes made before it
+	// was recorded.
+	Spec *container.Spec `json:"spec,omitempty"`
+	// UpdateConflicts are the paths git sandbox update last left with
+	// conflict markers; land refuses while any still holds them.
+	UpdateConflicts []string `json:"update_conflicts,omitempty"`
 	// Verdicts are verify results keyed by the tree id they verified.
 	Verdicts map[string]Verdict `json:"verdicts,omitempty"`
 }

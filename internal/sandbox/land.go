@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -111,6 +112,9 @@ type LandOptions struct {
 	Keep    bool
 	Force   bool
 	DryRun  bool
+	// Update runs git sandbox update first and lands only when it left no
+	// conflicts.
+	Update bool
 	// Verify runs the verify command when land has to (stdout/stderr of
 	// the caller receive its output).
 	IO IO
@@ -148,9 +152,28 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	if !strings.HasPrefix(ref, "refs/") {
 		ref = "refs/heads/" + ref
 	}
+	if o.Update && !o.DryRun {
+		up, err := s.UpdateBase(ctx, UpdateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if len(up.Conflicts) > 0 {
+			return nil, conflictsLeft(s, up.Conflicts, "update left conflicts; nothing was landed")
+		}
+	}
 	final, sync, err := s.Final(ctx, rescue.ReasonLand)
 	if err != nil {
 		return nil, err
+	}
+	if !o.Force {
+		left, err := s.markersLeft(ctx, final.ID)
+		if err != nil {
+			return nil, err
+		}
+		if len(left) > 0 {
+			return nil, conflictsLeft(s, left, "conflict markers from git sandbox update remain; nothing was landed").
+				Hint("or land them as they are with --force")
+		}
 	}
 	if len(final.Skipped) > 0 {
 		return nil, usererr.New("the sandbox holds %d path(s) git cannot store, such as %s", len(final.Skipped), termsafe.String(final.Skipped[0])).
@@ -165,8 +188,9 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	prepare := func() (*land.Plan, error) {
 		plan, err := land.Prepare(ctx, s.env.Git(), land.Options{
 			Ref: ref, Baseline: s.Baseline, Final: final.ID, AgentHead: sync.Head, Merge: o.Merge,
-			Message:   s.commitMessage(o.Message, final.ID),
+			Message:   s.commitMessage(ctx, o.Message, final.ID, sync.Head),
 			Forbidden: "refs/heads/" + s.Branch,
+			Sandbox:   s.Branch,
 		})
 		if err == nil && plan.Checkout != nil && s.env.insideSandboxes(plan.Checkout.Path) {
 			return nil, usererr.New("%s is checked out in another sandbox", termsafe.String(ontoName)).
@@ -211,6 +235,7 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 		err := s.Update(func(r *record.Record) error {
 			r.Baseline = final.ID
 			r.BaseTip = commit.String()
+			r.UpdateConflicts = nil
 			return nil
 		})
 		if err != nil {
@@ -277,11 +302,15 @@ func (s *Sandbox) verifyForLand(ctx context.Context, final *rescue.Taken, o Land
 	return v, true, nil
 }
 
-// commitMessage is -m, else the prompt's first line, with trailers naming
-// the sandbox, the agent and the baseline.
-func (s *Sandbox) commitMessage(msg, final string) string {
+// commitMessage is -m, else the prompt's first line, else the subject of
+// the agent's last commit, else "Land sandbox <branch>", with trailers
+// naming the sandbox, the agent and the baseline.
+func (s *Sandbox) commitMessage(ctx context.Context, msg, final, agentHead string) string {
 	if strings.TrimSpace(msg) == "" {
 		subject := strings.TrimSpace(strings.SplitN(strings.TrimSpace(s.Prompt), "\n", 2)[0])
+		if subject == "" {
+			subject = s.agentSubject(ctx, agentHead)
+		}
 		if subject == "" {
 			subject = "Land sandbox " + s.Branch
 		}
@@ -296,6 +325,53 @@ func (s *Sandbox) commitMessage(msg, final string) string {
 	msg = strings.TrimRight(msg, "\n")
 	return fmt.Sprintf("%s\n\nSandbox: %s\nSandbox-Agent: %s\nSandbox-Baseline: %s\nSandbox-Snapshot: %s\n",
 		msg, s.Branch, s.Agent, s.Baseline, final)
+}
+
+// agentSubject is the subject of the agent's newest commit of its own (not
+// a merge, not one the sandbox started with), or "".
+func (s *Sandbox) agentSubject(ctx context.Context, head string) string {
+	if head == "" || head == s.Start {
+		return ""
+	}
+	if _, err := gitcmd.ParseHash(head); err != nil {
+		return ""
+	}
+	out, err := s.env.Git().Output(ctx, "log", "-1", "--no-merges", "--format=%s", head, "^"+s.Start)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(oneLine(out))
+}
+
+// markersLeft lists the paths the last update left conflicted that still
+// hold conflict markers in the snapshot.
+func (s *Sandbox) markersLeft(ctx context.Context, snapshot string) ([]string, error) {
+	var left []string
+	g := s.env.Git()
+	for _, p := range s.UpdateConflicts {
+		b, err := g.Run(ctx, nil, "cat-file", "blob", snapshot+":"+p)
+		if err != nil {
+			continue // removed, or no longer a file
+		}
+		if hasMarkers(b) {
+			left = append(left, p)
+		}
+	}
+	return left, nil
+}
+
+// hasMarkers reports whether content holds a conflict's opening and closing
+// markers at the start of a line.
+func hasMarkers(b []byte) bool {
+	open := bytes.HasPrefix(b, []byte("<<<<<<< ")) || bytes.Contains(b, []byte("\n<<<<<<< "))
+	return open && bytes.Contains(b, []byte("\n>>>>>>> "))
+}
+
+// conflictsLeft is the error for paths still in conflict after an update.
+func conflictsLeft(s *Sandbox, paths []string, msg string) *usererr.Error {
+	return usererr.New("%s: %s", msg, strings.Join(quoteAll(paths), ", ")).
+		Hint("resolve them in the sandbox (git sandbox exec %s, or a follow-up task: git sandbox start %s -p …), then land again", s.Display(), s.Display()).
+		WithCode(usererr.ExitConflict)
 }
 
 // insideSandboxes reports whether a path is inside the state directory or

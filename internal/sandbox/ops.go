@@ -352,16 +352,15 @@ func (s *Sandbox) Exec(ctx context.Context, argv []string, io IO) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	if !st.Running {
-		return -1, usererr.New("sandbox %s is not running", s.Display()).
-			Hint("git sandbox start -d %s runs it again; exec needs a running sandbox", s.Display())
-	}
 	if len(argv) == 0 {
 		if !io.StdinIsTerminal {
 			return -1, usererr.New("an interactive shell needs a terminal").
 				Hint("give a command: git sandbox exec %s -- CMD", s.Display())
 		}
 		argv = []string{"/bin/bash", "-l"}
+	}
+	if !st.Running {
+		return s.execFresh(ctx, d, argv, io)
 	}
 	streams := container.Streams{Stdout: io.Stdout, Stderr: io.Stderr, TTY: io.StdinIsTerminal, TerminalFd: io.StdinFd}
 	if io.StdinIsTerminal || io.StdinIsPipe {
@@ -383,4 +382,72 @@ func (s *Sandbox) Exec(ctx context.Context, argv []string, io IO) (int, error) {
 		Argv: argv, User: fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()), WorkDir: container.Workspace, Env: env, Streams: streams,
 		Started: unlock,
 	})
+}
+
+// execFresh runs a command in a sandbox whose agent is not running: in a
+// fresh container made from the agent's (same image, mounts, hardening,
+// limits, network), which is removed when the command ends. The agent is
+// not started. The sandbox's lock is held while the command runs, so no
+// snapshot reads the files half-written and the agent cannot start beside
+// it; a snapshot is taken when it ends, as after the agent.
+func (s *Sandbox) execFresh(ctx context.Context, d Engine, argv []string, io IO) (int, error) {
+	if s.Spec == nil {
+		return -1, usererr.New("sandbox %s is not running, and was made by an older git sandbox that did not record its container", s.Display()).
+			Hint("git sandbox start -d %s runs it again; then exec works", s.Display())
+	}
+	spec := s.Spec.Clone()
+	spec.Name = fmt.Sprintf("%s-exec-%d", s.Container, time.Now().UnixNano())
+	spec.Argv = argv
+	spec.Labels[container.LabelRole] = container.RoleExec
+	spec.TTY = io.StdinIsTerminal
+	spec.OpenStdin = io.StdinIsTerminal || io.StdinIsPipe
+	spec.StdinOnce = spec.OpenStdin && !spec.TTY
+	if spec.TTY {
+		spec.Env = append(spec.Env, "TERM="+firstNonEmpty(os.Getenv("TERM"), "xterm-256color"))
+	}
+	unlock, err := record.Lock(s.env.Layout.Lock(s.Branch))
+	if err != nil {
+		return -1, err
+	}
+	code, err := func() (int, error) {
+		defer unlock()
+		if st, err := s.ContainerState(ctx); err != nil {
+			return -1, err
+		} else if st != nil && st.Running {
+			return -1, usererr.New("sandbox %s started while exec was getting ready", s.Display()).
+				Hint("run git sandbox exec %s again", s.Display())
+		}
+		id, err := d.Create(ctx, spec)
+		if err != nil {
+			return -1, err
+		}
+		defer func() { _ = d.Remove(context.WithoutCancel(ctx), id) }()
+		streams := container.Streams{Stdout: io.Stdout, Stderr: io.Stderr, TTY: spec.TTY, TerminalFd: io.StdinFd}
+		if spec.OpenStdin {
+			streams.Stdin = io.Stdin
+		}
+		waitC := d.WaitExit(ctx, id, container.WaitNextExit)
+		pump, err := d.Attach(ctx, id, streams)
+		if err != nil {
+			return -1, err
+		}
+		if err := d.Start(ctx, id); err != nil {
+			return -1, err
+		}
+		stopSignals := forwardSignals(ctx, d, id, spec.TTY)
+		_ = pump()
+		res := <-waitC
+		stopSignals()
+		if res.Err != nil {
+			return -1, fmt.Errorf("wait for the command: %w", res.Err)
+		}
+		return res.Code, nil
+	}()
+	if err != nil {
+		return code, err
+	}
+	if _, err := s.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonExec); err != nil {
+		s.env.UI.Warnf("snapshot after the command failed: %v", err)
+	}
+	return code, nil
 }

@@ -274,6 +274,10 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		return nil, err
 	}
 	u.add(func() { _ = d.Remove(cctx, id) })
+	rec.Spec = &spec
+	if err := record.Save(l.Record(p.Branch), rec); err != nil {
+		return nil, err
+	}
 	if err := e.step("container"); err != nil {
 		return nil, err
 	}
