@@ -21,6 +21,10 @@ type Task struct {
 	Args []string
 	// Terminal reports whether a terminal will be attached.
 	Terminal bool
+	// Continue asks the agent to go on with its previous conversation in
+	// this sandbox (a follow-up task, or an interactive resume), where the
+	// agent supports it.
+	Continue bool
 }
 
 // Adapter is one agent.

@@ -46,9 +46,11 @@ type Record struct {
 	Image     string `json:"image"`
 	Agent     string `json:"agent"`
 	Prompt    string `json:"prompt,omitempty"`
-	Verify    string `json:"verify,omitempty"`
-	Setup     string `json:"setup,omitempty"`
-	Carried   bool   `json:"carried,omitempty"`
+	// Tasks are the follow-up tasks given after the first, in order.
+	Tasks   []string `json:"tasks,omitempty"`
+	Verify  string   `json:"verify,omitempty"`
+	Setup   string   `json:"setup,omitempty"`
+	Carried bool     `json:"carried,omitempty"`
 	// Stopped is set by git sandbox stop and cleared when it runs again.
 	Stopped bool      `json:"stopped,omitempty"`
 	Created time.Time `json:"created"`

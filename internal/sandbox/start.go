@@ -41,7 +41,9 @@ type StartOptions struct {
 	Memory  string
 	CPUs    float64
 	Pids    int64
-	IO      IO
+	// Rerun, for an existing sandbox, runs its original task again.
+	Rerun bool
+	IO    IO
 }
 
 // IO is the caller's terminal.
