@@ -162,7 +162,7 @@ func (s *Sandbox) Wait(ctx context.Context, timeout time.Duration) (int, error) 
 			return -1, usererr.New("sandbox %s has not started", s.Display()).
 				Hint("git sandbox start %s runs it", s.Display())
 		}
-		return st.ExitCode, nil
+		return st.ExitCode, s.exitSnapshot(ctx)
 	}
 	wctx := ctx
 	if timeout > 0 {
@@ -179,7 +179,18 @@ func (s *Sandbox) Wait(ctx context.Context, timeout time.Duration) (int, error) 
 		}
 		return -1, fmt.Errorf("wait: %w", res.Err)
 	}
-	return res.Code, nil
+	return res.Code, s.exitSnapshot(ctx)
+}
+
+// exitSnapshot makes sure the snapshot of the agent's last files is
+// written before wait returns, so ps right after shows what it changed.
+// The supervisor takes the same snapshot; whichever comes second finds the
+// tree unchanged and writes nothing.
+func (s *Sandbox) exitSnapshot(ctx context.Context) error {
+	if _, err := s.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonExit); err != nil {
+		return fmt.Errorf("snapshot after the agent exited: %w", err)
+	}
+	return nil
 }
 
 func errMissing(s *Sandbox) error {
