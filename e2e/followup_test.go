@@ -85,9 +85,15 @@ func TestAttachEndsOnSignal(t *testing.T) {
 		cmd.Dir = e.Repo
 		cmd.Env = e.vars
 		out := &lockedBuffer{}
-		cmd.Stdout = out
+		errOut := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, errOut
 		must(t, cmd.Start())
-		Eventually(t, 30*time.Second, "attach to print", func() bool { return strings.Contains(out.String(), "tick") })
+		Eventually(t, 30*time.Second, "attach to print", func() bool {
+			if cmd.ProcessState != nil {
+				t.Fatalf("attach ended early: %s", errOut.String())
+			}
+			return strings.Contains(out.String(), "tick")
+		})
 		must(t, cmd.Process.Signal(sig))
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()

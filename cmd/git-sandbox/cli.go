@@ -66,6 +66,7 @@ type CLI struct {
 
 	Supervise SuperviseCmd `cmd:"" name:"__supervise" hidden:"" help:"Snapshot a running sandbox (started by start)."`
 	Man       ManCmd       `cmd:"" name:"__man" hidden:"" help:"Print the man page."`
+	Purge     PurgeCmd     `cmd:"" name:"__purge" hidden:"" help:"Delete what removed sandboxes left."`
 	Proxy     ProxyCmd     `cmd:"" name:"__proxy" hidden:"" help:"Run a sandbox's egress proxy (started in its proxy container)."`
 }
 

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
@@ -54,6 +56,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 	for _, err := range errs {
 		e.UI.Warnf("%v", err)
 	}
+	e.EmptyTrash()
 	byName := map[string]container.State{}
 	dockerUp := false
 	if d, err := e.Engine(ctx); err == nil {
@@ -300,7 +303,11 @@ func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 			_ = d.Remove(ctx, c.ID)
 		}
 	}
-	if err := worktree.Remove(ctx, s.env.Repo.CommonDir, g, s.Worktree); err != nil {
+	// The worktree and the state directory are moved aside (a rename, so
+	// the name can be used again at once, however many files they hold)
+	// and deleted in the background.
+	trash := s.env.Layout.Trash()
+	if err := worktree.MoveAside(s.env.Repo.CommonDir, s.Worktree, trash); err != nil {
 		errs = append(errs, err)
 	}
 	branch := "refs/heads/" + s.Branch
@@ -315,10 +322,57 @@ func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if err := os.RemoveAll(s.env.Layout.Dir(s.Branch)); err != nil {
+	if err := worktree.MoveIntoTrash(s.env.Layout.Dir(s.Branch), trash); err != nil {
 		return fmt.Errorf("remove sandbox state: %w", err)
 	}
+	s.env.EmptyTrash()
 	return nil
+}
+
+// PurgeCommand is the hidden command that deletes a repository's trash.
+const PurgeCommand = "__purge"
+
+// EmptyTrash deletes what removed sandboxes left in the trash, in a
+// detached process, so the command that removed them returns at once (and
+// a crash before it ran is finished by the next rm, land or ps).
+func (e *Env) EmptyTrash() {
+	trash := e.Layout.Trash()
+	entries, err := os.ReadDir(trash)
+	if err != nil || len(entries) == 0 {
+		return
+	}
+	if e.purge != nil {
+		_ = e.purge(trash)
+		return
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		err = proc.SpawnDetached(proc.SpawnOptions{
+			Path: exe, Args: []string{"git-sandbox", PurgeCommand, "--", trash}, Dir: "/", Env: os.Environ(),
+		})
+	}
+	if err != nil {
+		e.UI.Warnf("cannot delete %s in the background (%v); deleting it now", trash, err)
+		_ = Purge(trash)
+	}
+}
+
+// Purge deletes a trash directory's entries.
+func Purge(trash string) error {
+	if filepath.Base(trash) != ".trash" {
+		return fmt.Errorf("purge: %s is not a trash directory", trash)
+	}
+	entries, err := os.ReadDir(trash)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, en := range entries {
+		if err := os.RemoveAll(filepath.Join(trash, en.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Logs writes the agent's output.
@@ -349,7 +403,14 @@ func (s *Sandbox) Attach(ctx context.Context, io IO) error {
 	if st.OpenStdin && (io.StdinIsTerminal || io.StdinIsPipe) {
 		streams.Stdin = io.Stdin
 	}
+	// The engine refuses to attach to a paused container: attach under the
+	// sandbox's lock, so no snapshot pauses the agent while it connects.
+	unlock, err := record.Lock(s.env.Layout.Lock(s.Branch))
+	if err != nil {
+		return err
+	}
 	wait, err := d.Attach(ctx, s.Container, streams)
+	unlock()
 	if err != nil {
 		return err
 	}
