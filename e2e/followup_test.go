@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -88,15 +89,17 @@ func TestAttachEndsOnSignal(t *testing.T) {
 		errOut := &lockedBuffer{}
 		cmd.Stdout, cmd.Stderr = out, errOut
 		must(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
 		Eventually(t, 30*time.Second, "attach to print", func() bool {
-			if cmd.ProcessState != nil {
-				t.Fatalf("attach ended early: %s", errOut.String())
+			select {
+			case err := <-done:
+				t.Fatalf("attach ended early (%v): %s", err, errOut.String())
+			default:
 			}
 			return strings.Contains(out.String(), "tick")
 		})
 		must(t, cmd.Process.Signal(sig))
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
@@ -127,4 +130,27 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// land returns once the work is landed: the sandbox's files are moved
+// aside, so its name can be used again at once, and deleted in the
+// background.
+func TestLandFreesTheNameAtOnce(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `echo a > a.txt`)
+	wt := e.Worktree("t1")
+	e.MustSandbox("land", "t1")
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `echo b > b.txt`)
+	if got := readFile(filepath.Join(e.Worktree("t1"), "b.txt")); got != "b\n" {
+		t.Errorf("the second t1 did not run: b.txt = %q", got)
+	}
+	if got := readFile(filepath.Join(wt, "a.txt")); got != "<absent>" {
+		t.Errorf("the first t1's file is in the new worktree: %q", got)
+	}
+	trash := filepath.Join(e.State, e.RepoID(), ".trash")
+	Eventually(t, 30*time.Second, "the trash to be emptied", func() bool {
+		entries, err := os.ReadDir(trash)
+		return err != nil || len(entries) == 0
+	})
 }
