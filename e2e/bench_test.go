@@ -253,9 +253,11 @@ func BenchmarkLand(b *testing.B) {
 	})
 	report(b, "full land (sandbox removed)", full, byHand, 1.5)
 	start := time.Now()
+	trash := filepath.Join(e.State, e.RepoID(), ".trash")
 	Eventually(b, 30*time.Second, "the landed worktree to be deleted", func() bool {
-		_, err := os.Stat(wt)
-		return os.IsNotExist(err)
+		entries, err := os.ReadDir(trash)
+		_, werr := os.Stat(wt)
+		return (err != nil || len(entries) == 0) && os.IsNotExist(werr)
 	})
 	fmt.Printf("bench: the landed worktree was gone %.1f s after land returned (or less)\n", time.Since(start).Seconds())
 }
