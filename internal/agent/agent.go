@@ -6,7 +6,6 @@
 package agent
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 
@@ -97,5 +96,3 @@ func NeedTerminal(name string) error {
 	return usererr.New("%s without a prompt is interactive and needs a terminal", name).
 		Hint("give it a task with -p PROMPT, or run git sandbox start from a terminal (or with -d and attach later)")
 }
-
-func errf(format string, args ...any) error { return fmt.Errorf(format, args...) }
