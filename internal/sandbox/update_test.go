@@ -192,3 +192,32 @@ func hints(err error) []string {
 	}
 	return nil
 }
+
+// land --update brings the base in first and lands onto the new tip; with
+// no -m and no prompt, the agent's last commit names the land.
+func TestLandUpdateAndTheAgentsSubject(t *testing.T) {
+	te := newTestEnv(t)
+	sb := te.start("t1")
+	te.agentCommit(sb, "a.txt", "agent\n", "teach the parser commas")
+	te.fake.Exit(sb.Container, 0)
+	te.write("base.txt", "base\n")
+	te.git("add", "-A")
+	te.git("commit", "-qm", "base moves")
+	tip := te.git("rev-parse", "main")
+	sb = te.find("t1")
+	o := landOpts()
+	o.Message, o.Update = "", true
+	res, err := sb.Land(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parent := te.git("rev-parse", res.Commit.String()+"^"); parent != tip {
+		t.Errorf("landed on %s, want the new tip %s", parent, tip)
+	}
+	if got := te.git("diff-tree", "-r", "--name-only", "--no-commit-id", tip, res.Commit.String()); got != "a.txt" {
+		t.Errorf("landed paths %q, want a.txt only", got)
+	}
+	if got := te.git("log", "-1", "--format=%s", res.Commit.String()); got != "teach the parser commas" {
+		t.Errorf("land subject = %q, want the agent's commit subject", got)
+	}
+}
