@@ -67,7 +67,14 @@ func (d *Docker) pump(ctx context.Context, resp types.HijackedResponse, s Stream
 		if s.TTY {
 			restore = rawTerminal(ctx, s.TerminalFd, resize)
 		}
-		err := <-done
+		// The caller's context ends the wait too (attach on SIGTERM or
+		// SIGHUP): closing the connection leaves the container running.
+		var err error
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 		if restore != nil {
 			restore()
 		}

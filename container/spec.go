@@ -43,6 +43,9 @@ const (
 const (
 	RoleAgent  = "agent"
 	RoleVerify = "verify"
+	// RoleExec is a command run by exec in a sandbox whose agent is not
+	// running.
+	RoleExec = "exec"
 )
 
 // Workspace is where the worktree appears inside the container.
@@ -96,6 +99,21 @@ var (
 	hardenCapDrop  = []string{"ALL"}
 	hardenSecurity = []string{"no-new-privileges"}
 )
+
+// Clone returns a copy of s that shares nothing with it.
+func (s *Spec) Clone() *Spec {
+	c := *s
+	c.Argv = append([]string(nil), s.Argv...)
+	c.Env = append([]string(nil), s.Env...)
+	c.Mounts = append([]Mount(nil), s.Mounts...)
+	c.CapDrop = append([]string(nil), s.CapDrop...)
+	c.Security = append([]string(nil), s.Security...)
+	c.Labels = make(map[string]string, len(s.Labels))
+	for k, v := range s.Labels {
+		c.Labels[k] = v
+	}
+	return &c
+}
 
 // Harden stamps the non-negotiable hardening onto s.
 func (s *Spec) Harden() {

@@ -1934,7 +1934,7 @@ func TestAttackResumeRefusesSymlinkedMountSources(t *testing.T) {
 		must(t, os.Rename(src, aside))
 		for _, target := range []string{e.Home, "/", e.Root, filepath.Dir(e.Root), filepath.Join(e.Home, ".ssh")} {
 			must(t, os.Symlink(target, src))
-			r := e.Sandbox("start", "swap")
+			r := e.Sandbox("start", "swap", "--rerun")
 			if r.Code == 0 {
 				t.Errorf("resume with %s -> %s succeeded: %s", src, target, r)
 			} else if !strings.Contains(r.Stderr, "refusing to mount") && !strings.Contains(r.Stderr, "now resolves to") {
@@ -1950,7 +1950,7 @@ func TestAttackResumeRefusesSymlinkedMountSources(t *testing.T) {
 	}
 	// With the real directories back, resume works and starts the container:
 	// the StartedAt check above can see a start.
-	if r := e.Sandbox("start", "swap"); r.Code != 0 {
+	if r := e.Sandbox("start", "swap", "--rerun"); r.Code != 0 {
 		t.Fatalf("resume with the real directories: %s", r)
 	}
 	if got := startedAt(); got == started {

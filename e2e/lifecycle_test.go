@@ -191,9 +191,9 @@ func TestLifecycleCommands(t *testing.T) {
 	if p := e.PsOf("t2"); p.State != "stopped" {
 		t.Errorf("ps after stop: %+v", p)
 	}
-	// Resume: the same container starts again; this time the agent finishes.
+	// Rerun: the same container starts again; this time the agent finishes.
 	must(t, os.WriteFile(filepath.Join(e.Worktree("t2"), "go"), nil, 0o644))
-	e.MustSandbox("start", "t2", "-d")
+	e.MustSandbox("start", "t2", "-d", "--rerun")
 	if w := e.Sandbox("wait", "t2"); w.Code != 7 {
 		t.Errorf("wait did not pass the agent's exit code 7 through: %s", w)
 	}
@@ -205,8 +205,13 @@ func TestLifecycleCommands(t *testing.T) {
 	if strings.Count(logs, "hello from the agent") != 2 || !strings.Contains(logs, "finishing") {
 		t.Errorf("logs after resume:\n%s", logs)
 	}
-	if r := e.Sandbox("exec", "t2", "--", "true"); r.Code == 0 || !strings.Contains(r.Stderr, "not running") {
-		t.Errorf("exec in a stopped sandbox: %s", r)
+	// exec works after the agent exited (in a fresh container), and the
+	// agent stays exited.
+	if r := e.Sandbox("exec", "t2", "--", "sh", "-c", "exit 5"); r.Code != 5 {
+		t.Errorf("exec in an exited sandbox: %s", r)
+	}
+	if p := e.PsOf("t2"); p.State != "exited" {
+		t.Errorf("ps after exec in an exited sandbox: %+v", p)
 	}
 	// The agent created go: rm refuses without --force, then removes it all.
 	if r := e.Sandbox("rm", "t2"); r.Code != 4 || !strings.Contains(r.Stderr, "not landed") {

@@ -26,9 +26,15 @@ func TestSetupRunsOnceAndIsNotTheAgentsWork(t *testing.T) {
 	if names := e.MustSandbox("diff", "s1", "--name-only").Stdout; strings.TrimSpace(names) != "agent.txt" {
 		t.Errorf("diff --name-only = %q", names)
 	}
-	r = e.MustSandbox("start", "s1")
+	r = e.MustSandbox("start", "s1", "--rerun")
 	if strings.Contains(r.Stdout+r.Stderr, "setup-ran") || !strings.Contains(r.Stdout, "tool") {
 		t.Errorf("resume ran setup again or lost its state: %s", r)
+	}
+	// A follow-up task runs in a new container: setup runs there first,
+	// then the task, in one start.
+	r = e.MustSandbox("start", "s1", "-p", "cat /var/tmp/tool; echo follow-up-ran")
+	if strings.Count(r.Stdout+r.Stderr, "setup-ran") != 1 || !strings.Contains(r.Stdout, "tool\nfollow-up-ran") {
+		t.Errorf("follow-up with a setup: %s", r)
 	}
 }
 

@@ -62,6 +62,8 @@ type Options struct {
 	Message string
 	// Forbidden is a ref that may not be landed on (the sandbox's own branch).
 	Forbidden string
+	// Sandbox is the sandbox's name, for the hints of a conflict.
+	Sandbox string
 }
 
 // Prepare computes the land without changing anything: the merged tree,
@@ -95,7 +97,7 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 		p.Empty = true
 		return p, nil
 	}
-	p.Tree, err = merge(ctx, g, baseline, tipTree, finalTree)
+	p.Tree, err = merge(ctx, g, baseline, tipTree, finalTree, o.Sandbox)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +146,7 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 
 // merge applies baseline → final onto the tip's tree with the baseline as
 // the merge base, and returns the merged tree.
-func merge(ctx context.Context, g *gitcmd.Runner, baseline, tipTree, finalTree gitcmd.Hash) (gitcmd.Hash, error) {
+func merge(ctx context.Context, g *gitcmd.Runner, baseline, tipTree, finalTree gitcmd.Hash, sandbox string) (gitcmd.Hash, error) {
 	parents := []gitcmd.Hash{baseline}
 	ours, err := g.CommitTree(ctx, gitcmd.CommitTreeRequest{Tree: tipTree, Parents: parents, Message: "land: base side\n"})
 	if err != nil {
@@ -156,7 +158,7 @@ func merge(ctx context.Context, g *gitcmd.Runner, baseline, tipTree, finalTree g
 	}
 	tree, err := g.MergeTree(ctx, gitcmd.MergeTreeRequest{Ours: ours, Theirs: theirs})
 	if conflict, ok := errors.AsType[*gitcmd.MergeTreeConflictError](err); ok {
-		return "", conflictError(conflict.Paths)
+		return "", conflictError(conflict.Paths, sandbox)
 	}
 	if err != nil {
 		return "", fmt.Errorf("land: %w", err)
@@ -164,7 +166,7 @@ func merge(ctx context.Context, g *gitcmd.Runner, baseline, tipTree, finalTree g
 	return tree, nil
 }
 
-func conflictError(paths []string) error {
+func conflictError(paths []string, sandbox string) error {
 	seen := map[string]bool{}
 	var list []string
 	for _, p := range paths {
@@ -176,8 +178,12 @@ func conflictError(paths []string) error {
 	sort.Strings(list)
 	e := usererr.New("the change conflicts with the base branch in %d path(s): %s", len(list), strings.Join(list, ", ")).
 		WithCode(usererr.ExitConflict)
-	return e.Hint("nothing was changed; resolve it in the sandbox (for example, have the agent rebase its work) and land again").
-		Hint("or land the agent's branch by hand: git sandbox sync BRANCH, then merge it yourself")
+	name := termsafe.String(sandbox)
+	if name == "" {
+		name = "<sandbox>"
+	}
+	return e.Hint("nothing was changed; bring the base into the sandbox with git sandbox update %s,", name).
+		Hint("resolve the conflicts there (git sandbox exec %s, or a follow-up task), then land again", name)
 }
 
 // checkLocalChanges refuses when the base's checkout has local changes

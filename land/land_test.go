@@ -183,8 +183,13 @@ func TestPrepareConflictNamesRealPaths(t *testing.T) {
 }
 
 func TestConflictErrorListsEachPathOnce(t *testing.T) {
-	err := conflictError([]string{"b", "a", "b", "", "c\x1b[2J"})
+	err := conflictError([]string{"b", "a", "b", "", "c\x1b[2J"}, "fix-1")
 	if !strings.Contains(err.Error(), "3 path(s): a, b, c\\x1b[2J") {
 		t.Errorf("conflictError = %q", err)
+	}
+	ue, _ := usererr.As(err)
+	hints := strings.Join(ue.Hints, "\n")
+	if !strings.Contains(hints, "git sandbox update fix-1") || strings.Contains(hints, "BRANCH") {
+		t.Errorf("conflict hints = %q, want the exact update command", hints)
 	}
 }

@@ -43,6 +43,11 @@ const (
 	ReasonRemove   Reason = "rm"
 	ReasonManual   Reason = "manual"
 	ReasonRestore  Reason = "restore"
+	// ReasonUpdate is taken before and after git sandbox update; the
+	// baseline update moves to is written with it too.
+	ReasonUpdate Reason = "update"
+	// ReasonExec is taken after a command run by exec in a stopped sandbox.
+	ReasonExec Reason = "exec"
 )
 
 // Trailer keys written into every snapshot's message.

@@ -104,15 +104,52 @@ func (s *Snapshotter) RestoreWorktree(ctx context.Context, snap *Snapshot, force
 	if !force {
 		return cur, changed, nil
 	}
-	unlock, err := record.Lock(s.Lock)
-	if err != nil {
-		return cur, changed, err
-	}
-	defer unlock()
-	if err := s.isolated().ReadTree(ctx, gitcmd.ReadTreeRequest{From: cur.Tree, Tree: snap.Tree, Update: true}); err != nil {
+	if err := s.Checkout(ctx, cur.Tree, snap.Tree); err != nil {
 		return cur, changed, fmt.Errorf("restore: %w", err)
 	}
 	return cur, changed, nil
+}
+
+// Checkout changes the worktree from tree from (what the last snapshot
+// read, and so what the private index holds) to tree to: files that differ
+// are written or removed, nothing else is touched. Git refuses, changing
+// nothing, when a file it would write changed since. The files are written
+// by the configuration-free git, so no filter runs, and git does not
+// follow a symlink in a leading path.
+func (s *Snapshotter) Checkout(ctx context.Context, from, to string) error {
+	unlock, err := record.Lock(s.Lock)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := s.ensureScratch(); err != nil {
+		return err
+	}
+	return s.isolated().ReadTree(ctx, gitcmd.ReadTreeRequest{From: from, Tree: to, Update: true})
+}
+
+// WriteBaseline writes a baseline snapshot of tree whose parent is start
+// (the commit the sandbox is now based on) and moves the baseline ref to
+// it from old. The rescue chain is left alone: the next snapshot measures
+// its changes from the new baseline.
+func (s *Snapshotter) WriteBaseline(ctx context.Context, reason Reason, tree, start, old string) (*Snapshot, error) {
+	now := s.now()
+	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: start}
+	who := &gitcmd.Signature{Name: "git sandbox", Email: "git-sandbox@localhost", When: now.UTC()}
+	id, err := s.host().CommitTree(ctx, gitcmd.CommitTreeRequest{
+		Tree: gitcmd.Hash(tree), Parents: []gitcmd.Hash{gitcmd.Hash(start)}, Message: message(snap), Author: who, Committer: who,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("baseline: %w", err)
+	}
+	snap.ID = id.String()
+	err = s.host().UpdateRef(ctx, gitcmd.UpdateRefRequest{
+		Ref: Refs{s.Branch}.Baseline(), New: id, Old: gitcmd.Hash(old), Message: "git sandbox baseline: " + string(reason),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("baseline: %w", err)
+	}
+	return &snap, nil
 }
 
 func short(id string) string {

@@ -39,6 +39,11 @@ type Layout struct {
 // RepoDir holds the state of every sandbox of the repository.
 func (l Layout) RepoDir() string { return filepath.Join(l.Root, l.RepoID) }
 
+// Trash holds what a removed sandbox left, moved aside at once and deleted
+// in the background. No branch escapes to ".trash" (git refuses a name
+// component that starts with a dot).
+func (l Layout) Trash() string { return filepath.Join(l.RepoDir(), ".trash") }
+
 // Dir is one sandbox's state directory. The branch is escaped into a single
 // path element ('%' → %25, '/' → %2F), so a sandbox is one directory entry
 // and listing the repository's sandboxes is one ReadDir.

@@ -152,6 +152,53 @@ func Remove(ctx context.Context, commonDir string, g *gitcmd.Runner, path string
 	return nil
 }
 
+// MoveAside moves a linked worktree into the directory trash (created if
+// missing, and on the same file system: else the worktree is deleted here
+// and now) under a fresh name, and removes git's record of it. It returns
+// at once however many files the worktree holds; deleting them is left to
+// whoever empties trash.
+func MoveAside(commonDir, path, trash string) error {
+	if _, err := os.Lstat(path); err == nil {
+		if err := moveInto(path, trash); err != nil {
+			if err := os.RemoveAll(path); err != nil {
+				return fmt.Errorf("remove worktree: %w", err)
+			}
+		}
+	}
+	admin, err := adminDirFor(commonDir, path)
+	if err != nil || admin == "" {
+		return err
+	}
+	if err := os.RemoveAll(admin); err != nil {
+		return fmt.Errorf("remove worktree record: %w", err)
+	}
+	return nil
+}
+
+// moveInto renames path into dir under a fresh name.
+func moveInto(path, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(dir, filepath.Base(path)+"-")
+	if err != nil {
+		return err
+	}
+	return os.Rename(path, filepath.Join(tmp, filepath.Base(path)))
+}
+
+// MoveIntoTrash renames a directory into trash under a fresh name, falling
+// back to deleting it when it cannot be renamed there.
+func MoveIntoTrash(path, trash string) error {
+	if _, err := os.Lstat(path); err != nil {
+		return nil
+	}
+	if err := moveInto(path, trash); err != nil {
+		return os.RemoveAll(path)
+	}
+	return nil
+}
+
 // adminDirFor finds the .git/worktrees/<name> directory whose gitdir file
 // names path, or "" when git has no record of it.
 func adminDirFor(commonDir, path string) (string, error) {

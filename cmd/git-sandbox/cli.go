@@ -33,6 +33,7 @@ const exitStatusHelp = `EXIT STATUS
   1    an error (the message says which)
   2    the command line could not be parsed
   3    land: the change conflicts with the base branch; nothing was changed
+       update: conflicts remain, marked in the sandbox's files
   4    refused: the sandbox is running, verify failed or is stale, or unlanded work would be lost
   124  wait: the timeout passed
   start (attached) and wait exit with the agent's own exit code.`
@@ -51,6 +52,7 @@ type CLI struct {
 	Rm     RmCmd     `cmd:"" help:"Remove a sandbox (its snapshots are kept)."`
 	Diff   DiffCmd   `cmd:"" help:"Show exactly what land would apply, with review flags."`
 	Land   LandCmd   `cmd:"" help:"Land the sandbox's work as one commit on its base branch."`
+	Update UpdateCmd `cmd:"" help:"Bring the base branch's new commits into a sandbox (3-way merge)."`
 	Sync   SyncCmd   `cmd:"" help:"Bring the agent's commits back onto the sandbox branch."`
 	Verify VerifyCmd `cmd:"" help:"Run the verify command on the sandbox's work now."`
 	Rescue RescueCmd `cmd:"" help:"Snapshots: list, show, restore, snapshot, prune."`
@@ -64,6 +66,7 @@ type CLI struct {
 
 	Supervise SuperviseCmd `cmd:"" name:"__supervise" hidden:"" help:"Snapshot a running sandbox (started by start)."`
 	Man       ManCmd       `cmd:"" name:"__man" hidden:"" help:"Print the man page."`
+	Purge     PurgeCmd     `cmd:"" name:"__purge" hidden:"" help:"Delete what removed sandboxes left."`
 	Proxy     ProxyCmd     `cmd:"" name:"__proxy" hidden:"" help:"Run a sandbox's egress proxy (started in its proxy container)."`
 }
 

@@ -12,13 +12,14 @@ import (
 // LandCmd is git sandbox land.
 type LandCmd struct {
 	Branch  string `arg:"" help:"The sandbox."`
-	Message string `short:"m" help:"Commit message (default: the prompt's first line)." placeholder:"MSG"`
+	Message string `short:"m" help:"Commit message (default: the prompt, else the agent's last commit subject)." placeholder:"MSG"`
 	Onto    string `help:"Land on this branch instead of the sandbox's base." placeholder:"REF"`
 	Merge   bool   `help:"Keep the agent's commits, under a merge commit."`
 	Keep    bool   `help:"Keep the sandbox after landing (the next land starts from here)."`
 	Force   bool   `help:"Land although verify failed or ran on other work."`
 	DryRun  bool   `help:"Show what would land and change nothing."`
 	Expect  string `help:"Land only if the work is this tree (as git sandbox diff printed it)." placeholder:"TREE"`
+	Update  bool   `help:"Run git sandbox update first; land only if it leaves no conflicts."`
 }
 
 // Help is land's long help.
@@ -35,7 +36,11 @@ Land prints the diffstat of what it applies.
 
 Refuses while the agent runs, when verify failed or ran on other work (--force
 overrides that only), and when the base's checkout has local changes where the
-change writes. A conflict changes nothing and exits with status 3.
+change writes. A conflict changes nothing and exits with status 3: bring the
+base into the sandbox with git sandbox update, resolve, and land again (land
+refuses while files the update left conflicted still hold markers; --force
+overrides). The message is -m, else the task's prompt, else the subject of the
+agent's last commit.
 
 Afterwards the container, worktree, branch and agent repository are removed
 (unless --keep); the snapshots stay.`
@@ -49,7 +54,7 @@ func (c *LandCmd) Run(app *App) error {
 	}
 	baseline := sb.Baseline
 	res, err := sb.Land(app.Ctx, sandbox.LandOptions{
-		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, Expect: c.Expect, IO: app.IO(),
+		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, Expect: c.Expect, Update: c.Update, IO: app.IO(),
 	})
 	if err != nil {
 		return err

@@ -31,6 +31,7 @@ type StartCmd struct {
 	Memory  string   `help:"Memory limit, such as 4g."`
 	CPUs    float64  `name:"cpus" help:"CPU limit, such as 1.5."`
 	Pids    int64    `help:"Process limit."`
+	Rerun   bool     `help:"For an existing sandbox: run its original task again."`
 	DryRun  bool     `help:"Print the plan (mounts, labels, argv, limits) and change nothing."`
 	JSON    bool     `help:"With --dry-run: print the plan as JSON."`
 }
@@ -46,12 +47,23 @@ Without -d, start stays in the foreground until the agent exits and exits with
 its code; from a terminal the agent gets a real TTY. With -d it returns at once.
 Either way a supervisor takes a snapshot every rescue.interval.
 
-Starting a sandbox that exists resumes it: its container starts again and keeps
-what was installed outside /workspace.
+Starting a sandbox that exists goes on in it, and never runs its task again
+unasked: with -p (or, for --agent shell, a command after --) the agent gets a
+follow-up task in the same sandbox, continuing its conversation where the agent
+can (claude --continue, codex resume --last); without one, the agent continues
+interactively on a terminal, and start refuses without one. --rerun runs the
+original task again. A follow-up runs in a new container made like the first
+(same image, mounts, hardening); --verify and the limits may change, while
+--base, --carry, --agent, --image, --network, --runtime and -e cannot, and are
+refused.
+
+For --agent shell, -p with a command after -- is the task's description:
+recorded (land's default message) and passed as GIT_SANDBOX_PROMPT.
 
 Examples:
   git sandbox start fix-login --agent claude -p "fix the login redirect"
-  git sandbox start t2 -d --agent shell -- sh -c 'make test > out.txt'`
+  git sandbox start t2 -d --agent shell -- sh -c 'make test > out.txt'
+  git sandbox start fix-login -p "also cover the logout redirect"   # follow-up`
 }
 
 // checkLimits checks the limits given as flags (0 and "" mean not given).
@@ -88,7 +100,7 @@ func (c *StartCmd) Run(app *App) error {
 		Branch: c.Branch, Base: c.Base, Carry: c.Carry, Agent: c.Agent, Prompt: c.Prompt,
 		Verify: c.Verify, Args: c.Command, Detach: c.Detach, DryRun: c.DryRun, Env: c.Env,
 		Image: c.Image, Network: c.Network, Runtime: c.Runtime, Memory: c.Memory, CPUs: c.CPUs,
-		Pids: c.Pids, IO: app.IO(),
+		Pids: c.Pids, Rerun: c.Rerun, IO: app.IO(),
 	})
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@
 package agent
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 
@@ -21,6 +20,10 @@ type Task struct {
 	Args []string
 	// Terminal reports whether a terminal will be attached.
 	Terminal bool
+	// Continue asks the agent to go on with its previous conversation in
+	// this sandbox (a follow-up task, or an interactive resume), where the
+	// agent supports it.
+	Continue bool
 }
 
 // Adapter is one agent.
@@ -93,5 +96,3 @@ func NeedTerminal(name string) error {
 	return usererr.New("%s without a prompt is interactive and needs a terminal", name).
 		Hint("give it a task with -p PROMPT, or run git sandbox start from a terminal (or with -d and attach later)")
 }
-
-func errf(format string, args ...any) error { return fmt.Errorf(format, args...) }

@@ -22,6 +22,13 @@ func TestArgv(t *testing.T) {
 		{"shell", Task{Args: []string{"sh", "-c", "make test > out.txt"}}, []string{"sh", "-c", "make test > out.txt"}, false},
 		{"shell", Task{Prompt: "echo hi"}, []string{"/bin/sh", "-c", "echo hi"}, false},
 		{"shell", Task{Terminal: true}, []string{"/bin/bash", "-l"}, true},
+		// Follow-up tasks continue the agent's conversation.
+		{"claude", Task{Prompt: "two", Continue: true}, []string{"claude", "--dangerously-skip-permissions", "--continue", "-p", "two"}, false},
+		{"claude", Task{Terminal: true, Continue: true}, []string{"claude", "--dangerously-skip-permissions", "--continue"}, true},
+		{"codex", Task{Prompt: "two", Continue: true}, []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox", "resume", "--last", "two"}, false},
+		{"codex", Task{Terminal: true, Continue: true}, []string{"codex", "resume", "--last", "--dangerously-bypass-approvals-and-sandbox"}, true},
+		{"shell", Task{Prompt: "echo two", Continue: true}, []string{"/bin/sh", "-c", "echo two"}, false},
+		{"shell", Task{Prompt: "two", Args: []string{"sh", "-c", "x"}, Continue: true}, []string{"sh", "-c", "x"}, false},
 	}
 	for _, tt := range tests {
 		a, err := Get(tt.agent)
@@ -42,10 +49,11 @@ func TestArgv(t *testing.T) {
 	}
 }
 
-func TestShellRefusesBothPromptAndCommand(t *testing.T) {
+func TestShellPromptDescribesTheCommand(t *testing.T) {
 	a, _ := Get("shell")
-	if _, err := a.Argv(Task{Prompt: "x", Args: []string{"y"}}); err == nil {
-		t.Error("shell accepted a prompt and a command")
+	got, err := a.Argv(Task{Prompt: "describe", Args: []string{"make", "test"}})
+	if err != nil || !slices.Equal(got, []string{"make", "test"}) {
+		t.Errorf("shell with a prompt and a command: argv = %q, %v; want the command", got, err)
 	}
 }
 

@@ -11,6 +11,9 @@ func (claude) Name() string { return "claude" }
 
 func (claude) Argv(t Task) ([]string, error) {
 	argv := []string{"claude", "--dangerously-skip-permissions"}
+	if t.Continue {
+		argv = append(argv, "--continue")
+	}
 	if t.Prompt != "" {
 		argv = append(argv, "-p", t.Prompt)
 	}

@@ -8,11 +8,19 @@ func init() { register(codex{}) }
 
 func (codex) Name() string { return "codex" }
 
+// Argv: a follow-up goes on with the newest session (codex exec resume
+// --last PROMPT headless, codex resume --last interactively).
 func (codex) Argv(t Task) ([]string, error) {
 	if t.Prompt != "" {
 		argv := []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox"}
 		argv = append(argv, t.Args...)
+		if t.Continue {
+			argv = append(argv, "resume", "--last")
+		}
 		return append(argv, t.Prompt), nil
+	}
+	if t.Continue {
+		return append([]string{"codex", "resume", "--last", "--dangerously-bypass-approvals-and-sandbox"}, t.Args...), nil
 	}
 	return append([]string{"codex", "--dangerously-bypass-approvals-and-sandbox"}, t.Args...), nil
 }

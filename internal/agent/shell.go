@@ -1,7 +1,9 @@
 package agent
 
-// shell runs any command: the words after "--", else the prompt as a shell
-// script, else an interactive shell.
+// shell runs any command: the words after "--" (a prompt given too is the
+// task's description, recorded and passed as GIT_SANDBOX_PROMPT), else the
+// prompt as a shell script, else an interactive shell. It has no
+// conversation to continue.
 type shell struct{}
 
 func init() { register(shell{}) }
@@ -10,8 +12,6 @@ func (shell) Name() string { return "shell" }
 
 func (shell) Argv(t Task) ([]string, error) {
 	switch {
-	case len(t.Args) > 0 && t.Prompt != "":
-		return nil, errf("the shell agent takes a command after -- or a script with -p, not both")
 	case len(t.Args) > 0:
 		return t.Args, nil
 	case t.Prompt != "":

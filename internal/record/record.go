@@ -46,9 +46,11 @@ type Record struct {
 	Image     string `json:"image"`
 	Agent     string `json:"agent"`
 	Prompt    string `json:"prompt,omitempty"`
-	Verify    string `json:"verify,omitempty"`
-	Setup     string `json:"setup,omitempty"`
-	Carried   bool   `json:"carried,omitempty"`
+	// Tasks are the follow-up tasks given after the first, in order.
+	Tasks   []string `json:"tasks,omitempty"`
+	Verify  string   `json:"verify,omitempty"`
+	Setup   string   `json:"setup,omitempty"`
+	Carried bool     `json:"carried,omitempty"`
 	// Network, Runtime and Limits are what the sandbox's container was
 	// created with. Every later container of the sandbox (verify) runs
 	// with these or the current configuration's, whichever is stricter.
@@ -58,6 +60,14 @@ type Record struct {
 	// Stopped is set by git sandbox stop and cleared when it runs again.
 	Stopped bool      `json:"stopped,omitempty"`
 	Created time.Time `json:"created"`
+	// Spec is the agent container as created: exec in a stopped sandbox
+	// and follow-up tasks make fresh containers from it (same image,
+	// mounts, hardening and limits). Absent for sandboxes made before it
+	// was recorded.
+	Spec *container.Spec `json:"spec,omitempty"`
+	// UpdateConflicts are the paths git sandbox update last left with
+	// conflict markers; land refuses while any still holds them.
+	UpdateConflicts []string `json:"update_conflicts,omitempty"`
 	// Verdicts are verify results keyed by the tree id they verified.
 	Verdicts map[string]Verdict `json:"verdicts,omitempty"`
 }

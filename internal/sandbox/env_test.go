@@ -105,6 +105,7 @@ func (te *testEnv) reopen() {
 	cfg.Agent = "shell"
 	te.env = NewEnv(repo, cfg, filepath.Join(te.root, "state"), ui.New(&te.err, ui.Options{NoColor: true}))
 	te.env.Connect = func(context.Context) (Engine, error) { return te.fake, nil }
+	te.env.purge = Purge
 	te.env.spawn = func(branch string) error {
 		te.mu.Lock()
 		defer te.mu.Unlock()

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -118,6 +119,9 @@ type LandOptions struct {
 	// Expect is the tree (an id or a prefix of at least 7 digits) the user
 	// reviewed, as diff printed it; land refuses any other.
 	Expect string
+	// Update runs git sandbox update first and lands only when it left no
+	// conflicts.
+	Update bool
 	// Verify runs the verify command when land has to (stdout/stderr of
 	// the caller receive its output).
 	IO IO
@@ -161,6 +165,15 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	if err := checkExpect(o.Expect); err != nil {
 		return nil, err
 	}
+	if o.Update && !o.DryRun {
+		up, err := s.UpdateBase(ctx, UpdateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if len(up.Conflicts) > 0 {
+			return nil, conflictsLeft(s, up.Conflicts, "update left conflicts; nothing was landed")
+		}
+	}
 	final, sync, err := s.Final(ctx, rescue.ReasonLand)
 	if err != nil {
 		return nil, err
@@ -169,6 +182,16 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 		return nil, usererr.New("the work in %s changed since you reviewed it: it is now tree %s, not %s", s.Display(), shortID(final.Tree), termsafe.String(o.Expect)).
 			Hint("nothing was landed; look again with git sandbox diff %s, then land the tree it names", s.Display()).
 			WithCode(usererr.ExitRefused)
+	}
+	if !o.Force {
+		left, err := s.markersLeft(ctx, final.ID)
+		if err != nil {
+			return nil, err
+		}
+		if len(left) > 0 {
+			return nil, conflictsLeft(s, left, "conflict markers from git sandbox update remain; nothing was landed").
+				Hint("or land them as they are with --force")
+		}
 	}
 	if len(final.Skipped) > 0 {
 		return nil, usererr.New("the sandbox holds %d path(s) git cannot store, such as %s", len(final.Skipped), termsafe.String(final.Skipped[0])).
@@ -180,7 +203,7 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 		return nil, usererr.New("the agent made no commits: there is nothing for --merge to keep").
 			Hint("land without --merge")
 	}
-	msg, err := s.commitMessage(ctx, o.Message, final.ID, "")
+	msg, err := s.commitMessage(ctx, o.Message, final.ID, sync.Head, "")
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +212,7 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 			Ref: ref, Baseline: s.Baseline, Final: final.ID, AgentHead: sync.Head, Merge: o.Merge,
 			Message:   msg,
 			Forbidden: "refs/heads/" + s.Branch,
+			Sandbox:   s.Branch,
 		})
 		if err == nil && plan.Checkout != nil && s.env.insideSandboxes(plan.Checkout.Path) {
 			return nil, usererr.New("%s is checked out in another sandbox", termsafe.String(ontoName)).
@@ -210,7 +234,7 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	}
 	res.Verdict, res.VerifyRan = verdict, ran
 	if res.Forced = forcedPast(s, verdict, o.Force); res.Forced != "" {
-		if msg, err = s.commitMessage(ctx, o.Message, final.ID, res.Forced); err != nil {
+		if msg, err = s.commitMessage(ctx, o.Message, final.ID, sync.Head, res.Forced); err != nil {
 			return nil, err
 		}
 		plan.Message = msg
@@ -239,6 +263,7 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 		err := s.Update(func(r *record.Record) error {
 			r.Baseline = final.ID
 			r.BaseTip = commit.String()
+			r.UpdateConflicts = nil
 			return nil
 		})
 		if err != nil {
@@ -319,12 +344,16 @@ func forcedPast(s *Sandbox, v *record.Verdict, force bool) string {
 	return ""
 }
 
-// commitMessage is -m, else the prompt's first line, with trailers naming
+// commitMessage is -m, else the prompt's first line, else the subject of
+// the agent's last commit, else "Land sandbox <branch>", with trailers naming
 // the sandbox, the agent and the baseline (and what --force went past)
 // joined to the message's own trailer block.
-func (s *Sandbox) commitMessage(ctx context.Context, msg, final, forced string) (string, error) {
+func (s *Sandbox) commitMessage(ctx context.Context, msg, final, agentHead, forced string) (string, error) {
 	if strings.TrimSpace(msg) == "" {
 		subject := strings.TrimSpace(strings.SplitN(strings.TrimSpace(s.Prompt), "\n", 2)[0])
+		if subject == "" {
+			subject = s.agentSubject(ctx, agentHead)
+		}
 		if subject == "" {
 			subject = "Land sandbox " + s.Branch
 		}
@@ -346,6 +375,53 @@ func (s *Sandbox) commitMessage(ctx context.Context, msg, final, forced string) 
 		trailers = append(trailers, land.Trailer{Key: "Sandbox-Forced", Value: forced})
 	}
 	return land.WithTrailers(ctx, s.env.Git(), msg, trailers)
+}
+
+// agentSubject is the subject of the agent's newest commit of its own (not
+// a merge, not one the sandbox started with), or "".
+func (s *Sandbox) agentSubject(ctx context.Context, head string) string {
+	if head == "" || head == s.Start {
+		return ""
+	}
+	if _, err := gitcmd.ParseHash(head); err != nil {
+		return ""
+	}
+	out, err := s.env.Git().Output(ctx, "log", "-1", "--no-merges", "--format=%s", head, "^"+s.Start)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(oneLine(out))
+}
+
+// markersLeft lists the paths the last update left conflicted that still
+// hold conflict markers in the snapshot.
+func (s *Sandbox) markersLeft(ctx context.Context, snapshot string) ([]string, error) {
+	var left []string
+	g := s.env.Git()
+	for _, p := range s.UpdateConflicts {
+		b, err := g.Run(ctx, nil, "cat-file", "blob", snapshot+":"+p)
+		if err != nil {
+			continue // removed, or no longer a file
+		}
+		if hasMarkers(b) {
+			left = append(left, p)
+		}
+	}
+	return left, nil
+}
+
+// hasMarkers reports whether content holds a conflict's opening and closing
+// markers at the start of a line.
+func hasMarkers(b []byte) bool {
+	open := bytes.HasPrefix(b, []byte("<<<<<<< ")) || bytes.Contains(b, []byte("\n<<<<<<< "))
+	return open && bytes.Contains(b, []byte("\n>>>>>>> "))
+}
+
+// conflictsLeft is the error for paths still in conflict after an update.
+func conflictsLeft(s *Sandbox, paths []string, msg string) *usererr.Error {
+	return usererr.New("%s: %s", msg, strings.Join(quoteAll(paths), ", ")).
+		Hint("resolve them in the sandbox (git sandbox exec %s, or a follow-up task: git sandbox start %s -p …), then land again", s.Display(), s.Display()).
+		WithCode(usererr.ExitConflict)
 }
 
 // insideSandboxes reports whether a path is inside the state directory or

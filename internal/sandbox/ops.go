@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
@@ -54,6 +56,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 	for _, err := range errs {
 		e.UI.Warnf("%v", err)
 	}
+	e.EmptyTrash()
 	byName := map[string]container.State{}
 	dockerUp := false
 	if d, err := e.Engine(ctx); err == nil {
@@ -162,7 +165,7 @@ func (s *Sandbox) Wait(ctx context.Context, timeout time.Duration) (int, error) 
 			return -1, usererr.New("sandbox %s has not started", s.Display()).
 				Hint("git sandbox start %s runs it", s.Display())
 		}
-		return st.ExitCode, nil
+		return st.ExitCode, s.exitSnapshot(ctx)
 	}
 	wctx := ctx
 	if timeout > 0 {
@@ -179,7 +182,18 @@ func (s *Sandbox) Wait(ctx context.Context, timeout time.Duration) (int, error) 
 		}
 		return -1, fmt.Errorf("wait: %w", res.Err)
 	}
-	return res.Code, nil
+	return res.Code, s.exitSnapshot(ctx)
+}
+
+// exitSnapshot makes sure the snapshot of the agent's last files is
+// written before wait returns, so ps right after shows what it changed.
+// The supervisor takes the same snapshot; whichever comes second finds the
+// tree unchanged and writes nothing.
+func (s *Sandbox) exitSnapshot(ctx context.Context) error {
+	if _, err := s.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonExit); err != nil {
+		return fmt.Errorf("snapshot after the agent exited: %w", err)
+	}
+	return nil
 }
 
 func errMissing(s *Sandbox) error {
@@ -289,7 +303,11 @@ func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 			_ = d.Remove(ctx, c.ID)
 		}
 	}
-	if err := worktree.Remove(ctx, s.env.Repo.CommonDir, g, s.Worktree); err != nil {
+	// The worktree and the state directory are moved aside (a rename, so
+	// the name can be used again at once, however many files they hold)
+	// and deleted in the background.
+	trash := s.env.Layout.Trash()
+	if err := worktree.MoveAside(s.env.Repo.CommonDir, s.Worktree, trash); err != nil {
 		errs = append(errs, err)
 	}
 	branch := "refs/heads/" + s.Branch
@@ -304,10 +322,57 @@ func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if err := os.RemoveAll(s.env.Layout.Dir(s.Branch)); err != nil {
+	if err := worktree.MoveIntoTrash(s.env.Layout.Dir(s.Branch), trash); err != nil {
 		return fmt.Errorf("remove sandbox state: %w", err)
 	}
+	s.env.EmptyTrash()
 	return nil
+}
+
+// PurgeCommand is the hidden command that deletes a repository's trash.
+const PurgeCommand = "__purge"
+
+// EmptyTrash deletes what removed sandboxes left in the trash, in a
+// detached process, so the command that removed them returns at once (and
+// a crash before it ran is finished by the next rm, land or ps).
+func (e *Env) EmptyTrash() {
+	trash := e.Layout.Trash()
+	entries, err := os.ReadDir(trash)
+	if err != nil || len(entries) == 0 {
+		return
+	}
+	if e.purge != nil {
+		_ = e.purge(trash)
+		return
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		err = proc.SpawnDetached(proc.SpawnOptions{
+			Path: exe, Args: []string{"git-sandbox", PurgeCommand, "--", trash}, Dir: "/", Env: os.Environ(),
+		})
+	}
+	if err != nil {
+		e.UI.Warnf("cannot delete %s in the background (%v); deleting it now", trash, err)
+		_ = Purge(trash)
+	}
+}
+
+// Purge deletes a trash directory's entries.
+func Purge(trash string) error {
+	if filepath.Base(trash) != ".trash" {
+		return fmt.Errorf("purge: %s is not a trash directory", trash)
+	}
+	entries, err := os.ReadDir(trash)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, en := range entries {
+		if err := os.RemoveAll(filepath.Join(trash, en.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Logs writes the agent's output.
@@ -338,7 +403,14 @@ func (s *Sandbox) Attach(ctx context.Context, io IO) error {
 	if st.OpenStdin && (io.StdinIsTerminal || io.StdinIsPipe) {
 		streams.Stdin = io.Stdin
 	}
+	// The engine refuses to attach to a paused container: attach under the
+	// sandbox's lock, so no snapshot pauses the agent while it connects.
+	unlock, err := record.Lock(s.env.Layout.Lock(s.Branch))
+	if err != nil {
+		return err
+	}
 	wait, err := d.Attach(ctx, s.Container, streams)
+	unlock()
 	if err != nil {
 		return err
 	}
@@ -352,16 +424,15 @@ func (s *Sandbox) Exec(ctx context.Context, argv []string, io IO) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	if !st.Running {
-		return -1, usererr.New("sandbox %s is not running", s.Display()).
-			Hint("git sandbox start -d %s runs it again; exec needs a running sandbox", s.Display())
-	}
 	if len(argv) == 0 {
 		if !io.StdinIsTerminal {
 			return -1, usererr.New("an interactive shell needs a terminal").
 				Hint("give a command: git sandbox exec %s -- CMD", s.Display())
 		}
 		argv = []string{"/bin/bash", "-l"}
+	}
+	if !st.Running {
+		return s.execFresh(ctx, d, argv, io)
 	}
 	streams := container.Streams{Stdout: io.Stdout, Stderr: io.Stderr, TTY: io.StdinIsTerminal, TerminalFd: io.StdinFd}
 	if io.StdinIsTerminal || io.StdinIsPipe {
@@ -383,4 +454,72 @@ func (s *Sandbox) Exec(ctx context.Context, argv []string, io IO) (int, error) {
 		Argv: argv, User: fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()), WorkDir: container.Workspace, Env: env, Streams: streams,
 		Started: unlock,
 	})
+}
+
+// execFresh runs a command in a sandbox whose agent is not running: in a
+// fresh container made from the agent's (same image, mounts, hardening,
+// limits, network), which is removed when the command ends. The agent is
+// not started. The sandbox's lock is held while the command runs, so no
+// snapshot reads the files half-written and the agent cannot start beside
+// it; a snapshot is taken when it ends, as after the agent.
+func (s *Sandbox) execFresh(ctx context.Context, d Engine, argv []string, io IO) (int, error) {
+	if s.Spec == nil {
+		return -1, usererr.New("sandbox %s is not running, and was made by an older git sandbox that did not record its container", s.Display()).
+			Hint("git sandbox start -d %s runs it again; then exec works", s.Display())
+	}
+	spec := s.Spec.Clone()
+	spec.Name = fmt.Sprintf("%s-exec-%d", s.Container, time.Now().UnixNano())
+	spec.Argv = argv
+	spec.Labels[container.LabelRole] = container.RoleExec
+	spec.TTY = io.StdinIsTerminal
+	spec.OpenStdin = io.StdinIsTerminal || io.StdinIsPipe
+	spec.StdinOnce = spec.OpenStdin && !spec.TTY
+	if spec.TTY {
+		spec.Env = append(spec.Env, "TERM="+firstNonEmpty(os.Getenv("TERM"), "xterm-256color"))
+	}
+	unlock, err := record.Lock(s.env.Layout.Lock(s.Branch))
+	if err != nil {
+		return -1, err
+	}
+	code, err := func() (int, error) {
+		defer unlock()
+		if st, err := s.ContainerState(ctx); err != nil {
+			return -1, err
+		} else if st != nil && st.Running {
+			return -1, usererr.New("sandbox %s started while exec was getting ready", s.Display()).
+				Hint("run git sandbox exec %s again", s.Display())
+		}
+		id, err := d.Create(ctx, spec)
+		if err != nil {
+			return -1, err
+		}
+		defer func() { _ = d.Remove(context.WithoutCancel(ctx), id) }()
+		streams := container.Streams{Stdout: io.Stdout, Stderr: io.Stderr, TTY: spec.TTY, TerminalFd: io.StdinFd}
+		if spec.OpenStdin {
+			streams.Stdin = io.Stdin
+		}
+		waitC := d.WaitExit(ctx, id, container.WaitNextExit)
+		pump, err := d.Attach(ctx, id, streams)
+		if err != nil {
+			return -1, err
+		}
+		if err := d.Start(ctx, id); err != nil {
+			return -1, err
+		}
+		stopSignals := forwardSignals(ctx, d, id, spec.TTY)
+		_ = pump()
+		res := <-waitC
+		stopSignals()
+		if res.Err != nil {
+			return -1, fmt.Errorf("wait for the command: %w", res.Err)
+		}
+		return res.Code, nil
+	}()
+	if err != nil {
+		return code, err
+	}
+	if _, err := s.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonExec); err != nil {
+		s.env.UI.Warnf("snapshot after the command failed: %v", err)
+	}
+	return code, nil
 }

@@ -232,9 +232,14 @@ func TestWait(t *testing.T) {
 		done <- code
 	}()
 	waitFor(t, "the waiter", func() bool { return te.fake.Count("WaitExit") >= 2 })
+	te.writeIn(sb.Worktree, "last.txt", "last words\n")
 	te.fake.Exit(sb.Container, 9)
 	if code := <-done; code != 9 {
 		t.Errorf("wait = %d, want 9", code)
+	}
+	// Wait returns after the exit snapshot: ps counts the last files.
+	if _, err := te.gitErr("cat-file", "-e", sb.Refs().Rescue()+":last.txt"); err != nil {
+		t.Errorf("wait returned before the exit snapshot: %v", err)
 	}
 	// An exited agent's code comes at once.
 	if code, err := sb.Wait(context.Background(), 0); err != nil || code != 9 {
@@ -293,8 +298,45 @@ func TestLogsAttachExec(t *testing.T) {
 	if err := sb.Attach(context.Background(), IO{Stdout: &out, Stderr: &out}); err == nil || !strings.Contains(err.Error(), "not running") {
 		t.Errorf("attach to a stopped sandbox: %v", err)
 	}
-	if _, err := sb.Exec(context.Background(), []string{"true"}, IO{Stdout: &out, Stderr: &out}); err == nil || !strings.Contains(err.Error(), "not running") {
-		t.Errorf("exec in a stopped sandbox: %v", err)
+}
+
+// exec in a sandbox whose agent exited runs in a fresh container made from
+// the recorded spec, under the sandbox's lock, removed afterwards, with a
+// snapshot of what it wrote; the agent is not started.
+func TestExecInAnExitedSandbox(t *testing.T) {
+	te := newTestEnv(t)
+	sb := te.start("t1")
+	te.fake.Exit(sb.Container, 0)
+	sb = te.find("t1")
+	var seen enginefake.Container
+	te.fake.OnStart = func(c enginefake.Container) (int, bool) {
+		seen = c
+		if !te.lockHeld("t1") {
+			t.Error("the exec container runs without the sandbox's lock")
+		}
+		te.writeIn(sb.Worktree, "made.txt", "made\n")
+		return 3, true
+	}
+	var out bytes.Buffer
+	code, err := sb.Exec(context.Background(), []string{"make", "test"}, IO{Stdout: &out, Stderr: &out})
+	if err != nil || code != 3 {
+		t.Fatalf("exec = %d, %v", code, err)
+	}
+	if !slices.Equal(seen.Spec.Argv, []string{"make", "test"}) || seen.Name == sb.Container {
+		t.Errorf("exec ran %q in %s", seen.Spec.Argv, seen.Name)
+	}
+	if seen.Spec.Labels[container.LabelRole] != container.RoleExec || seen.Spec.Image != sb.Spec.Image ||
+		!slices.Equal(seen.Spec.CapDrop, sb.Spec.CapDrop) || seen.Spec.Limits != sb.Spec.Limits || len(seen.Spec.Mounts) != len(sb.Spec.Mounts) {
+		t.Errorf("the exec container differs from the agent's: %+v", seen.Spec)
+	}
+	if _, ok := te.fake.Get(seen.ID); ok {
+		t.Error("the exec container was left behind")
+	}
+	if c, _ := te.fake.Get(sb.Container); c.Starts != 1 {
+		t.Errorf("the agent was started %d times, want once", c.Starts)
+	}
+	if !te.indexHas("t1", "made.txt") {
+		t.Error("no snapshot after the command")
 	}
 }
 

@@ -93,6 +93,10 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 	if in.Setup != "" {
 		spec.Env = append(spec.Env, "GIT_SANDBOX_SETUP="+in.Setup)
 	}
+	if in.Prompt != "" {
+		// The task, for agents (and shell commands) that read it.
+		spec.Env = append(spec.Env, "GIT_SANDBOX_PROMPT="+in.Prompt)
+	}
 	spec.Env = append(spec.Env, in.AgentEnv...)
 	spec.Env = append(spec.Env, in.UserEnv...)
 

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agent"
+	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
 )
@@ -50,18 +54,209 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 				Hint("something replaced a sandbox directory with a symlink; check it, then git sandbox rm %s", sb.Display())
 		}
 	}
+	if err := checkFixedFlags(sb, o); err != nil {
+		return nil, err
+	}
+	adapter, err := agent.Get(sb.Agent)
+	if err != nil {
+		return nil, err
+	}
+	newTask := o.Prompt != "" || len(o.Args) > 0
+	limits := o.Memory != "" || o.CPUs > 0 || o.Pids > 0
+	if o.Rerun && newTask {
+		return nil, usererr.New("--rerun runs the sandbox's original task again; it takes no new one").
+			Hint("give the follow-up task without --rerun: git sandbox start %s -p TASK", sb.Display())
+	}
+	if o.Verify != "" && o.Verify != sb.Verify {
+		if err := sb.Update(func(r *record.Record) error { r.Verify = o.Verify; return nil }); err != nil {
+			return nil, err
+		}
+		e.UI.Infof("verify for %s is now: %s", sb.Display(), termsafe.String(o.Verify))
+	}
+	fresh := st.Status == "created" // never ran: it starts as planned
+	var argv []string
+	interactive := false
+	switch {
+	case o.Rerun || fresh:
+		if limits {
+			// Limits need a new container.
+			if sb.Spec == nil {
+				return nil, usererr.New("sandbox %s was made by an older git sandbox that did not record its container: its limits cannot change", sb.Display()).
+					Hint("start it without --memory, --cpus and --pids")
+			}
+			argv = sb.withSetup(sb.agentArgv())
+		}
+	case newTask:
+		task := agent.Task{Prompt: o.Prompt, Args: o.Args, Terminal: o.IO.StdinIsTerminal, Continue: true}
+		if argv, err = adapter.Argv(task); err != nil {
+			return nil, usererr.Wrap(err, "%v", err)
+		}
+		interactive = adapter.Interactive(task)
+		if interactive && !o.IO.StdinIsTerminal && !o.Detach {
+			return nil, agent.NeedTerminal(adapter.Name())
+		}
+		argv = sb.withSetup(argv)
+	default:
+		// Nothing new to do: go on with the agent interactively, never run
+		// its task again unasked.
+		if !o.IO.StdinIsTerminal && !o.Detach {
+			return nil, usererr.New("sandbox %s has run its task; without a new one, start goes on with the agent interactively, which needs a terminal", sb.Display()).
+				Hint("give it a follow-up task: git sandbox start %s -p TASK", sb.Display()).
+				Hint("run its original task again: git sandbox start %s --rerun; run a command in it: git sandbox exec %s -- CMD", sb.Display(), sb.Display()).
+				WithCode(usererr.ExitRefused)
+		}
+		task := agent.Task{Terminal: o.IO.StdinIsTerminal, Continue: true}
+		if argv, err = adapter.Argv(task); err != nil {
+			return nil, usererr.Wrap(err, "%v", err)
+		}
+		interactive = true
+		argv = sb.withSetup(argv)
+	}
+	if argv != nil {
+		if err := e.recreate(ctx, d, sb, argv, interactive, o); err != nil {
+			return nil, err
+		}
+	}
 	if sb.Stopped {
 		if err := sb.Update(func(r *record.Record) error { r.Stopped = false; return nil }); err != nil {
 			return nil, err
 		}
 	}
-	if len(o.Args) > 0 || o.Prompt != "" || o.Agent != "" || o.Verify != "" || o.Base != "" || o.Carry {
-		e.UI.Warnf("%s exists, so it resumes with the agent and command it started with; the new ones are ignored", sb.Display())
-		e.UI.Hintf("git sandbox exec %s -- CMD runs another command in it; start a new sandbox for a new task", sb.Display())
+	switch {
+	case newTask:
+		e.UI.Infof("giving %s a follow-up task", sb.Display())
+	case argv != nil && !o.Rerun && !fresh:
+		e.UI.Infof("continuing %s interactively", sb.Display())
+	default:
+		e.UI.Infof("resuming %s", sb.Display())
 	}
-	e.UI.Infof("resuming %s", sb.Display())
 	code, err := e.run(ctx, d, sb, o.Detach, o.IO)
 	return &StartResult{Sandbox: sb, Resumed: true, ExitCode: code}, err
+}
+
+// checkFixedFlags refuses the flags that cannot change for an existing
+// sandbox, naming them: they decide what the sandbox is, not what it does
+// next.
+func checkFixedFlags(sb *Sandbox, o StartOptions) error {
+	var fixed []string
+	add := func(set bool, name string) {
+		if set {
+			fixed = append(fixed, name)
+		}
+	}
+	add(o.Base != "", "--base")
+	add(o.Carry, "--carry")
+	add(o.Agent != "" && o.Agent != sb.Agent, "--agent")
+	add(o.Image != "", "--image")
+	add(o.Network != "", "--network")
+	add(o.Runtime != "", "--runtime")
+	add(len(o.Env) > 0, "-e")
+	if len(fixed) == 0 {
+		return nil
+	}
+	return usererr.New("sandbox %s exists, and %s cannot change for it", sb.Display(), strings.Join(fixed, ", ")).
+		Hint("leave them out to go on in %s (a follow-up task: -p TASK; --verify and limits may change)", sb.Display()).
+		Hint("or start a new sandbox with them: git sandbox start NEW-BRANCH …").
+		WithCode(usererr.ExitUsage)
+}
+
+// agentArgv is the agent's command in the recorded container spec, without
+// the setup wrapper.
+func (sb *Sandbox) agentArgv() []string {
+	argv := sb.Spec.Argv
+	if len(argv) >= 4 && argv[0] == "/bin/sh" && argv[1] == "-c" && (argv[2] == setupScript || argv[2] == setupThenRun) {
+		return argv[4:]
+	}
+	return argv
+}
+
+// withSetup puts a sandbox's setup in front of the agent's argv in a new
+// container: setup runs once more there (what it installed outside
+// /workspace is not in a new container), then the agent.
+func (sb *Sandbox) withSetup(argv []string) []string {
+	if sb.Setup == "" {
+		return argv
+	}
+	return append([]string{"/bin/sh", "-c", setupThenRun, "git-sandbox-setup"}, argv...)
+}
+
+// recreate replaces the sandbox's (stopped) container by a new one from
+// its recorded spec (same name, image, mounts, hardening, network) running
+// argv, with the limits and terminal of this start. If the new one cannot
+// be created, the old spec is created again, so the sandbox always has a
+// container.
+func (e *Env) recreate(ctx context.Context, d Engine, sb *Sandbox, argv []string, interactive bool, o StartOptions) error {
+	if sb.Spec == nil {
+		return usererr.New("sandbox %s was made by an older git sandbox that did not record its container, so it cannot take a follow-up task", sb.Display()).
+			Hint("run its original task again with git sandbox start %s --rerun, or run a command with git sandbox exec", sb.Display())
+	}
+	spec := sb.Spec.Clone()
+	spec.Argv = argv
+	tty := o.IO.StdinIsTerminal && !o.Detach || interactive && o.Detach
+	spec.TTY = tty
+	spec.OpenStdin = tty || (!o.Detach && o.IO.StdinIsPipe)
+	spec.StdinOnce = spec.OpenStdin && !spec.TTY
+	var env []string
+	for _, kv := range spec.Env {
+		if !strings.HasPrefix(kv, "TERM=") && !strings.HasPrefix(kv, "GIT_SANDBOX_PROMPT=") {
+			env = append(env, kv)
+		}
+	}
+	if tty {
+		env = append(env, "TERM="+firstNonEmpty(os.Getenv("TERM"), "xterm-256color"))
+	}
+	if o.Prompt != "" {
+		env = append(env, "GIT_SANDBOX_PROMPT="+o.Prompt)
+		spec.Labels[container.LabelPrompt] = o.Prompt
+	}
+	spec.Env = env
+	if o.Memory != "" {
+		mem, err := config.MemoryBytes(o.Memory)
+		if err != nil {
+			return usererr.New("--memory %q: %v", o.Memory, err)
+		}
+		spec.Limits.MemoryBytes = mem
+	}
+	if o.CPUs > 0 {
+		spec.Limits.CPUs = o.CPUs
+	}
+	if o.Pids > 0 {
+		spec.Limits.Pids = o.Pids
+	}
+	if o.Verify != "" {
+		spec.Labels[container.LabelVerify] = o.Verify
+	}
+	for i, m := range spec.Mounts {
+		src, err := container.RefuseUnsafeHostPath(m.Why, m.Source)
+		if err != nil {
+			return err
+		}
+		spec.Mounts[i].Source = src
+	}
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	unlock, err := record.Lock(e.Layout.Lock(sb.Branch))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := d.Remove(ctx, sb.Container); err != nil {
+		return fmt.Errorf("replace the container: %w", err)
+	}
+	if _, err := d.Create(ctx, spec); err != nil {
+		if _, rerr := d.Create(context.WithoutCancel(ctx), sb.Spec); rerr != nil {
+			e.UI.Warnf("the old container could not be made again either: %v", rerr)
+		}
+		return fmt.Errorf("create the follow-up container: %w", err)
+	}
+	return sb.Update(func(r *record.Record) error {
+		r.Spec = spec
+		if o.Prompt != "" {
+			r.Tasks = append(r.Tasks, o.Prompt)
+		}
+		return nil
+	})
 }
 
 // run starts the sandbox's container. Detached, it returns at once;

@@ -46,6 +46,9 @@ type Env struct {
 	// spawn starts the supervisor (spawnSupervisor when nil; tests, whose
 	// executable is not git-sandbox, record the call instead).
 	spawn func(branch string) error
+	// purge deletes the trash (EmptyTrash spawns a detached process when
+	// nil; tests delete it in place).
+	purge func(trash string) error
 	// failStep, when set, is asked after each step of create whether to
 	// fail there (tests of the rollback).
 	failStep func(step string) error

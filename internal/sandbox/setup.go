@@ -26,6 +26,15 @@ fi
 unset GIT_SANDBOX_SETUP
 exec "$@"`
 
+// setupThenRun runs the setup command in a container made for a follow-up
+// (its first start), then the agent ("$@") in the same start.
+const setupThenRun = `if [ ! -e ` + setupMarker + ` ]; then
+  /bin/sh -c "$GIT_SANDBOX_SETUP" || exit $?
+  : > ` + setupMarker + `
+fi
+unset GIT_SANDBOX_SETUP
+exec "$@"`
+
 // runSetup starts the container once to run the setup command (the
 // container's first start does only that), then takes the baseline again so
 // what setup wrote is not counted as the agent's work.

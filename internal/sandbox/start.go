@@ -42,7 +42,9 @@ type StartOptions struct {
 	Memory  string
 	CPUs    float64
 	Pids    int64
-	IO      IO
+	// Rerun, for an existing sandbox, runs its original task again.
+	Rerun bool
+	IO    IO
 }
 
 // IO is the caller's terminal.
@@ -288,6 +290,10 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		return nil, err
 	}
 	u.add(func() { _ = d.Remove(cctx, id) })
+	rec.Spec = &spec
+	if err := record.Save(l.Record(p.Branch), rec); err != nil {
+		return nil, err
+	}
 	if err := e.step("container"); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A one-shot agent that exited is never run again unasked: start without a
+// task refuses (no terminal), --rerun runs it again, -p gives a follow-up
+// task, and flags that cannot change are refused by name.
+func TestFollowUpTasks(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "t1", "--agent", "shell", "-p", "count the runs", "--", "sh", "-c",
+		`echo "run:$GIT_SANDBOX_PROMPT" >> marker.txt`)
+	marker := filepath.Join(e.Worktree("t1"), "marker.txt")
+	if got := readFile(marker); got != "run:count the runs\n" {
+		t.Fatalf("marker after the first run = %q", got)
+	}
+
+	r := e.Sandbox("start", "t1")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "--rerun") || !strings.Contains(r.Stderr, "-p") {
+		t.Errorf("start without a task and without a terminal: want a refusal naming -p and --rerun, got %s", r)
+	}
+	if got := readFile(marker); got != "run:count the runs\n" {
+		t.Errorf("start without a task ran the task again: marker = %q", got)
+	}
+
+	for _, flags := range [][]string{{"--base", "main"}, {"--network", "none"}, {"--image", "x"}, {"--carry"}} {
+		r := e.Sandbox(append([]string{"start", "t1", "-p", "echo no >> marker.txt"}, flags...)...)
+		if r.Code == 0 || !strings.Contains(r.Stderr, flags[0]) {
+			t.Errorf("start %v on an existing sandbox: want a refusal naming %s, got %s", flags, flags[0], r)
+		}
+	}
+
+	e.MustSandbox("start", "t1", "--rerun")
+	if got := readFile(marker); got != "run:count the runs\nrun:count the runs\n" {
+		t.Errorf("marker after --rerun = %q", got)
+	}
+
+	e.MustSandbox("start", "t1", "-p", `echo "two:$GIT_SANDBOX_PROMPT" | cut -c1-4 >> marker.txt`, "--memory", "512m")
+	if got := readFile(marker); !strings.HasSuffix(got, "\ntwo:\n") || strings.Count(got, "run:") != 2 {
+		t.Errorf("marker after the follow-up task = %q", got)
+	}
+	name := e.PsOf("t1").Container
+	doc := Inspect(t, name)
+	if mem := doc["HostConfig"].(map[string]any)["Memory"].(float64); mem != 512<<20 {
+		t.Errorf("follow-up container memory = %v, want 512m", mem)
+	}
+	if caps := doc["HostConfig"].(map[string]any)["CapDrop"]; caps == nil {
+		t.Errorf("follow-up container lost its hardening: CapDrop = %v", caps)
+	}
+
+	// The first task names the land.
+	e.MustSandbox("land", "t1")
+	if got := e.Git("log", "-1", "--format=%s", "main"); got != "count the runs" {
+		t.Errorf("land message = %q, want the task", got)
+	}
+}
+
+// wait returns after the exit snapshot: ps right after counts the changes.
+func TestWaitThenPsShowsChanges(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "t1", "-d", "--agent", "shell", "--", "sh", "-c", `sleep 1; echo a > a.txt; echo b > b.txt`)
+	e.MustSandbox("wait", "t1")
+	if got := e.PsOf("t1").Changes; got != 2 {
+		t.Errorf("ps right after wait: changes = %d, want 2", got)
+	}
+}
+
+// attach ends on SIGTERM and SIGHUP, leaving the agent running.
+func TestAttachEndsOnSignal(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "t1", "-d", "--agent", "shell", "--", "sh", "-c", `while :; do echo tick; sleep 0.2; done`)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		cmd := exec.Command("git", "sandbox", "attach", "t1")
+		cmd.Dir = e.Repo
+		cmd.Env = e.vars
+		out := &lockedBuffer{}
+		errOut := &lockedBuffer{}
+		cmd.Stdout, cmd.Stderr = out, errOut
+		must(t, cmd.Start())
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		Eventually(t, 30*time.Second, "attach to print", func() bool {
+			select {
+			case err := <-done:
+				t.Fatalf("attach ended early (%v): %s", err, errOut.String())
+			default:
+			}
+			return strings.Contains(out.String(), "tick")
+		})
+		must(t, cmd.Process.Signal(sig))
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatalf("attach still runs 10s after %v", sig)
+		}
+		// Paused is running too: a snapshot reads its files this instant.
+		if st := e.PsOf("t1").State; st != "running" && st != "paused" {
+			t.Errorf("after attach ended on %v the agent is %s, want running", sig, st)
+		}
+	}
+	e.MustSandbox("stop", "t1")
+}
+
+// lockedBuffer is a buffer a command writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// land returns once the work is landed: the sandbox's files are moved
+// aside, so its name can be used again at once, and deleted in the
+// background.
+func TestLandFreesTheNameAtOnce(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `echo a > a.txt`)
+	wt := e.Worktree("t1")
+	e.MustSandbox("land", "t1")
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `echo b > b.txt`)
+	if got := readFile(filepath.Join(e.Worktree("t1"), "b.txt")); got != "b\n" {
+		t.Errorf("the second t1 did not run: b.txt = %q", got)
+	}
+	if got := readFile(filepath.Join(wt, "a.txt")); got != "<absent>" {
+		t.Errorf("the first t1's file is in the new worktree: %q", got)
+	}
+	trash := filepath.Join(e.State, e.RepoID(), ".trash")
+	Eventually(t, 30*time.Second, "the trash to be emptied", func() bool {
+		entries, err := os.ReadDir(trash)
+		return err != nil || len(entries) == 0
+	})
+}
