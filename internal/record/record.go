@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"os"
 	"path/filepath"
 	"sort"
@@ -47,11 +48,28 @@ type Record struct {
 	Verify    string `json:"verify,omitempty"`
 	Setup     string `json:"setup,omitempty"`
 	Carried   bool   `json:"carried,omitempty"`
+	// Network is the sandbox's network mode (none, allowlist, open).
+	Network string `json:"network,omitempty"`
+	// Egress is the allowlist mode's policy and what enforces it.
+	Egress *Egress `json:"egress,omitempty"`
 	// Stopped is set by git sandbox stop and cleared when it runs again.
 	Stopped bool      `json:"stopped,omitempty"`
 	Created time.Time `json:"created"`
 	// Verdicts are verify results keyed by the tree id they verified.
 	Verdicts map[string]Verdict `json:"verdicts,omitempty"`
+}
+
+// Egress is a sandbox's allow list, as it was at start, and the engine
+// objects that enforce it.
+type Egress struct {
+	// Allow and Remove are the effective entries with their sources.
+	Allow  []egress.Rule `json:"allow"`
+	Remove []egress.Rule `json:"remove,omitempty"`
+	// InternalNetwork is the network the agent joins (no route out);
+	// EgressNetwork the proxy's way out; Proxy the proxy's container.
+	InternalNetwork string `json:"internal_network"`
+	EgressNetwork   string `json:"egress_network"`
+	Proxy           string `json:"proxy"`
 }
 
 // Verdict is the result of one verify run.

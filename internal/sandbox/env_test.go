@@ -103,6 +103,8 @@ func (te *testEnv) reopen() {
 	}
 	cfg := &config.Loaded{Config: config.Defaults()}
 	cfg.Agent = "shell"
+	// Tests of allowlist mode ask for it; the rest need no proxy.
+	cfg.Network = container.NetworkNone
 	te.env = NewEnv(repo, cfg, filepath.Join(te.root, "state"), ui.New(&te.err, ui.Options{NoColor: true}))
 	te.env.Connect = func(context.Context) (Engine, error) { return te.fake, nil }
 	te.env.spawn = func(branch string) error {

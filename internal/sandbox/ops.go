@@ -215,6 +215,9 @@ func (s *Sandbox) Stop(ctx context.Context, timeout time.Duration) (*rescue.Take
 			return nil, err
 		}
 	}
+	if err := s.stopProxy(ctx, d); err != nil {
+		s.env.UI.Warnf("the egress proxy was not removed: %v", err)
+	}
 	return s.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonStop)
 }
 
@@ -283,11 +286,14 @@ func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 	if err := d.Remove(ctx, s.Container); err != nil {
 		errs = append(errs, err)
 	}
-	// Verify containers of this sandbox too.
+	// Verify and proxy containers of this sandbox too, then its networks.
 	if others, err := d.List(ctx, container.LabelRepo+"="+s.RepoID, container.LabelBranch+"="+s.Branch); err == nil {
 		for _, c := range others {
 			_ = d.Remove(ctx, c.ID)
 		}
+	}
+	if err := s.removeNetworks(ctx, d); err != nil {
+		errs = append(errs, err)
 	}
 	if err := worktree.Remove(ctx, s.env.Repo.CommonDir, g, s.Worktree); err != nil {
 		errs = append(errs, err)

@@ -59,6 +59,9 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 		e.UI.Warnf("%s exists, so it resumes with the agent and command it started with; the new ones are ignored", sb.Display())
 		e.UI.Hintf("git sandbox exec %s -- CMD runs another command in it; start a new sandbox for a new task", sb.Display())
 	}
+	if err := e.restartProxy(ctx, d, sb); err != nil {
+		return nil, err
+	}
 	e.UI.Infof("resuming %s", sb.Display())
 	code, err := e.run(ctx, d, sb, o.Detach, o.IO)
 	return &StartResult{Sandbox: sb, Resumed: true, ExitCode: code}, err

@@ -37,6 +37,8 @@ type StartOptions struct {
 	Env     []string // -e KEY or KEY=VALUE
 	Image   string
 	Network string
+	// Allow adds HOST[:PORT] entries to the allow list (--allow).
+	Allow   []string
 	Runtime string
 	Memory  string
 	CPUs    float64
@@ -220,7 +222,14 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		Verify:        p.Verify,
 		Setup:         p.Setup,
 		Carried:       p.Carry,
+		Network:       string(p.Network),
 		Created:       time.Now().UTC(),
+	}
+	if eg := p.Egress; eg != nil {
+		rec.Egress = &record.Egress{
+			Allow: eg.Allow, Remove: eg.Remove,
+			InternalNetwork: eg.InternalNetwork, EgressNetwork: eg.EgressNetwork, Proxy: eg.Proxy.Name,
+		}
 	}
 	if p.Base != "" {
 		rec.BaseRef = "refs/heads/" + p.Base
@@ -268,6 +277,11 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 			return nil, err
 		}
 		spec.Mounts[i].Source = src
+	}
+	if p.Egress != nil {
+		if err := e.createEgress(ctx, d, p.Branch, p.Egress, &u); err != nil {
+			return nil, err
+		}
 	}
 	id, err := d.Create(ctx, &spec)
 	if err != nil {
