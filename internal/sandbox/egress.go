@@ -427,3 +427,6 @@ func (s *Sandbox) removeNetworks(ctx context.Context, d Engine) error {
 	}
 	return errors.Join(errs...)
 }
+
+// NetLog is the sandbox's egress decision log on the host.
+func (s *Sandbox) NetLog() string { return s.env.Layout.NetLog(s.Branch) }

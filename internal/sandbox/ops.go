@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -41,9 +42,13 @@ type Status struct {
 	Baseline  string    `json:"baseline"`
 	Container string    `json:"container"`
 	Changes   int       `json:"changes"`
-	Snapshot  string    `json:"snapshot"`
-	Prompt    string    `json:"prompt,omitempty"`
-	Verify    string    `json:"verify,omitempty"`
+	// Network is the network mode; Denied counts the egress proxy's
+	// refusals (allowlist mode).
+	Network  string `json:"network,omitempty"`
+	Denied   int    `json:"denied"`
+	Snapshot string `json:"snapshot"`
+	Prompt   string `json:"prompt,omitempty"`
+	Verify   string `json:"verify,omitempty"`
 }
 
 // Statuses reports every sandbox of the repository. Records are the source
@@ -72,6 +77,12 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			Branch: sb.Branch, Agent: sb.Agent, Base: sb.Base, Created: sb.Created,
 			Worktree: sb.Worktree, Baseline: sb.Baseline, Container: sb.Container,
 			Prompt: sb.Prompt, Verify: sb.Verify,
+		}
+		st.Network = sb.Network
+		if sb.Egress != nil {
+			if sum, err := egress.SummarizeFile(sb.NetLog()); err == nil {
+				st.Denied = sum.Denied + sum.Leaks
+			}
 		}
 		if t, ok := tips[sb.Refs().Rescue()]; ok {
 			st.Changes, st.Snapshot = t.changes, t.id
