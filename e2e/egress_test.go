@@ -58,8 +58,8 @@ func networkWithSuffix(t *testing.T, names []string, suffix string) string {
 }
 
 // startUpstream runs the test upstream server on a network under the given
-// names and returns its address there.
-func startUpstream(t *testing.T, network string, aliases ...string) string {
+// names and returns its container's name and its address there.
+func startUpstream(t *testing.T, network string, aliases ...string) (string, string) {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -74,7 +74,7 @@ func startUpstream(t *testing.T, network string, aliases ...string) string {
 		t.Fatalf("docker run upstream: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
-	return containerIP(t, name, network)
+	return name, containerIP(t, name, network)
 }
 
 func containerIP(t *testing.T, name, network string) string {
@@ -172,7 +172,7 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Errorf("proxy container not hardened: %v", phc)
 	}
 
-	upIP := startUpstream(t, egressNet, "api.allowed.test", "api.denied.test")
+	upstream, upIP := startUpstream(t, egressNet, "api.allowed.test", "api.denied.test")
 
 	// This machine listens on a port; the agent must not reach it at any
 	// of its addresses.
@@ -191,7 +191,12 @@ func TestEgressAllowlist(t *testing.T) {
 		}
 	}()
 	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	targets := []string{networkGateway(t, egressNet), networkGateway(t, "bridge")}
+	var targets []string
+	for _, n := range []string{egressNet, "bridge"} {
+		if g := networkGateway(t, n); g != "" {
+			targets = append(targets, g)
+		}
+	}
 	if addrs, err := net.InterfaceAddrs(); err == nil {
 		for _, a := range addrs {
 			if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() {
@@ -278,7 +283,11 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Errorf("allowed host after resume:\n%s", r)
 	}
 
-	// rm takes the proxy and the networks with it.
+	// rm takes the proxy and the networks with it (the test's upstream
+	// leaves the egress network first: the engine keeps a network in use).
+	if out, err := exec.Command("docker", "rm", "-f", upstream).CombinedOutput(); err != nil {
+		t.Fatalf("remove upstream: %v %s", err, out)
+	}
 	e.MustSandbox("rm", "--force", "egress")
 	if n := e.sandboxNetworks("egress"); len(n) != 0 {
 		t.Errorf("networks after rm: %q", n)
@@ -297,4 +306,85 @@ func regexpLine(s, expr string) bool {
 		}
 	}
 	return false
+}
+
+// TestEgressModesAndSources: open warns; none makes no network and no
+// proxy; config show names where each entry came from; a repository's
+// config can take hosts away but never add one, and what it removed is
+// refused by the proxy.
+func TestEgressModesAndSources(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.egressConfig("api.allowed.test", "*.cdn.test")
+
+	r := e.MustSandbox("start", "wide", "--network", "open", "--agent", "shell", "--dry-run", "--", "true")
+	if !strings.Contains(r.Stderr, "warning: network is open: the agent can reach any host") {
+		t.Errorf("open mode without a warning:\n%s", r)
+	}
+	r = e.MustSandbox("start", "wide", "--network", "open", "-d", "--agent", "shell", "--", "sleep", "60")
+	if !strings.Contains(r.Stderr, "warning: network is open") {
+		t.Errorf("open mode start without a warning:\n%s", r)
+	}
+	if n := e.sandboxNetworks("wide"); len(n) != 0 {
+		t.Errorf("open mode made networks %q", n)
+	}
+	if nm := Inspect(t, e.PsOf("wide").Container)["HostConfig"].(map[string]any)["NetworkMode"]; nm != "bridge" {
+		t.Errorf("open mode network = %v", nm)
+	}
+
+	e.MustSandbox("start", "closed", "-d", "--network", "none", "--agent", "shell", "--", "sleep", "60")
+	if n := e.sandboxNetworks("closed"); len(n) != 0 {
+		t.Errorf("none mode made networks %q", n)
+	}
+	if p := e.sandboxContainers("closed", "proxy"); len(p) != 0 {
+		t.Errorf("none mode made a proxy %q", p)
+	}
+	r = e.MustSandbox("exec", "closed", "--", "sh", "-c", "env; cat /proc/net/route")
+	if strings.Contains(r.Stdout, "PROXY") || strings.Contains(r.Stdout, "eth0") {
+		t.Errorf("none mode: proxy variables or an interface:\n%s", r.Stdout)
+	}
+	r = e.Sandbox("net", "closed")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "has no egress proxy: its network is none") {
+		t.Errorf("net of a none sandbox:\n%s", r)
+	}
+
+	// Sources, then a repository that tries to widen and one that narrows.
+	r = e.MustSandbox("config", "show")
+	for _, want := range []string{`api\.allowed\.test\s+from user config$`, `\*\.cdn\.test\s+from user config$`} {
+		if !regexpLine(r.Stdout, want) {
+			t.Errorf("config show lacks %s:\n%s", want, r.Stdout)
+		}
+	}
+	e.WriteFile(".sandbox.toml", "allow = [\"evil.test\"]\n")
+	r = e.Sandbox("start", "widen", "-d", "--agent", "shell", "--", "true")
+	if r.Code == 0 || !strings.Contains(r.Stderr, `sets "allow": a repository's config may not ask for hosts on the network allow list`) {
+		t.Errorf("a repository widened the allow list:\n%s", r)
+	}
+	if e.hasSandbox("widen") {
+		t.Error("a sandbox was made with the repository's allow list")
+	}
+	e.WriteFile(".sandbox.toml", "agent = \"claude\"\ndeny = [\"api.allowed.test\", \"api.anthropic.com\"]\n")
+	r = e.MustSandbox("config", "show")
+	for _, want := range []string{
+		`api\.allowed\.test\s+from user config; removed by repository \(deny api\.allowed\.test\)$`,
+		`api\.anthropic\.com\s+from agent claude; removed by repository`,
+		`console\.anthropic\.com\s+from agent claude$`,
+	} {
+		if !regexpLine(r.Stdout, want) {
+			t.Errorf("config show lacks %s:\n%s", want, r.Stdout)
+		}
+	}
+	e.MustSandbox("start", "narrow", "-d", "--agent", "shell", "--", "sleep", "600")
+	egressNet := networkWithSuffix(t, e.sandboxNetworks("narrow"), "-egress")
+	upstream, _ := startUpstream(t, egressNet, "api.allowed.test")
+	r = e.MustSandbox("exec", "narrow", "--", "bash", "-c", `p=${http_proxy#http://}; exec 3<>/dev/tcp/${p%:*}/${p##*:}
+printf 'GET http://api.allowed.test/ HTTP/1.1\r\nHost: api.allowed.test\r\nConnection: close\r\n\r\n' >&3; timeout 10 cat <&3`)
+	if !strings.Contains(r.Stdout, " 403 ") || strings.Contains(r.Stdout, "hello from") {
+		t.Errorf("a host the repository denied was reached:\n%s", r)
+	}
+	r = e.MustSandbox("net", "narrow", "--json")
+	if !strings.Contains(r.Stdout, `removed by repository`) {
+		t.Errorf("the denial does not name the repository:\n%s", r.Stdout)
+	}
+	_ = exec.Command("docker", "rm", "-f", upstream).Run()
 }
