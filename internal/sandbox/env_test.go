@@ -231,6 +231,10 @@ func (te *testEnv) assertNothingLeft(branch string, keepRefs bool) {
 			te.t.Errorf("container %s left (%s)", c.Name, c.Status)
 		}
 	}
+	nets, _ := te.fake.ListNetworks(context.Background(), container.LabelBranch+"="+branch)
+	for _, n := range nets {
+		te.t.Errorf("network %s left", n.Name)
+	}
 }
 
 // waitFor polls cond for up to 30 seconds (race detector, loaded machine).
