@@ -123,6 +123,9 @@ type EgressPlan struct {
 	// Log is the decision log on the host.
 	Log   string          `json:"log"`
 	Proxy *container.Spec `json:"proxy"`
+
+	// configDir and logDir are the host directories mounted into the proxy.
+	configDir, logDir string
 }
 
 // egressNames are the engine objects of one sandbox's allowlist mode,
@@ -204,6 +207,13 @@ func (e *Env) planEgress(name, branch, image, runtime, agentName string, allow [
 	if err != nil {
 		return nil, err
 	}
+	l := e.Layout
+	return e.planEgressFor(name, branch, image, runtime, pol, l.ProxyDir(branch), l.NetLogDir(branch))
+}
+
+// planEgressFor plans a proxy with policy pol for the container named name
+// (a sandbox's agent or a verify run), its files in configDir and logDir.
+func (e *Env) planEgressFor(name, branch, image, runtime string, pol *egress.Policy, configDir, logDir string) (*EgressPlan, error) {
 	internal, egressNet, proxy := egressNames(name)
 	exe, err := os.Executable()
 	if err != nil {
@@ -212,10 +222,9 @@ func (e *Env) planEgress(name, branch, image, runtime, agentName string, allow [
 	if exe, err = filepath.EvalSymlinks(exe); err != nil {
 		return nil, fmt.Errorf("find git-sandbox's own binary for the egress proxy: %w", err)
 	}
-	l := e.Layout
 	spec, err := proxySpec(proxySpecInput{
 		Name: proxy, Image: image, Binary: exe, Network: egressNet,
-		ConfigDir: l.ProxyDir(branch), LogDir: l.NetLogDir(branch),
+		ConfigDir: configDir, LogDir: logDir,
 		RepoID: e.Repo.ID, Branch: branch, Runtime: runtime,
 		UID: os.Getuid(), GID: os.Getgid(),
 	})
@@ -225,9 +234,11 @@ func (e *Env) planEgress(name, branch, image, runtime, agentName string, allow [
 	return &EgressPlan{
 		Allow: egress.Rules(pol.Allow), Remove: egress.Rules(pol.Remove),
 		InternalNetwork: internal, EgressNetwork: egressNet,
-		ProxyURL: "http://" + proxy + ":" + proxyPort,
-		Log:      l.NetLog(branch),
-		Proxy:    spec,
+		ProxyURL:  "http://" + proxy + ":" + proxyPort,
+		Log:       filepath.Join(logDir, proxyLogFile),
+		Proxy:     spec,
+		configDir: configDir,
+		logDir:    logDir,
 	}, nil
 }
 
@@ -268,8 +279,7 @@ func (e *Env) createEgress(ctx context.Context, d Engine, branch string, p *Egre
 // waits until it listens. What it makes is added to u.
 func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *EgressPlan, u *undo) error {
 	cctx := context.WithoutCancel(ctx)
-	l := e.Layout
-	for _, dir := range []string{l.ProxyDir(branch), l.NetLogDir(branch)} {
+	for _, dir := range []string{p.configDir, p.logDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("egress proxy: %w", err)
 		}
@@ -281,7 +291,7 @@ func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *Egress
 		HostAddrs: e.hostAddrs(ctx, d, branch),
 		Log:       proxyLogDir + "/" + proxyLogFile,
 	}
-	if err := egress.WriteConfig(filepath.Join(l.ProxyDir(branch), proxyConfigFile), cfg); err != nil {
+	if err := egress.WriteConfig(filepath.Join(p.configDir, proxyConfigFile), cfg); err != nil {
 		return err
 	}
 	id, err := d.Create(ctx, p.Proxy)

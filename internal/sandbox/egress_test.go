@@ -241,3 +241,74 @@ func TestEgressPolicySources(t *testing.T) {
 		t.Errorf("verify policy without verify_allow = %+v, %v", v, err)
 	}
 }
+
+func TestVerifyNetwork(t *testing.T) {
+	ctx := context.Background()
+	t.Run("none without verify_allow", func(t *testing.T) {
+		te := allowlistEnv(t)
+		te.env.Config.Verify = "make test"
+		te.start("t1")
+		var verifySpec container.Spec
+		te.fake.OnStart = func(c enginefake.Container) (int, bool) {
+			if c.Spec.Labels[container.LabelRole] == container.RoleVerify {
+				verifySpec = c.Spec
+				return 0, true
+			}
+			return 0, false
+		}
+		sb, err := te.env.Find("t1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := sb.VerifyNow(ctx, IO{Stdout: &strings.Builder{}, Stderr: &strings.Builder{}}); err != nil {
+			t.Fatal(err)
+		}
+		if verifySpec.Network != container.NetworkNone || verifySpec.NetworkName != "" {
+			t.Errorf("verify network %s %q, want none", verifySpec.Network, verifySpec.NetworkName)
+		}
+		if got := len(te.role("t1", container.RoleProxy)); got != 1 {
+			t.Errorf("proxies = %d, want only the sandbox's", got)
+		}
+	})
+	t.Run("verify_allow gets its own proxy removed after the run", func(t *testing.T) {
+		te := allowlistEnv(t)
+		te.env.Config.Verify = "make test"
+		te.env.Config.VerifyAllow = []string{"proxy.golang.org"}
+		te.start("t1")
+		var verifySpec, verifyProxy container.Spec
+		te.fake.OnStart = func(c enginefake.Container) (int, bool) {
+			switch {
+			case c.Spec.Labels[container.LabelRole] == container.RoleVerify:
+				verifySpec = c.Spec
+				return 0, true
+			case c.Spec.Labels[container.LabelRole] == container.RoleProxy && strings.HasSuffix(c.Spec.NetworkName, "-verify-egress"):
+				verifyProxy = c.Spec
+			}
+			return 0, false
+		}
+		sb, err := te.env.Find("t1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _, err := sb.VerifyNow(ctx, IO{Stdout: &strings.Builder{}, Stderr: &strings.Builder{}})
+		if err != nil || !v.OK {
+			t.Fatalf("verify = %+v, %v", v, err)
+		}
+		if verifySpec.Network != container.NetworkAllowlist || !strings.HasSuffix(verifySpec.NetworkName, "-verify-net") {
+			t.Errorf("verify network %s %q", verifySpec.Network, verifySpec.NetworkName)
+		}
+		if verifyProxy.Name == "" || !slices.ContainsFunc(verifySpec.Env, func(s string) bool { return s == "HTTPS_PROXY=http://"+verifyProxy.Name+":"+proxyPort }) {
+			t.Errorf("verify env %v, proxy %q", verifySpec.Env, verifyProxy.Name)
+		}
+		cfg, err := egress.LoadConfig(filepath.Join(te.env.Layout.Dir("t1"), "verify-proxy", proxyConfigFile))
+		if err != nil || len(cfg.Allow) != 1 || cfg.Allow[0].Entry != "proxy.golang.org" {
+			t.Errorf("verify proxy config %+v %v", cfg, err)
+		}
+		if got := len(te.role("t1", container.RoleProxy)); got != 1 {
+			t.Errorf("proxies after verify = %d, want only the sandbox's", got)
+		}
+		if nets, _ := te.fake.ListNetworks(ctx, container.LabelBranch+"=t1"); len(nets) != 2 {
+			t.Errorf("networks after verify = %d, want the sandbox's two", len(nets))
+		}
+	})
+}
