@@ -16,12 +16,17 @@ type NetworkMode string
 const (
 	// NetworkNone: no network at all.
 	NetworkNone NetworkMode = "none"
-	// NetworkBridge: the engine's default bridge, with a route out.
-	NetworkBridge NetworkMode = "bridge"
+	// NetworkAllowlist: the container joins only a network of its own with
+	// no route out, where an egress proxy lets through the hosts its allow
+	// list names (Spec.NetworkName is that network).
+	NetworkAllowlist NetworkMode = "allowlist"
+	// NetworkOpen: the engine's default bridge, with a route out to
+	// anything (the host's ports and other containers included).
+	NetworkOpen NetworkMode = "open"
 )
 
 // networkModes lists every mode, the most closed first.
-var networkModes = []NetworkMode{NetworkNone, NetworkBridge}
+var networkModes = []NetworkMode{NetworkNone, NetworkAllowlist, NetworkOpen}
 
 // NetworkModes returns the valid modes, the most closed first.
 func NetworkModes() []NetworkMode { return append([]NetworkMode(nil), networkModes...) }
@@ -46,6 +51,9 @@ func ParseNetworkMode(s string) (NetworkMode, error) {
 		if string(m) == s {
 			return m, nil
 		}
+	}
+	if s == "bridge" {
+		return "", fmt.Errorf("network %q: must be %s (\"bridge\" is now called \"open\")", s, NetworkModeNames())
 	}
 	return "", fmt.Errorf("network %q: must be %s", s, NetworkModeNames())
 }

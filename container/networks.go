@@ -14,7 +14,11 @@ type NetworkSpec struct {
 	// Internal networks have no route out: their containers reach each
 	// other and nothing else.
 	Internal bool
-	Labels   map[string]string
+	// HostUnreachable gives the host no address on the network, so its
+	// containers cannot reach the host's ports through the gateway (an
+	// internal network alone still lets them).
+	HostUnreachable bool
+	Labels          map[string]string
 }
 
 // Network is a network that exists.
@@ -23,14 +27,18 @@ type Network struct {
 	Name     string
 	Internal bool
 	Labels   map[string]string
+	// Gateways are the host's addresses on the network.
+	Gateways []string
 }
 
 // CreateNetwork creates a bridge network, stamped as managed by git
 // sandbox, and returns it.
 func (d *Docker) CreateNetwork(ctx context.Context, s NetworkSpec) (*Network, error) {
-	resp, err := d.api.NetworkCreate(ctx, s.Name, network.CreateOptions{
-		Driver: "bridge", Internal: s.Internal, Labels: managedLabels(s.Labels),
-	})
+	o := network.CreateOptions{Driver: "bridge", Internal: s.Internal, Labels: managedLabels(s.Labels)}
+	if s.HostUnreachable {
+		o.Options = map[string]string{"com.docker.network.bridge.inhibit_ipv4": "true"}
+	}
+	resp, err := d.api.NetworkCreate(ctx, s.Name, o)
 	if err != nil {
 		return nil, fmt.Errorf("create network %s: %w", s.Name, sdkErr(err))
 	}
@@ -63,7 +71,13 @@ func (d *Docker) ListNetworks(ctx context.Context, labels ...string) ([]Network,
 	}
 	out := make([]Network, 0, len(list))
 	for _, n := range list {
-		out = append(out, Network{ID: n.ID, Name: n.Name, Internal: n.Internal, Labels: n.Labels})
+		nw := Network{ID: n.ID, Name: n.Name, Internal: n.Internal, Labels: n.Labels}
+		for _, c := range n.IPAM.Config {
+			if c.Gateway != "" {
+				nw.Gateways = append(nw.Gateways, c.Gateway)
+			}
+		}
+		out = append(out, nw)
 	}
 	return out, nil
 }

@@ -46,6 +46,8 @@ const (
 	// RoleExec is a command run by exec in a sandbox whose agent is not
 	// running.
 	RoleExec = "exec"
+	// RoleProxy is a sandbox's egress proxy; its networks carry it too.
+	RoleProxy = "proxy"
 )
 
 // Workspace is where the worktree appears inside the container.
@@ -73,25 +75,32 @@ type Limits struct {
 // Spec is a fully resolved container: everything that will be asked of
 // Docker, as data. --dry-run prints it; Create executes it.
 type Spec struct {
-	Name       string            `json:"name"`
-	Image      string            `json:"image"`
-	Argv       []string          `json:"argv"`
-	Env        []string          `json:"env"`
-	User       string            `json:"user"`
-	WorkDir    string            `json:"workdir"`
-	Hostname   string            `json:"hostname"`
-	Labels     map[string]string `json:"labels"`
-	Mounts     []Mount           `json:"mounts"`
-	Limits     Limits            `json:"limits"`
-	Network    NetworkMode       `json:"network"`
-	Runtime    string            `json:"runtime,omitempty"`
-	TTY        bool              `json:"tty"`
-	OpenStdin  bool              `json:"open_stdin"`
-	StdinOnce  bool              `json:"stdin_once"`
-	CapDrop    []string          `json:"cap_drop"`
-	Security   []string          `json:"security_opt"`
-	Init       bool              `json:"init"`
-	AutoRemove bool              `json:"auto_remove,omitempty"`
+	Name     string            `json:"name"`
+	Image    string            `json:"image"`
+	Argv     []string          `json:"argv"`
+	Env      []string          `json:"env"`
+	User     string            `json:"user"`
+	WorkDir  string            `json:"workdir"`
+	Hostname string            `json:"hostname"`
+	Labels   map[string]string `json:"labels"`
+	Mounts   []Mount           `json:"mounts"`
+	Limits   Limits            `json:"limits"`
+	Network  NetworkMode       `json:"network"`
+	// NetworkName is the engine network the container joins: for
+	// NetworkAllowlist the sandbox's internal network (required); for
+	// NetworkOpen, one to use instead of the default bridge (the egress
+	// proxy's way out). Never set with NetworkNone.
+	NetworkName string `json:"network_name,omitempty"`
+	// ReadOnlyRoot mounts the image's root file system read-only.
+	ReadOnlyRoot bool     `json:"read_only_root,omitempty"`
+	Runtime      string   `json:"runtime,omitempty"`
+	TTY          bool     `json:"tty"`
+	OpenStdin    bool     `json:"open_stdin"`
+	StdinOnce    bool     `json:"stdin_once"`
+	CapDrop      []string `json:"cap_drop"`
+	Security     []string `json:"security_opt"`
+	Init         bool     `json:"init"`
+	AutoRemove   bool     `json:"auto_remove,omitempty"`
 }
 
 // Hardening is applied to every sandbox container; no option removes it.
@@ -126,6 +135,12 @@ func (s *Spec) Harden() {
 func (s *Spec) Validate() error {
 	if err := s.Network.Validate(); err != nil {
 		return err
+	}
+	if s.Network == NetworkAllowlist && s.NetworkName == "" {
+		return fmt.Errorf("network allowlist needs the sandbox's own network")
+	}
+	if s.Network == NetworkNone && s.NetworkName != "" {
+		return fmt.Errorf("network none joins no network (%s given)", s.NetworkName)
 	}
 	if s.User == "" {
 		return fmt.Errorf("container user missing: sandboxes run as the invoking user")
@@ -170,13 +185,14 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 	pids := s.Limits.Pids
 	init := s.Init
 	hc := &dcontainer.HostConfig{
-		NetworkMode: dockerNetworkMode(s.Network),
-		CapDrop:     s.CapDrop,
-		SecurityOpt: s.Security,
-		Runtime:     s.Runtime,
-		Init:        &init,
-		AutoRemove:  s.AutoRemove,
-		IpcMode:     dcontainer.IPCModePrivate,
+		NetworkMode:    dockerNetworkMode(s),
+		ReadonlyRootfs: s.ReadOnlyRoot,
+		CapDrop:        s.CapDrop,
+		SecurityOpt:    s.Security,
+		Runtime:        s.Runtime,
+		Init:           &init,
+		AutoRemove:     s.AutoRemove,
+		IpcMode:        dcontainer.IPCModePrivate,
 		Resources: dcontainer.Resources{
 			Memory:    s.Limits.MemoryBytes,
 			NanoCPUs:  int64(s.Limits.CPUs * 1e9),
@@ -197,10 +213,14 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 	return cfg, hc
 }
 
-// dockerNetworkMode is what a mode means to Docker.
-func dockerNetworkMode(m NetworkMode) dcontainer.NetworkMode {
-	switch m {
-	case NetworkBridge:
+// dockerNetworkMode is what a spec's network means to Docker.
+func dockerNetworkMode(s *Spec) dcontainer.NetworkMode {
+	switch {
+	case s.Network == NetworkNone:
+		return dcontainer.NetworkMode("none")
+	case s.NetworkName != "":
+		return dcontainer.NetworkMode(s.NetworkName)
+	case s.Network == NetworkOpen:
 		return dcontainer.NetworkMode("bridge")
 	default:
 		return dcontainer.NetworkMode("none")

@@ -1856,7 +1856,9 @@ func TestAttackContainerHardening(t *testing.T) {
 	if hc["Init"] != true {
 		t.Errorf("Init = %v, want true", hc["Init"])
 	}
-	if nm := hc["NetworkMode"]; nm != "none" && nm != "bridge" {
+	// none, or the sandbox's own internal network (allowlist mode); never
+	// the host's, the default bridge or another container's.
+	if nm, _ := hc["NetworkMode"].(string); nm != "none" && !(strings.HasPrefix(nm, "git-sandbox-") && strings.HasSuffix(nm, "-net")) {
 		t.Errorf("NetworkMode = %v", nm)
 	}
 	if ipc := hc["IpcMode"]; ipc != "private" && ipc != "none" {

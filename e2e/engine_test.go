@@ -80,7 +80,7 @@ func TestEngineNetworksVolumesEvents(t *testing.T) {
 
 	spec := &container.Spec{
 		Name: tag + "-c", Image: testImage, Argv: []string{"sh", "-c", "echo hello; exit 3"},
-		User: "65534:65534", Network: container.NetworkBridge, Labels: map[string]string{container.LabelManaged: "1", container.LabelRepo: tag},
+		User: "65534:65534", Network: container.NetworkOpen, Labels: map[string]string{container.LabelManaged: "1", container.LabelRepo: tag},
 		Limits: container.Limits{Pids: 32, MemoryBytes: 64 << 20},
 	}
 	spec.Harden()

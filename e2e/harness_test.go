@@ -74,12 +74,18 @@ func runMain(m *testing.M) int {
 	// World-readable, so the non-root test user can run the binary.
 	_ = os.Chmod(tmp, 0o755)
 	binDir = tmp
-	build := exec.Command("go", "build", "-o", filepath.Join(binDir, "git-sandbox"), "./cmd/git-sandbox")
-	build.Dir = repoRoot
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: build git-sandbox: %v\n", err)
-		return 1
+	// Static (as make build makes it): the same file runs as a sandbox's
+	// egress proxy inside the sandbox's image. The test upstream server
+	// runs in containers the same way.
+	for _, b := range [][2]string{{"git-sandbox", "./cmd/git-sandbox"}, {"test-upstream", "./e2e/testupstream"}} {
+		build := exec.Command("go", "build", "-o", filepath.Join(binDir, b[0]), b[1])
+		build.Dir = repoRoot
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: build %s: %v\n", b[0], err)
+			return 1
+		}
 	}
 	userImage := imageID(userDefaultImage)
 	if err := ensureImages(); err != nil {
@@ -168,6 +174,10 @@ func removeContainers(repoID string) {
 	ids := strings.Fields(string(out))
 	if len(ids) > 0 {
 		_ = exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
+	}
+	out, _ = exec.Command("docker", "network", "ls", "-q", "--filter", "label=git-sandbox.repo="+repoID).Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		_ = exec.Command("docker", append([]string{"network", "rm"}, ids...)...).Run()
 	}
 }
 
@@ -346,6 +356,8 @@ type PsEntry struct {
 	Baseline  string `json:"baseline"`
 	Container string `json:"container"`
 	Changes   int    `json:"changes"`
+	Network   string `json:"network"`
+	Denied    int    `json:"denied"`
 }
 
 // Ps returns ps --json.

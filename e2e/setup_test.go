@@ -57,6 +57,9 @@ func TestFailedSetupLeavesNothing(t *testing.T) {
 	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=git-sandbox.repo="+e.RepoID()).Output(); strings.TrimSpace(string(out)) != "" {
 		t.Errorf("container left: %s", out)
 	}
+	if out, _ := exec.Command("docker", "network", "ls", "-q", "--filter", "label=git-sandbox.repo="+e.RepoID()).Output(); strings.TrimSpace(string(out)) != "" {
+		t.Errorf("network left: %s", out)
+	}
 	if wl := e.Git("worktree", "list"); strings.Count(wl, "\n") > 0 {
 		t.Errorf("worktree left:\n%s", wl)
 	}

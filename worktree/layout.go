@@ -109,6 +109,23 @@ func (l Layout) SupervisorLog(branch string) string {
 	return filepath.Join(l.Dir(branch), "supervisor.log")
 }
 
+// ProxyDir holds the egress proxy's configuration (mode 0600), mounted
+// read-only into the proxy's container only.
+func (l Layout) ProxyDir(branch string) string {
+	return filepath.Join(l.Dir(branch), "proxy")
+}
+
+// NetLogDir holds the egress decision log, mounted read-write into the
+// proxy's container only; NetLog is the log itself (JSON lines).
+func (l Layout) NetLogDir(branch string) string {
+	return filepath.Join(l.Dir(branch), "net")
+}
+
+// NetLog is the egress decision log of a sandbox.
+func (l Layout) NetLog(branch string) string {
+	return filepath.Join(l.NetLogDir(branch), "egress.jsonl")
+}
+
 // AgentHome is where an agent's home directory (login, settings) persists
 // across sandboxes; mounted read-write as the container's home.
 func (l Layout) AgentHome(agent string) string {

@@ -46,6 +46,7 @@ type CLI struct {
 	Ps     PsCmd     `cmd:"" help:"List this repository's sandboxes."`
 	Wait   WaitCmd   `cmd:"" help:"Wait for a sandbox's agent to exit; exit with its code."`
 	Logs   LogsCmd   `cmd:"" help:"Show a sandbox's output."`
+	Net    NetCmd    `cmd:"" help:"Show what a sandbox's agent reached and was denied on the network."`
 	Attach AttachCmd `cmd:"" help:"Connect your terminal to a running sandbox."`
 	Exec   ExecCmd   `cmd:"" help:"Run a command in a running sandbox."`
 	Stop   StopCmd   `cmd:"" help:"Stop a sandbox's agent (its work is kept)."`

@@ -5,7 +5,10 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
 // ConfigCmd groups the config commands.
@@ -28,8 +31,39 @@ func (c *ConfigShowCmd) Run(app *App) error {
 		}
 	}
 	fmt.Fprintf(app.Stdout, "# user config (trusted): %s\n", orNone(cfg.UserFile, config.UserPath()))
-	fmt.Fprintf(app.Stdout, "# repository config (may only choose agent, image, setup, verify and tighten limits): %s\n\n", orNone(cfg.RepoFile, config.RepoFile))
-	return toml.NewEncoder(app.Stdout).Encode(cfg.Config)
+	fmt.Fprintf(app.Stdout, "# repository config (may only choose agent, image, setup, verify, tighten limits, deny hosts or choose network none): %s\n\n", orNone(cfg.RepoFile, config.RepoFile))
+	if err := toml.NewEncoder(app.Stdout).Encode(cfg.Config); err != nil {
+		return err
+	}
+	return printAllowList(app, cfg)
+}
+
+// printAllowList prints the effective allow list of a sandbox of the
+// configured agent, each entry with where it came from, as TOML comments.
+func printAllowList(app *App, cfg *config.Loaded) error {
+	w := app.Stdout
+	pol, err := sandbox.EgressPolicy(cfg, cfg.Agent, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n# effective allow list (network = %q, agent %s); --allow adds to it\n", cfg.Network, termsafe.String(cfg.Agent))
+	if cfg.Network != container.NetworkAllowlist {
+		fmt.Fprintf(w, "#   (not used: the network is %s)\n", cfg.Network)
+	}
+	if len(pol.Allow) == 0 {
+		fmt.Fprintf(w, "#   (empty: the agent reaches nothing)\n")
+	}
+	for _, e := range pol.Allow {
+		line := fmt.Sprintf("#   %-36s from %s", termsafe.String(e.String()), e.Source)
+		if r, ok := pol.Removed(e); ok {
+			line += fmt.Sprintf("; removed by %s (deny %s)", r.Source, termsafe.String(r.String()))
+		}
+		fmt.Fprintln(w, line)
+	}
+	for _, r := range pol.Remove {
+		fmt.Fprintf(w, "#   deny %-31s from %s\n", termsafe.String(r.String()), r.Source)
+	}
+	return nil
 }
 
 func orNone(found, wanted string) string {

@@ -45,7 +45,7 @@ func (c *PsCmd) Run(app *App) error {
 		app.UI.Hintf("git sandbox start BRANCH -p \"TASK\" creates one")
 		return nil
 	}
-	rows := [][]string{{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "WORKTREE"}}
+	rows := [][]string{{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "DENIED", "WORKTREE"}}
 	for _, s := range list {
 		state := s.State
 		if s.State == sandbox.StateExited && s.ExitCode != nil {
@@ -53,11 +53,19 @@ func (c *PsCmd) Run(app *App) error {
 		}
 		rows = append(rows, []string{
 			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
-			age(time.Since(s.Created)), strconv.Itoa(s.Changes), s.Worktree,
+			age(time.Since(s.Created)), strconv.Itoa(s.Changes), denied(s), s.Worktree,
 		})
 	}
 	table(app.Stdout, rows)
 	return nil
+}
+
+// denied is ps's count of egress refusals, "-" without a proxy.
+func denied(s sandbox.Status) string {
+	if s.Network != "allowlist" {
+		return "-"
+	}
+	return strconv.Itoa(s.Denied)
 }
 
 func age(d time.Duration) string {

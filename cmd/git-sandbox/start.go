@@ -27,6 +27,7 @@ type StartCmd struct {
 	Env     []string `short:"e" sep:"none" help:"Pass an environment variable: KEY (the host's value) or KEY=VALUE (passed unchanged, commas included)." placeholder:"KEY[=VAL]"`
 	Image   string   `help:"Container image (default from config: ${default_image})."`
 	Network string   `help:"Container network: ${network_modes} (default from config: ${network_default})." enum:",${network_enum}" default:""`
+	Allow   []string `help:"Let the agent reach HOST[:PORT] (or *.SUFFIX) through the proxy, on top of the allow list (allowlist mode; repeatable)." placeholder:"HOST[:PORT]"`
 	Runtime string   `help:"OCI runtime, such as runsc or kata-runtime."`
 	Memory  string   `help:"Memory limit, such as 4g."`
 	CPUs    float64  `name:"cpus" help:"CPU limit, such as 1.5."`
@@ -59,6 +60,12 @@ refused.
 
 For --agent shell, -p with a command after -- is the task's description:
 recorded (land's default message) and passed as GIT_SANDBOX_PROMPT.
+
+The network is one of: allowlist (the default: the agent joins a network of its
+own with no route out, and reaches only the hosts its allow list names through
+an egress proxy; git sandbox net shows what it tried), none, or open (any host,
+this machine's ports and other containers; your config or --network only).
+git sandbox config show prints the allow list and where each entry came from.
 
 Examples:
   git sandbox start fix-login --agent claude -p "fix the login redirect"
@@ -99,7 +106,7 @@ func (c *StartCmd) Run(app *App) error {
 	res, err := env.Start(app.Ctx, sandbox.StartOptions{
 		Branch: c.Branch, Base: c.Base, Carry: c.Carry, Agent: c.Agent, Prompt: c.Prompt,
 		Verify: c.Verify, Args: c.Command, Detach: c.Detach, DryRun: c.DryRun, Env: c.Env,
-		Image: c.Image, Network: c.Network, Runtime: c.Runtime, Memory: c.Memory, CPUs: c.CPUs,
+		Image: c.Image, Network: c.Network, Allow: c.Allow, Runtime: c.Runtime, Memory: c.Memory, CPUs: c.CPUs,
 		Pids: c.Pids, Rerun: c.Rerun, IO: app.IO(),
 	})
 	if err != nil {
@@ -155,6 +162,9 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	fmt.Fprintf(w, "  argv     %s\n", termsafe.String(fmt.Sprintf("%q", s.Argv)))
 	fmt.Fprintf(w, "  user     %s\n", s.User)
 	fmt.Fprintf(w, "  network  %s\n", s.Network)
+	if s.NetworkName != "" {
+		fmt.Fprintf(w, "  joins    %s\n", s.NetworkName)
+	}
 	if s.Runtime != "" {
 		fmt.Fprintf(w, "  runtime  %s\n", s.Runtime)
 	}
@@ -176,6 +186,26 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	fmt.Fprintf(w, "  labels\n")
 	for _, k := range container.SortedLabels(s.Labels) {
 		fmt.Fprintf(w, "    %s=%s\n", k, termsafe.String(s.Labels[k]))
+	}
+	if eg := p.Egress; eg != nil {
+		fmt.Fprintf(w, "\negress proxy %s (%s)\n", eg.Proxy.Name, eg.ProxyURL)
+		fmt.Fprintf(w, "  networks  %s (internal, the agent's), %s (the proxy's way out)\n", eg.InternalNetwork, eg.EgressNetwork)
+		fmt.Fprintf(w, "  log       %s\n", eg.Log)
+		fmt.Fprintf(w, "  allow\n")
+		for _, r := range eg.Allow {
+			fmt.Fprintf(w, "    %-32s %s\n", termsafe.String(r.Entry), r.Source)
+		}
+		for _, r := range eg.Remove {
+			fmt.Fprintf(w, "    -%-31s %s\n", termsafe.String(r.Entry), r.Source)
+		}
+		fmt.Fprintf(w, "  mounts\n")
+		for _, m := range eg.Proxy.Mounts {
+			mode := "rw"
+			if m.ReadOnly {
+				mode = "ro"
+			}
+			fmt.Fprintf(w, "    %s %s -> %s  (%s)\n", mode, m.Source, m.Target, m.Why)
+		}
 	}
 	return nil
 }

@@ -1,7 +1,7 @@
 // Package agent holds the adapters that turn a task into an agent's command
-// line. An adapter knows its agent's headless and interactive argv and where
-// the agent keeps its login inside its home directory, which git sandbox
-// persists per agent across sandboxes. Adding an agent is one small file
+// line. An adapter knows its agent's headless and interactive argv, where
+// the agent keeps its login inside its home directory (which git sandbox
+// persists per agent across sandboxes), and the hosts its CLI must reach. Adding an agent is one small file
 // that calls register.
 package agent
 
@@ -39,6 +39,12 @@ type Adapter interface {
 	LoginPaths() []string
 	// Env is extra environment the agent needs inside the container.
 	Env() []string
+	// Hosts are the destinations the agent's CLI needs to work (its API,
+	// its login), added to the allow list in allowlist mode with the
+	// source "agent NAME". Entries are egress allow-list entries:
+	// HOST[:PORT] or *.SUFFIX. Keep the list to what the CLI cannot work
+	// without: every host on it is a way out for the agent.
+	Hosts() []string
 	// Package is the npm package that installs the agent's CLI into the
 	// default image ("" when the agent needs nothing installed).
 	Package() string

@@ -29,3 +29,11 @@ func (claude) LoginPaths() []string {
 func (claude) Env() []string { return []string{"IS_SANDBOX=1"} }
 
 func (claude) Package() string { return "@anthropic-ai/claude-code" }
+
+// Hosts: the API (api.anthropic.com), the login flows (console.anthropic.com
+// for API-key accounts, claude.ai for subscriptions) and the feature-flag
+// service the CLI waits for at start (statsig.anthropic.com). Error
+// reporting (sentry.io) is left out: the CLI works without it.
+func (claude) Hosts() []string {
+	return []string{"api.anthropic.com", "console.anthropic.com", "claude.ai", "statsig.anthropic.com"}
+}

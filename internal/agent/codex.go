@@ -34,3 +34,9 @@ func (codex) LoginPaths() []string {
 func (codex) Env() []string { return nil }
 
 func (codex) Package() string { return "@openai/codex" }
+
+// Hosts: the API (api.openai.com), the login (auth.openai.com) and the
+// ChatGPT backend that subscription logins talk to (chatgpt.com).
+func (codex) Hosts() []string {
+	return []string{"api.openai.com", "auth.openai.com", "chatgpt.com"}
+}

@@ -28,3 +28,6 @@ func (shell) LoginPaths() []string { return nil }
 func (shell) Env() []string { return nil }
 
 func (shell) Package() string { return "" }
+
+// Hosts: none; what a command needs is for the user to allow.
+func (shell) Hosts() []string { return nil }

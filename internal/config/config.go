@@ -2,10 +2,12 @@
 // source is trusted.
 //
 // The user's own file (~/.config/git-sandbox/config.toml) is trusted: it may
-// add mounts, pass environment variables through, open the network and pick
-// an OCI runtime. The repository's .sandbox.toml comes from the repository,
-// which may be hostile: it may choose the agent, image, setup and verify
-// commands and may only tighten limits. A key it is not allowed to set is
+// add mounts, pass environment variables through, open the network, add
+// hosts to the allow list and pick an OCI runtime. The repository's
+// .sandbox.toml comes from the repository, which may be hostile: it may
+// choose the agent, image, setup and verify commands, may only tighten
+// limits, and may only remove hosts from the allow list (deny) or choose no
+// network at all. A key it is not allowed to set is
 // refused with a message naming it.
 package config
 
@@ -25,6 +27,7 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -69,6 +72,14 @@ type Config struct {
 	Verify string `toml:"verify"`
 	// Network is the container network (container.NetworkModes).
 	Network container.NetworkMode `toml:"network"`
+	// Allow lists the hosts (HOST[:PORT], *.SUFFIX, an IP address) the
+	// agent may reach in allowlist mode, on top of its adapter's.
+	Allow []string `toml:"allow"`
+	// Deny removes hosts from the allow list, whoever added them.
+	Deny []string `toml:"deny"`
+	// VerifyAllow gives the verify container an allow list of its own;
+	// without it verify runs with no network.
+	VerifyAllow []string `toml:"verify_allow"`
 	// Runtime is an optional OCI runtime such as runsc or kata-runtime.
 	Runtime string `toml:"runtime"`
 	// Env lists host environment variables passed to the agent (KEY or KEY=VALUE).
@@ -172,7 +183,7 @@ func Defaults() Config {
 		Agent:     "claude",
 		Image:     DefaultImage(),
 		BaseImage: DefaultBaseImage,
-		Network:   container.NetworkBridge,
+		Network:   container.NetworkAllowlist,
 		Limits: Limits{
 			Memory: "8g",
 			CPUs:   float64(runtime.NumCPU()),
@@ -193,6 +204,8 @@ type Loaded struct {
 	// RepoImage is the image the repository's .sandbox.toml chose over
 	// the user's ("" when it chose none, or the same).
 	RepoImage string
+	// RepoDeny is the repository's deny list (Deny is the user's).
+	RepoDeny []string
 }
 
 // ImageAllowed reports whether the user allowed image to be chosen by a
@@ -301,6 +314,8 @@ func decodeFile(path string, c *Config, check func(path string, md toml.MetaData
 
 // repoRefused are keys a repository's config may never set, with why.
 var repoRefused = map[string]string{
+	"allow":              "hosts on the network allow list (it may remove them with deny)",
+	"verify_allow":       "network access for verify",
 	"mount":              "mounts of host paths",
 	"env":                "passing host environment variables",
 	"runtime":            "choosing the container runtime",
@@ -344,6 +359,7 @@ func (l *Loaded) applyRepo(r Config) {
 	if r.Network != "" && r.Network.AtMostAsOpenAs(l.Network) {
 		l.Network = r.Network
 	}
+	l.RepoDeny = r.Deny
 	if r.Limits.Memory != "" {
 		if tighterMemory(r.Limits.Memory, l.Limits.Memory) {
 			l.Limits.Memory = r.Limits.Memory
@@ -395,8 +411,8 @@ func (l *Loaded) validate(file string) error {
 	if where == "" {
 		where = "configuration"
 	}
-	if l.Network.Validate() != nil {
-		return usererr.New("%s: \"network\" = %q: must be %s", where, l.Network, container.NetworkModeNames()).
+	if err := l.Network.Validate(); err != nil {
+		return usererr.New("%s: %v", where, err).
 			Hint("host networking is never offered: it would give the agent the host's services")
 	}
 	if _, err := MemoryBytes(l.Limits.Memory); err != nil {
@@ -405,6 +421,18 @@ func (l *Loaded) validate(file string) error {
 	for key, v := range map[string]string{"sync_object": l.Budget.SyncObject, "sync": l.Budget.Sync, "export": l.Budget.Export} {
 		if _, err := MemoryBytes(v); err != nil {
 			return usererr.New("%s: budget.%s = %q: %v", where, key, v, err).Hint("give a size such as \"2g\", or \"0\" for no bound")
+		}
+	}
+	for key, list := range map[string][]string{"allow": l.Allow, "deny": l.Deny, "verify_allow": l.VerifyAllow} {
+		for _, entry := range list {
+			if _, err := egress.ParseEntry(entry, egress.FromUser); err != nil {
+				return usererr.Wrap(err, "%s: %s: %v", where, key, err).Hint("entries look like api.example.com, *.example.com, example.com:8443 or 192.0.2.7")
+			}
+		}
+	}
+	for _, entry := range l.RepoDeny {
+		if _, err := egress.ParseEntry(entry, egress.FromRepository); err != nil {
+			return usererr.Wrap(err, "%s: deny: %v", where, err).Hint("entries look like api.example.com, *.example.com, example.com:8443 or 192.0.2.7")
 		}
 	}
 	for _, m := range l.Mounts {

@@ -35,7 +35,7 @@ func TestDefaultsWithoutFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Image != DefaultImage() || l.Network != "bridge" || l.Rescue.Interval.Duration != 2*time.Minute {
+	if l.Image != DefaultImage() || l.Network != "allowlist" || l.Rescue.Interval.Duration != 2*time.Minute {
 		t.Errorf("defaults = %+v", l.Config)
 	}
 	if l.UserFile != "" || l.RepoFile != "" {
@@ -100,7 +100,7 @@ func TestRepoConfigNetworkHostIsRefused(t *testing.T) {
 }
 
 func TestRepoConfigMayOnlyTighten(t *testing.T) {
-	user := "network = \"bridge\"\n[limits]\nmemory = \"4g\"\npids = 100\ncpus = 2.0\n"
+	user := "network = \"open\"\n[limits]\nmemory = \"4g\"\npids = 100\ncpus = 2.0\n"
 	repo := "agent = \"shell\"\nverify = \"make test\"\nnetwork = \"none\"\n[limits]\nmemory = \"16g\"\npids = 50\ncpus = 4.0\n"
 	l, err := Load(setup(t, user, repo))
 	if err != nil {
@@ -124,13 +124,37 @@ func TestRepoConfigMayOnlyTighten(t *testing.T) {
 }
 
 func TestRepoConfigCannotLoosenNetwork(t *testing.T) {
-	_, err := Load(setup(t, "network = \"none\"\n", "network = \"bridge\"\n"))
-	if err == nil || !strings.Contains(err.Error(), `"network"`) {
-		t.Fatalf("network loosening accepted or key not named: %v", err)
+	for _, c := range []struct{ user, repo string }{{"none", "allowlist"}, {"none", "open"}, {"allowlist", "open"}} {
+		_, err := Load(setup(t, "network = \""+c.user+"\"\n", "network = \""+c.repo+"\"\n"))
+		if err == nil || !strings.Contains(err.Error(), `"network"`) {
+			t.Fatalf("network loosening %s -> %s accepted or key not named: %v", c.user, c.repo, err)
+		}
 	}
-	l, err := Load(setup(t, "", "network = \"bridge\"\n"))
-	if err != nil || l.Network != "bridge" {
+	l, err := Load(setup(t, "", "network = \"allowlist\"\n"))
+	if err != nil || l.Network != "allowlist" {
 		t.Fatalf("restating the user's network refused: %v", err)
+	}
+	l, err = Load(setup(t, "network = \"open\"\n", "network = \"none\"\n"))
+	if err != nil || l.Network != "none" {
+		t.Fatalf("choosing none refused: %v", err)
+	}
+}
+
+func TestAllowListSources(t *testing.T) {
+	l, err := Load(setup(t, "allow = [\"api.example.com\", \"*.cdn.example\"]\ndeny = [\"bad.example\"]\n", "deny = [\"api.example.com\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Allow) != 2 || len(l.Deny) != 1 || len(l.RepoDeny) != 1 || l.RepoDeny[0] != "api.example.com" {
+		t.Errorf("allow %q deny %q repo deny %q", l.Allow, l.Deny, l.RepoDeny)
+	}
+	for _, repo := range []string{"allow = [\"evil.example\"]\n", "verify_allow = [\"evil.example\"]\n"} {
+		if _, err := Load(setup(t, "", repo)); err == nil || !strings.Contains(err.Error(), "may not ask for") {
+			t.Errorf("repository %q: %v", repo, err)
+		}
+	}
+	if _, err := Load(setup(t, "allow = [\"https://x.example/\"]\n", "")); err == nil || !strings.Contains(err.Error(), "allow") {
+		t.Errorf("a bad entry was accepted: %v", err)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"os"
 	"path/filepath"
 	"sort"
@@ -57,6 +58,8 @@ type Record struct {
 	Network container.NetworkMode `json:"network,omitempty"`
 	Runtime string                `json:"runtime,omitempty"`
 	Limits  *container.Limits     `json:"limits,omitempty"`
+	// Egress is the allowlist mode's policy and what enforces it.
+	Egress *Egress `json:"egress,omitempty"`
 	// Stopped is set by git sandbox stop and cleared when it runs again.
 	Stopped bool      `json:"stopped,omitempty"`
 	Created time.Time `json:"created"`
@@ -70,6 +73,19 @@ type Record struct {
 	UpdateConflicts []string `json:"update_conflicts,omitempty"`
 	// Verdicts are verify results keyed by the tree id they verified.
 	Verdicts map[string]Verdict `json:"verdicts,omitempty"`
+}
+
+// Egress is a sandbox's allow list, as it was at start, and the engine
+// objects that enforce it.
+type Egress struct {
+	// Allow and Remove are the effective entries with their sources.
+	Allow  []egress.Rule `json:"allow"`
+	Remove []egress.Rule `json:"remove,omitempty"`
+	// InternalNetwork is the network the agent joins (no route out);
+	// EgressNetwork the proxy's way out; Proxy the proxy's container.
+	InternalNetwork string `json:"internal_network"`
+	EgressNetwork   string `json:"egress_network"`
+	Proxy           string `json:"proxy"`
 }
 
 // Verdict is the result of one verify run.

@@ -103,6 +103,8 @@ func (te *testEnv) reopen() {
 	}
 	cfg := &config.Loaded{Config: config.Defaults()}
 	cfg.Agent = "shell"
+	// Tests of allowlist mode ask for it; the rest need no proxy.
+	cfg.Network = container.NetworkNone
 	te.env = NewEnv(repo, cfg, filepath.Join(te.root, "state"), ui.New(&te.err, ui.Options{NoColor: true}))
 	te.env.Connect = func(context.Context) (Engine, error) { return te.fake, nil }
 	te.env.purge = Purge
@@ -229,6 +231,10 @@ func (te *testEnv) assertNothingLeft(branch string, keepRefs bool) {
 		if c.Spec.Labels[container.LabelBranch] == branch {
 			te.t.Errorf("container %s left (%s)", c.Name, c.Status)
 		}
+	}
+	nets, _ := te.fake.ListNetworks(context.Background(), container.LabelBranch+"="+branch)
+	for _, n := range nets {
+		te.t.Errorf("network %s left", n.Name)
 	}
 }
 

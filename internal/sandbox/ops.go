@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/record"
@@ -43,9 +44,13 @@ type Status struct {
 	Baseline  string    `json:"baseline"`
 	Container string    `json:"container"`
 	Changes   int       `json:"changes"`
-	Snapshot  string    `json:"snapshot"`
-	Prompt    string    `json:"prompt,omitempty"`
-	Verify    string    `json:"verify,omitempty"`
+	// Network is the network mode; Denied counts the egress proxy's
+	// refusals (allowlist mode).
+	Network  string `json:"network,omitempty"`
+	Denied   int    `json:"denied"`
+	Snapshot string `json:"snapshot"`
+	Prompt   string `json:"prompt,omitempty"`
+	Verify   string `json:"verify,omitempty"`
 }
 
 // Statuses reports every sandbox of the repository. Records are the source
@@ -75,6 +80,12 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			Branch: sb.Branch, Agent: sb.Agent, Base: sb.Base, Created: sb.Created,
 			Worktree: sb.Worktree, Baseline: sb.Baseline, Container: sb.Container,
 			Prompt: sb.Prompt, Verify: sb.Verify,
+		}
+		st.Network = string(sb.Network)
+		if sb.Egress != nil {
+			if sum, err := egress.SummarizeFile(sb.NetLog()); err == nil {
+				st.Denied = sum.Denied + sum.Leaks
+			}
 		}
 		if t, ok := tips[sb.Refs().Rescue()]; ok {
 			st.Changes, st.Snapshot = t.changes, t.id
@@ -229,6 +240,9 @@ func (s *Sandbox) Stop(ctx context.Context, timeout time.Duration) (*rescue.Take
 			return nil, err
 		}
 	}
+	if err := s.stopProxy(ctx, d); err != nil {
+		s.env.UI.Warnf("the egress proxy was not removed: %v", err)
+	}
 	return s.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonStop)
 }
 
@@ -297,11 +311,14 @@ func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 	if err := d.Remove(ctx, s.Container); err != nil {
 		errs = append(errs, err)
 	}
-	// Verify containers of this sandbox too.
+	// Verify and proxy containers of this sandbox too, then its networks.
 	if others, err := d.List(ctx, container.LabelRepo+"="+s.RepoID, container.LabelBranch+"="+s.Branch); err == nil {
 		for _, c := range others {
 			_ = d.Remove(ctx, c.ID)
 		}
+	}
+	if err := s.removeNetworks(ctx, d); err != nil {
+		errs = append(errs, err)
 	}
 	// The worktree and the state directory are moved aside (a rename, so
 	// the name can be used again at once, however many files they hold)

@@ -42,13 +42,17 @@ type PlanInput struct {
 	AgentHome     string
 	ExtraMounts   []config.Mount
 	Network       container.NetworkMode
-	Runtime       string
-	Memory        string
-	CPUs          float64
-	Pids          int64
-	TTY           bool
-	OpenStdin     bool
-	UID, GID      int
+	// NetworkName is the sandbox's internal network (allowlist mode).
+	NetworkName string
+	// ProxyEnv points the agent's tools at the egress proxy.
+	ProxyEnv  []string
+	Runtime   string
+	Memory    string
+	CPUs      float64
+	Pids      int64
+	TTY       bool
+	OpenStdin bool
+	UID, GID  int
 }
 
 // BuildSpec turns the input into a container spec, refusing any mount
@@ -59,17 +63,18 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 		return nil, fmt.Errorf("memory limit %q: %w", in.Memory, err)
 	}
 	spec := &container.Spec{
-		Name:      in.Name,
-		Image:     in.Image,
-		User:      strconv.Itoa(in.UID) + ":" + strconv.Itoa(in.GID),
-		WorkDir:   container.Workspace,
-		Hostname:  container.Hostname(in.Branch),
-		Network:   in.Network,
-		Runtime:   in.Runtime,
-		TTY:       in.TTY,
-		OpenStdin: in.OpenStdin,
-		StdinOnce: in.OpenStdin && !in.TTY,
-		Limits:    container.Limits{MemoryBytes: mem, CPUs: in.CPUs, Pids: in.Pids},
+		Name:        in.Name,
+		Image:       in.Image,
+		User:        strconv.Itoa(in.UID) + ":" + strconv.Itoa(in.GID),
+		WorkDir:     container.Workspace,
+		Hostname:    container.Hostname(in.Branch),
+		Network:     in.Network,
+		NetworkName: in.NetworkName,
+		Runtime:     in.Runtime,
+		TTY:         in.TTY,
+		OpenStdin:   in.OpenStdin,
+		StdinOnce:   in.OpenStdin && !in.TTY,
+		Limits:      container.Limits{MemoryBytes: mem, CPUs: in.CPUs, Pids: in.Pids},
 	}
 	spec.Harden()
 	spec.Argv = in.Argv
@@ -97,6 +102,7 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 		// The task, for agents (and shell commands) that read it.
 		spec.Env = append(spec.Env, "GIT_SANDBOX_PROMPT="+in.Prompt)
 	}
+	spec.Env = append(spec.Env, in.ProxyEnv...)
 	spec.Env = append(spec.Env, in.AgentEnv...)
 	spec.Env = append(spec.Env, in.UserEnv...)
 
@@ -182,18 +188,21 @@ func alternates(objects string) []string {
 // Plan is what start will do, printed by --dry-run (as Redacted returns
 // it).
 type Plan struct {
-	Branch        string          `json:"branch"`
-	Base          string          `json:"base"`
-	BaseCommit    string          `json:"base_commit"`
-	Worktree      string          `json:"worktree"`
-	PrivateGitDir string          `json:"private_git_dir"`
-	Record        string          `json:"record"`
-	Carry         bool            `json:"carry"`
-	Setup         string          `json:"setup,omitempty"`
-	Verify        string          `json:"verify,omitempty"`
-	Detach        bool            `json:"detach"`
-	Interval      string          `json:"rescue_interval"`
-	Container     *container.Spec `json:"container"`
+	Branch        string                `json:"branch"`
+	Base          string                `json:"base"`
+	BaseCommit    string                `json:"base_commit"`
+	Worktree      string                `json:"worktree"`
+	PrivateGitDir string                `json:"private_git_dir"`
+	Record        string                `json:"record"`
+	Carry         bool                  `json:"carry"`
+	Setup         string                `json:"setup,omitempty"`
+	Verify        string                `json:"verify,omitempty"`
+	Detach        bool                  `json:"detach"`
+	Interval      string                `json:"rescue_interval"`
+	Network       container.NetworkMode `json:"network"`
+	// Egress is allowlist mode's policy, networks and proxy.
+	Egress    *EgressPlan     `json:"egress,omitempty"`
+	Container *container.Spec `json:"container"`
 
 	// passed names the variables passed from the host, whose values
 	// Redacted hides.
@@ -255,6 +264,20 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 				Hint("host networking is never offered: it would give the agent the host's services")
 		}
 	}
+	if network == container.NetworkOpen {
+		e.UI.Warnf("network is open: the agent can reach any host, this machine's ports and other containers")
+		e.UI.Hintf("the default, network = \"allowlist\", lets it reach only the hosts you allow")
+	}
+	if len(o.Allow) > 0 && network != container.NetworkAllowlist {
+		e.UI.Warnf("--allow is ignored: the network is %s, not allowlist", network)
+	}
+	name := container.Name(e.Repo.ID, e.Repo.Name, o.Branch)
+	var eg *EgressPlan
+	if network == container.NetworkAllowlist {
+		if eg, err = e.planEgress(name, o.Branch, image, firstNonEmpty(o.Runtime, e.Config.Runtime), adapter.Name(), o.Allow); err != nil {
+			return nil, task, nil, err
+		}
+	}
 	hooksDir, _, err := e.Repo.HooksDir(ctx)
 	if err != nil {
 		return nil, task, nil, err
@@ -263,7 +286,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 	openStdin := tty || (!o.Detach && o.IO.StdinIsPipe)
 	verify := firstNonEmpty(o.Verify, e.Config.Verify)
 	in := PlanInput{
-		Name:          container.Name(e.Repo.ID, e.Repo.Name, o.Branch),
+		Name:          name,
 		Image:         image,
 		Branch:        o.Branch,
 		RepoID:        e.Repo.ID,
@@ -292,6 +315,10 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		UID:           os.Getuid(),
 		GID:           os.Getgid(),
 	}
+	if eg != nil {
+		in.NetworkName = eg.InternalNetwork
+		in.ProxyEnv = proxyEnv(eg.ProxyURL)
+	}
 	spec, err := BuildSpec(in)
 	if err != nil {
 		return nil, task, nil, err
@@ -308,6 +335,8 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		Verify:        verify,
 		Detach:        o.Detach,
 		Interval:      e.Config.Rescue.Interval.String(),
+		Network:       network,
+		Egress:        eg,
 		Container:     spec,
 		passed:        envNames(env),
 	}, task, adapter, nil

@@ -8,7 +8,7 @@ import (
 )
 
 func TestRunSettingsStricter(t *testing.T) {
-	cfg := RunSettings{Network: container.NetworkBridge, Limits: container.Limits{MemoryBytes: 8 << 30, CPUs: 4, Pids: 4096}}
+	cfg := RunSettings{Network: container.NetworkOpen, Limits: container.Limits{MemoryBytes: 8 << 30, CPUs: 4, Pids: 4096}}
 	tests := []struct {
 		name string
 		cur  RunSettings
@@ -26,20 +26,26 @@ func TestRunSettingsStricter(t *testing.T) {
 		{
 			"the config is stricter",
 			RunSettings{Network: container.NetworkNone, Runtime: "runsc", Limits: container.Limits{MemoryBytes: 1 << 30, CPUs: 1, Pids: 64}},
-			&record.Record{Network: container.NetworkBridge, Limits: &container.Limits{MemoryBytes: 8 << 30, CPUs: 4, Pids: 4096}},
+			&record.Record{Network: container.NetworkOpen, Limits: &container.Limits{MemoryBytes: 8 << 30, CPUs: 4, Pids: 4096}},
 			RunSettings{Network: container.NetworkNone, Runtime: "runsc", Limits: container.Limits{MemoryBytes: 1 << 30, CPUs: 1, Pids: 64}},
 		},
 		{
 			"no limit is the loosest",
-			RunSettings{Network: container.NetworkBridge},
+			RunSettings{Network: container.NetworkOpen},
 			&record.Record{Limits: &container.Limits{MemoryBytes: 1 << 30, Pids: 64}},
-			RunSettings{Network: container.NetworkBridge, Limits: container.Limits{MemoryBytes: 1 << 30, Pids: 64}},
+			RunSettings{Network: container.NetworkOpen, Limits: container.Limits{MemoryBytes: 1 << 30, Pids: 64}},
 		},
 		{
 			"the record's runtime stays",
-			RunSettings{Network: container.NetworkBridge, Runtime: "kata-runtime"},
+			RunSettings{Network: container.NetworkOpen, Runtime: "kata-runtime"},
 			&record.Record{Runtime: "runsc"},
-			RunSettings{Network: container.NetworkBridge, Runtime: "runsc"},
+			RunSettings{Network: container.NetworkOpen, Runtime: "runsc"},
+		},
+		{
+			"an allowlist sandbox never verifies in the open",
+			cfg,
+			&record.Record{Network: container.NetworkAllowlist},
+			RunSettings{Network: container.NetworkAllowlist, Limits: cfg.Limits},
 		},
 		{
 			"an invalid recorded network is ignored",

@@ -38,6 +38,8 @@ type StartOptions struct {
 	Env     []string // -e KEY or KEY=VALUE
 	Image   string
 	Network string
+	// Allow adds HOST[:PORT] entries to the allow list (--allow).
+	Allow   []string
 	Runtime string
 	Memory  string
 	CPUs    float64
@@ -232,6 +234,12 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		Created:       time.Now().UTC(),
 	}
 	recordSettings(rec, RunSettings{Network: p.Container.Network, Runtime: p.Container.Runtime, Limits: p.Container.Limits})
+	if eg := p.Egress; eg != nil {
+		rec.Egress = &record.Egress{
+			Allow: eg.Allow, Remove: eg.Remove,
+			InternalNetwork: eg.InternalNetwork, EgressNetwork: eg.EgressNetwork, Proxy: eg.Proxy.Name,
+		}
+	}
 	if p.Base != "" {
 		rec.BaseRef = "refs/heads/" + p.Base
 	}
@@ -278,6 +286,11 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 			return nil, err
 		}
 		spec.Mounts[i].Source = src
+	}
+	if p.Egress != nil {
+		if err := e.createEgress(ctx, d, p.Branch, p.Egress, &u); err != nil {
+			return nil, err
+		}
 	}
 	id, err := d.Create(ctx, &spec)
 	if err != nil {

@@ -51,8 +51,8 @@ func TestStartDetachedCreatesEverything(t *testing.T) {
 	if c.Spec.Labels[container.LabelBaseline] != rec.Baseline || c.Spec.Labels[container.LabelBranch] != "t1" {
 		t.Errorf("labels = %v", c.Spec.Labels)
 	}
-	if c.Spec.Network != container.NetworkBridge {
-		t.Errorf("network = %q, want the default bridge", c.Spec.Network)
+	if c.Spec.Network != container.NetworkNone {
+		t.Errorf("network = %q, want the test config's none", c.Spec.Network)
 	}
 	mounts := map[string]string{}
 	for _, m := range c.Spec.Mounts {

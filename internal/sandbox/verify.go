@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"os"
+	"path/filepath"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
@@ -72,6 +73,31 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 	if err != nil {
 		return nil, err
 	}
+	// Verify has no network unless the user's verify_allow lists hosts;
+	// then it gets networks and a proxy of its own, gone after the run.
+	network, netName := container.NetworkNone, ""
+	var env []string
+	cfg := s.env.Config
+	vp, err := VerifyPolicy(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Never more than the sandbox itself was started with.
+	if vp != nil && set.Network != container.NetworkNone {
+		l := s.env.Layout
+		dir := l.Dir(s.Branch)
+		eg, err := s.env.planEgressFor(s.Container+"-verify", s.Branch, s.Image, set.Runtime, vp,
+			filepath.Join(dir, "verify-proxy"), filepath.Join(dir, "verify-net"))
+		if err != nil {
+			return nil, err
+		}
+		var u undo
+		defer func() { u.run() }()
+		if err := s.env.createEgress(ctx, d, s.Branch, eg, &u); err != nil {
+			return nil, err
+		}
+		network, netName, env = container.NetworkAllowlist, eg.InternalNetwork, proxyEnv(eg.ProxyURL)
+	}
 	s.env.UI.Infof("verifying %s (tree %s): %s", s.Display(), shortID(snap.Tree), termsafe.String(s.Verify))
 	code, err := verify.Run(ctx, verify.Options{
 		Engine:    d,
@@ -84,14 +110,16 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 			container.LabelManaged: "1", container.LabelRepo: s.RepoID, container.LabelBranch: s.Branch,
 			container.LabelRole: container.RoleVerify, container.LabelVersion: version.Version,
 		},
-		Network: set.Network,
-		Runtime: set.Runtime,
-		Limits:  set.Limits,
-		UID:     os.Getuid(),
-		GID:     os.Getgid(),
-		WorkDir: s.env.Layout.VerifyDir(s.Branch),
-		Stdout:  io.Stderr,
-		Stderr:  io.Stderr,
+		Network:     network,
+		NetworkName: netName,
+		Env:         env,
+		Runtime:     set.Runtime,
+		Limits:      set.Limits,
+		UID:         os.Getuid(),
+		GID:         os.Getgid(),
+		WorkDir:     s.env.Layout.VerifyDir(s.Branch),
+		Stdout:      io.Stderr,
+		Stderr:      io.Stderr,
 	})
 	if err != nil {
 		return nil, err

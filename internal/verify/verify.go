@@ -44,11 +44,14 @@ type Options struct {
 	Name    string
 	Labels  map[string]string
 	Network container.NetworkMode
-	Limits  container.Limits
-	Runtime string
-	Env     []string
-	UID     int
-	GID     int
+	// NetworkName is the network to join (allowlist mode: the run's own
+	// internal network, with Env pointing at its proxy).
+	NetworkName string
+	Limits      container.Limits
+	Runtime     string
+	Env         []string
+	UID         int
+	GID         int
 	// WorkDir is a directory verify may use for its files; it is removed.
 	WorkDir string
 	Stdout  io.Writer
@@ -72,16 +75,17 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 		return -1, err
 	}
 	spec := &container.Spec{
-		Name:    o.Name,
-		Image:   o.Image,
-		Argv:    []string{"/bin/sh", "-c", o.Command},
-		Env:     append([]string{"HOME=" + container.Home, "GIT_SANDBOX=1", "GIT_SANDBOX_VERIFY=1"}, o.Env...),
-		User:    fmt.Sprintf("%d:%d", o.UID, o.GID),
-		WorkDir: container.Workspace,
-		Labels:  o.Labels,
-		Network: o.Network,
-		Runtime: o.Runtime,
-		Limits:  o.Limits,
+		Name:        o.Name,
+		Image:       o.Image,
+		Argv:        []string{"/bin/sh", "-c", o.Command},
+		Env:         append([]string{"HOME=" + container.Home, "GIT_SANDBOX=1", "GIT_SANDBOX_VERIFY=1"}, o.Env...),
+		User:        fmt.Sprintf("%d:%d", o.UID, o.GID),
+		WorkDir:     container.Workspace,
+		Labels:      o.Labels,
+		Network:     o.Network,
+		NetworkName: o.NetworkName,
+		Runtime:     o.Runtime,
+		Limits:      o.Limits,
 		Mounts: []container.Mount{
 			{Source: files, Target: container.Workspace, Why: "the verified tree, written for this run only"},
 			{Source: home, Target: container.Home, Why: "a home for this run only"},

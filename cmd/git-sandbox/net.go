@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+)
+
+// NetCmd is git sandbox net.
+type NetCmd struct {
+	Branch string `arg:"" help:"The sandbox."`
+	JSON   bool   `help:"Print the decision log as it is: one JSON object a line."`
+	Follow bool   `short:"f" help:"Print every decision as a line, and keep printing new ones until interrupted."`
+}
+
+// Help is net's long help.
+func (c *NetCmd) Help() string {
+	return `Shows what the sandbox's agent tried to reach through its egress proxy
+(network = "allowlist"): the hosts it was allowed and denied, how often, and
+how many bytes went each way. Host names come from the agent and are shown
+escaped.
+
+--json prints the decision log itself: one JSON object a line, with the time,
+kind (connect, http, intercept), host, port, decision (allowed, denied, leak),
+reason, status and bytes. -f prints each decision as it is made.
+
+A host the agent needs and was denied is allowed with --allow HOST[:PORT] on
+start, or allow = ["HOST"] in your config.`
+}
+
+// Run prints the log.
+func (c *NetCmd) Run(app *App) error {
+	_, sb, err := app.Find(c.Branch)
+	if err != nil {
+		return err
+	}
+	name := termsafe.String(c.Branch)
+	if sb.Egress == nil {
+		network := sb.Network
+		if network == "" {
+			network = "open"
+		}
+		return usererr.New("sandbox %s has no egress proxy: its network is %s", name, network).
+			Hint("the decision log exists in allowlist mode, the default for new sandboxes")
+	}
+	path := sb.NetLog()
+	if c.Follow || c.JSON {
+		return followLog(app, path, c.JSON, c.Follow)
+	}
+	s, err := egress.SummarizeFile(path)
+	if err != nil {
+		return err
+	}
+	if len(s.Hosts) == 0 {
+		app.UI.Infof("%s has reached for nothing yet", name)
+		return nil
+	}
+	rows := [][]string{{"HOST", "PORT", "ALLOWED", "DENIED", "UP", "DOWN", "REASON"}}
+	for _, h := range s.Hosts {
+		denied := strconv.Itoa(h.Denied)
+		if h.Leaks > 0 {
+			denied += fmt.Sprintf(" (%d leaks)", h.Leaks)
+		}
+		rows = append(rows, []string{
+			termsafe.String(h.Host), strconv.Itoa(int(h.Port)), strconv.Itoa(h.Allowed), denied,
+			strconv.FormatInt(h.BytesUp, 10), strconv.FormatInt(h.BytesDown, 10), termsafe.String(h.Reason),
+		})
+	}
+	table(app.Stdout, rows)
+	fmt.Fprintf(app.Stdout, "%d allowed, %d denied, %d leaks\n", s.Allowed, s.Denied, s.Leaks)
+	if s.Denied > 0 {
+		app.UI.Hintf("git sandbox start --allow HOST[:PORT] (or allow in your config) lets a needed host through")
+	}
+	return nil
+}
+
+// followLog prints the log's records (raw lines with asJSON) and, with
+// follow, keeps printing new ones until the command is interrupted.
+func followLog(app *App, path string, asJSON, follow bool) error {
+	var off int64
+	for {
+		n, err := printFrom(app.Stdout, path, off, asJSON)
+		if err != nil {
+			return err
+		}
+		off = n
+		if !follow {
+			return nil
+		}
+		select {
+		case <-app.Ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// printFrom prints the whole lines of the log after offset and returns the
+// offset after the last one.
+func printFrom(w io.Writer, path string, off int64, asJSON bool) (int64, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return off, nil
+	}
+	if err != nil {
+		return off, fmt.Errorf("read egress log: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return off, fmt.Errorf("read egress log: %w", err)
+	}
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			// A line the proxy is still writing waits for the next round.
+			return off, nil
+		}
+		off += int64(len(line))
+		var rec egress.Record
+		if json.Unmarshal(line, &rec) != nil || rec.Decision == "" {
+			continue
+		}
+		if asJSON {
+			if _, err := w.Write(line); err != nil {
+				return off, err
+			}
+			continue
+		}
+		fmt.Fprintln(w, formatRecord(rec))
+	}
+}
+
+// formatRecord is one decision as a line of text.
+func formatRecord(r egress.Record) string {
+	s := fmt.Sprintf("%s %-7s %-9s %s:%d", r.Time.Local().Format(time.TimeOnly), r.Decision, r.Kind, termsafe.String(r.Host), r.Port)
+	if r.Method != "" {
+		s += " " + termsafe.String(r.Method)
+	}
+	if r.Status != 0 {
+		s += fmt.Sprintf(" status %d", r.Status)
+	}
+	if r.BytesUp != 0 || r.BytesDown != 0 {
+		s += fmt.Sprintf(" up %d down %d", r.BytesUp, r.BytesDown)
+	}
+	if r.Reason != "" {
+		s += ": " + termsafe.String(r.Reason)
+	}
+	if r.Error != "" {
+		s += ": " + termsafe.String(r.Error)
+	}
+	return s
+}

@@ -1,0 +1,442 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agent"
+	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/version"
+)
+
+// EgressPolicy is the allow list a sandbox of the agent gets in allowlist
+// mode: the agent adapter's hosts, the user's allow list and --allow, less
+// the user's and the repository's deny lists. Each entry keeps its source,
+// for config show and the sandbox's record.
+func EgressPolicy(cfg *config.Loaded, agentName string, flagAllow []string) (*egress.Policy, error) {
+	p := &egress.Policy{}
+	add := func(dst *[]egress.Entry, src egress.Source, entries []string) error {
+		for _, s := range entries {
+			e, err := egress.ParseEntry(s, src)
+			if err != nil {
+				return err
+			}
+			*dst = append(*dst, e)
+		}
+		return nil
+	}
+	if a, err := agent.Get(agentName); err == nil {
+		if err := add(&p.Allow, egress.AdapterSource(a.Name()), a.Hosts()); err != nil {
+			return nil, err
+		}
+	}
+	for _, step := range []struct {
+		dst     *[]egress.Entry
+		src     egress.Source
+		entries []string
+	}{
+		{&p.Allow, egress.FromUser, cfg.Allow},
+		{&p.Allow, egress.FromFlag, flagAllow},
+		{&p.Remove, egress.FromUser, cfg.Deny},
+		{&p.Remove, egress.FromRepository, cfg.RepoDeny},
+	} {
+		if err := add(step.dst, step.src, step.entries); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// VerifyPolicy is the allow list of a verify container: the user's
+// verify_allow, less the deny lists; nil when verify has no network.
+func VerifyPolicy(cfg *config.Loaded) (*egress.Policy, error) {
+	if len(cfg.VerifyAllow) == 0 {
+		return nil, nil
+	}
+	p := &egress.Policy{}
+	for _, s := range cfg.VerifyAllow {
+		e, err := egress.ParseEntry(s, egress.Source("user config (verify_allow)"))
+		if err != nil {
+			return nil, err
+		}
+		p.Allow = append(p.Allow, e)
+	}
+	for _, d := range []struct {
+		src     egress.Source
+		entries []string
+	}{{egress.FromUser, cfg.Deny}, {egress.FromRepository, cfg.RepoDeny}} {
+		for _, s := range d.entries {
+			e, err := egress.ParseEntry(s, d.src)
+			if err != nil {
+				return nil, err
+			}
+			p.Remove = append(p.Remove, e)
+		}
+	}
+	return p, nil
+}
+
+// The egress proxy's container: the tool's own binary, mounted read-only
+// into the sandbox's image (which is there offline), reading its
+// configuration from a read-only mount and appending to its log.
+const (
+	proxyPort       = "3128"
+	proxyBinary     = "/opt/git-sandbox/git-sandbox"
+	proxyConfigDir  = "/etc/git-sandbox-proxy"
+	proxyConfigFile = "proxy.json"
+	proxyLogDir     = "/var/log/git-sandbox"
+	proxyLogFile    = "egress.jsonl"
+	// proxyReadyText is what the proxy prints once it listens.
+	proxyReadyText = "proxy listening on"
+)
+
+// proxyReadyTimeout bounds the wait for a new proxy to listen.
+var proxyReadyTimeout = 20 * time.Second
+
+// EgressPlan is what allowlist mode adds to a sandbox: its policy, the two
+// networks made for it and the proxy's container.
+type EgressPlan struct {
+	Allow  []egress.Rule `json:"allow"`
+	Remove []egress.Rule `json:"remove,omitempty"`
+	// InternalNetwork is the network the agent joins: internal (no route
+	// out) and without a host address (no way to the host's ports).
+	InternalNetwork string `json:"internal_network"`
+	// EgressNetwork is the proxy's way out; nothing else joins it.
+	EgressNetwork string `json:"egress_network"`
+	// ProxyURL is what HTTP_PROXY, HTTPS_PROXY and ALL_PROXY say.
+	ProxyURL string `json:"proxy_url"`
+	// Log is the decision log on the host.
+	Log   string          `json:"log"`
+	Proxy *container.Spec `json:"proxy"`
+
+	// configDir and logDir are the host directories mounted into the proxy.
+	configDir, logDir string
+}
+
+// egressNames are the engine objects of one sandbox's allowlist mode,
+// derived from its container's name: unique per repository and branch, so
+// sandboxes never share a network. The proxy's name is short, because the
+// agent reaches it by name (a DNS label is at most 63 bytes).
+func egressNames(containerName string) (internal, egressNet, proxy string) {
+	sum := sha256.Sum256([]byte(containerName))
+	return containerName + "-net", containerName + "-egress", "git-sandbox-proxy-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// proxyEnv points every common HTTP client at the proxy, in both cases
+// (curl reads only the lower-case http_proxy).
+func proxyEnv(url string) []string {
+	var env []string
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+		env = append(env, k+"="+url, strings.ToLower(k)+"="+url)
+	}
+	const local = "localhost,127.0.0.1,::1"
+	return append(env, "NO_PROXY="+local, "no_proxy="+local)
+}
+
+// proxySpecInput is what the proxy's container is made from.
+type proxySpecInput struct {
+	Name, Image, Binary, Network string
+	ConfigDir, LogDir            string
+	RepoID, Branch               string
+	Runtime                      string
+	UID, GID                     int
+}
+
+// proxySpec is the proxy's container: hardened like a sandbox and more
+// (read-only root, small limits), running as the user's uid so the files
+// it reads and writes stay the user's.
+func proxySpec(in proxySpecInput) (*container.Spec, error) {
+	spec := &container.Spec{
+		Name:         in.Name,
+		Image:        in.Image,
+		Argv:         []string{proxyBinary, "__proxy", "--config", proxyConfigDir + "/" + proxyConfigFile},
+		Env:          []string{"HOME=/nonexistent"},
+		User:         strconv.Itoa(in.UID) + ":" + strconv.Itoa(in.GID),
+		WorkDir:      "/",
+		Network:      container.NetworkOpen,
+		NetworkName:  in.Network,
+		Runtime:      in.Runtime,
+		ReadOnlyRoot: true,
+		Limits:       container.Limits{MemoryBytes: 256 << 20, CPUs: 1, Pids: 256},
+		Labels: map[string]string{
+			container.LabelManaged: "1",
+			container.LabelRepo:    in.RepoID,
+			container.LabelBranch:  in.Branch,
+			container.LabelRole:    container.RoleProxy,
+			container.LabelVersion: version.Version,
+		},
+	}
+	spec.Harden()
+	for _, m := range []container.Mount{
+		{Source: in.Binary, Target: proxyBinary, ReadOnly: true, Why: "git-sandbox itself, which serves as the proxy"},
+		{Source: in.ConfigDir, Target: proxyConfigDir, ReadOnly: true, Why: "the proxy's configuration (allow list)"},
+		{Source: in.LogDir, Target: proxyLogDir, Why: "the decision log"},
+	} {
+		src, err := container.RefuseUnsafeHostPath(m.Why, m.Source)
+		if err != nil {
+			return nil, err
+		}
+		m.Source = src
+		spec.Mounts = append(spec.Mounts, m)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// planEgress plans allowlist mode for a sandbox whose container is named
+// name.
+func (e *Env) planEgress(name, branch, image, runtime, agentName string, allow []string) (*EgressPlan, error) {
+	pol, err := EgressPolicy(e.Config, agentName, allow)
+	if err != nil {
+		return nil, err
+	}
+	l := e.Layout
+	return e.planEgressFor(name, branch, image, runtime, pol, l.ProxyDir(branch), l.NetLogDir(branch))
+}
+
+// planEgressFor plans a proxy with policy pol for the container named name
+// (a sandbox's agent or a verify run), its files in configDir and logDir.
+func (e *Env) planEgressFor(name, branch, image, runtime string, pol *egress.Policy, configDir, logDir string) (*EgressPlan, error) {
+	internal, egressNet, proxy := egressNames(name)
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find git-sandbox's own binary for the egress proxy: %w", err)
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return nil, fmt.Errorf("find git-sandbox's own binary for the egress proxy: %w", err)
+	}
+	spec, err := proxySpec(proxySpecInput{
+		Name: proxy, Image: image, Binary: exe, Network: egressNet,
+		ConfigDir: configDir, LogDir: logDir,
+		RepoID: e.Repo.ID, Branch: branch, Runtime: runtime,
+		UID: os.Getuid(), GID: os.Getgid(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &EgressPlan{
+		Allow: egress.Rules(pol.Allow), Remove: egress.Rules(pol.Remove),
+		InternalNetwork: internal, EgressNetwork: egressNet,
+		ProxyURL:  "http://" + proxy + ":" + proxyPort,
+		Log:       filepath.Join(logDir, proxyLogFile),
+		Proxy:     spec,
+		configDir: configDir,
+		logDir:    logDir,
+	}, nil
+}
+
+// networkLabels stamp a sandbox's networks.
+func (e *Env) networkLabels(branch string) map[string]string {
+	return map[string]string{
+		container.LabelRepo: e.Repo.ID, container.LabelBranch: branch,
+		container.LabelRole: container.RoleProxy, container.LabelVersion: version.Version,
+	}
+}
+
+// createEgress makes the sandbox's two networks and starts its proxy;
+// everything it makes is added to u.
+func (e *Env) createEgress(ctx context.Context, d Engine, branch string, p *EgressPlan, u *undo) error {
+	cctx := context.WithoutCancel(ctx)
+	labels := e.networkLabels(branch)
+	in, err := d.CreateNetwork(ctx, container.NetworkSpec{Name: p.InternalNetwork, Internal: true, HostUnreachable: true, Labels: labels})
+	if err != nil {
+		return err
+	}
+	u.add(func() { _ = d.RemoveNetwork(cctx, in.ID) })
+	if err := e.step("internal network"); err != nil {
+		return err
+	}
+	out, err := d.CreateNetwork(ctx, container.NetworkSpec{Name: p.EgressNetwork, Labels: labels})
+	if err != nil {
+		return err
+	}
+	u.add(func() { _ = d.RemoveNetwork(cctx, out.ID) })
+	if err := e.step("egress network"); err != nil {
+		return err
+	}
+	return e.startProxy(ctx, d, branch, p, u)
+}
+
+// startProxy writes the proxy's configuration, then creates its container
+// on the egress network, connects it to the internal one, starts it and
+// waits until it listens. What it makes is added to u.
+func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *EgressPlan, u *undo) error {
+	cctx := context.WithoutCancel(ctx)
+	for _, dir := range []string{p.configDir, p.logDir} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("egress proxy: %w", err)
+		}
+	}
+	cfg := &egress.ProxyConfig{
+		Listen:    ":" + proxyPort,
+		Allow:     p.Allow,
+		Remove:    p.Remove,
+		HostAddrs: e.hostAddrs(ctx, d, branch),
+		Log:       proxyLogDir + "/" + proxyLogFile,
+	}
+	if err := egress.WriteConfig(filepath.Join(p.configDir, proxyConfigFile), cfg); err != nil {
+		return err
+	}
+	id, err := d.Create(ctx, p.Proxy)
+	if err != nil {
+		return fmt.Errorf("egress proxy: %w", err)
+	}
+	u.add(func() { _ = d.Remove(cctx, id) })
+	if err := d.ConnectNetwork(ctx, p.InternalNetwork, id); err != nil {
+		return fmt.Errorf("egress proxy: %w", err)
+	}
+	if err := e.step("proxy"); err != nil {
+		return err
+	}
+	if err := d.Start(ctx, id); err != nil {
+		return fmt.Errorf("egress proxy: %w", err)
+	}
+	return waitProxy(ctx, d, id)
+}
+
+// waitProxy waits until the proxy says it listens, so the agent's first
+// request finds it; a proxy that exits instead is an error with its output.
+func waitProxy(ctx context.Context, d Engine, id string) error {
+	deadline := time.Now().Add(proxyReadyTimeout)
+	for {
+		var out bytes.Buffer
+		_ = d.Logs(ctx, id, container.LogsOptions{Tail: "all", Stdout: &out, Stderr: &out})
+		if strings.Contains(out.String(), proxyReadyText) {
+			return nil
+		}
+		st, err := d.Inspect(ctx, id)
+		if err != nil {
+			return fmt.Errorf("egress proxy: %w", err)
+		}
+		if !st.Running || time.Now().After(deadline) {
+			msg := strings.TrimSpace(termsafe.String(out.String()))
+			if msg == "" {
+				msg = "(no output)"
+			}
+			return usererr.New("the egress proxy did not start: %s", msg).
+				Hint("the proxy is git-sandbox itself in the sandbox's image: build it static (make build, CGO_ENABLED=0)").
+				Hint("or start with --network none, or --network open to go without a proxy")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// hostAddrs are the Docker host's own addresses the proxy must refuse
+// like private ones: its gateways on the sandbox's networks and the
+// addresses of this machine's interfaces.
+func (e *Env) hostAddrs(ctx context.Context, d Engine, branch string) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(s string) {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return
+		}
+		s = a.Unmap().String()
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	if nets, err := d.ListNetworks(ctx, container.LabelRepo+"="+e.Repo.ID, container.LabelBranch+"="+branch); err == nil {
+		for _, n := range nets {
+			for _, g := range n.Gateways {
+				add(g)
+			}
+		}
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil {
+				add(p.Addr().String())
+			}
+		}
+	}
+	return out
+}
+
+// restartProxy replaces a sandbox's proxy container with a new one (this
+// binary, the record's policy) before its agent runs again.
+func (e *Env) restartProxy(ctx context.Context, d Engine, sb *Sandbox) error {
+	eg := sb.Egress
+	if eg == nil {
+		return nil
+	}
+	if err := d.Remove(ctx, eg.Proxy); err != nil {
+		return fmt.Errorf("egress proxy: %w", err)
+	}
+	nets, err := d.ListNetworks(ctx, container.LabelRepo+"="+e.Repo.ID, container.LabelBranch+"="+sb.Branch)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, n := range nets {
+		have[n.Name] = true
+	}
+	for _, n := range []string{eg.InternalNetwork, eg.EgressNetwork} {
+		if !have[n] {
+			return usererr.New("network %s of sandbox %s is gone", n, sb.Display()).
+				Hint("its work is safe: git sandbox rescue list %s shows the snapshots", sb.Display()).
+				Hint("git sandbox rm %s removes the rest, then start it again", sb.Display())
+		}
+	}
+	p, err := e.planEgress(sb.Container, sb.Branch, sb.Image, e.Config.Runtime, sb.Agent, nil)
+	if err != nil {
+		return err
+	}
+	p.Allow, p.Remove = eg.Allow, eg.Remove
+	var u undo
+	if err := e.startProxy(ctx, d, sb.Branch, p, &u); err != nil {
+		u.run()
+		return err
+	}
+	return nil
+}
+
+// stopProxy removes a sandbox's proxy container (the networks stay for
+// the agent's container).
+func (s *Sandbox) stopProxy(ctx context.Context, d Engine) error {
+	if s.Egress == nil {
+		return nil
+	}
+	return d.Remove(context.WithoutCancel(ctx), s.Egress.Proxy)
+}
+
+// removeNetworks removes every network made for the sandbox.
+func (s *Sandbox) removeNetworks(ctx context.Context, d Engine) error {
+	nets, err := d.ListNetworks(ctx, container.LabelRepo+"="+s.RepoID, container.LabelBranch+"="+s.Branch)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range nets {
+		if err := d.RemoveNetwork(ctx, n.ID); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// NetLog is the sandbox's egress decision log on the host.
+func (s *Sandbox) NetLog() string { return s.env.Layout.NetLog(s.Branch) }

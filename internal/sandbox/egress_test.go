@@ -1,0 +1,314 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+)
+
+// allowlistEnv is a test env in allowlist mode whose proxy containers say
+// they listen.
+func allowlistEnv(t *testing.T) *testEnv {
+	te := newTestEnv(t)
+	te.env.Config.Network = container.NetworkAllowlist
+	te.env.Config.Allow = []string{"api.example.com"}
+	te.env.Config.RepoDeny = []string{"bad.example.com"}
+	te.fake.Output = "git sandbox: " + proxyReadyText + " [::]:3128\n"
+	return te
+}
+
+func (te *testEnv) role(branch, role string) []enginefake.Container {
+	var out []enginefake.Container
+	for _, c := range te.fake.Containers() {
+		if c.Spec.Labels[container.LabelBranch] == branch && c.Spec.Labels[container.LabelRole] == role {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func TestStartAllowlistMakesNetworksAndProxy(t *testing.T) {
+	te := allowlistEnv(t)
+	sb := te.start("t1")
+	ctx := context.Background()
+
+	nets, err := te.fake.ListNetworks(ctx, container.LabelRepo+"="+te.env.Repo.ID, container.LabelBranch+"=t1")
+	if err != nil || len(nets) != 2 {
+		t.Fatalf("networks = %+v, %v", nets, err)
+	}
+	byName := map[string]container.Network{}
+	for _, n := range nets {
+		byName[n.Name] = n
+	}
+	eg := sb.Egress
+	if eg == nil {
+		t.Fatal("no egress in the record")
+	}
+	in, out := byName[eg.InternalNetwork], byName[eg.EgressNetwork]
+	if !in.Internal || out.Internal || in.ID == "" || out.ID == "" {
+		t.Errorf("internal %+v egress %+v", in, out)
+	}
+	if sb.Network != "allowlist" || !slices.ContainsFunc(eg.Allow, func(r egress.Rule) bool { return r.Entry == "api.example.com" && r.Source == egress.FromUser }) ||
+		len(eg.Remove) != 1 || eg.Remove[0].Source != egress.FromRepository {
+		t.Errorf("record: network %q egress %+v", sb.Network, eg)
+	}
+
+	proxies := te.role("t1", container.RoleProxy)
+	if len(proxies) != 1 {
+		t.Fatalf("proxies = %d", len(proxies))
+	}
+	p := proxies[0]
+	if p.Name != eg.Proxy || p.Status != enginefake.StatusRunning {
+		t.Errorf("proxy %s %s, record says %s", p.Name, p.Status, eg.Proxy)
+	}
+	if p.Spec.NetworkName != eg.EgressNetwork || !slices.Contains(p.Networks, in.ID) {
+		t.Errorf("proxy joins %q and %v, want %s and %s", p.Spec.NetworkName, p.Networks, eg.EgressNetwork, in.ID)
+	}
+	if !p.Spec.ReadOnlyRoot || p.Spec.CapDrop[0] != "ALL" || p.Spec.Argv[1] != "__proxy" {
+		t.Errorf("proxy spec = %+v", p.Spec)
+	}
+	for _, m := range p.Spec.Mounts {
+		if m.Target == proxyBinary && !m.ReadOnly || m.Target == proxyConfigDir && !m.ReadOnly {
+			t.Errorf("mount %s is writable", m.Target)
+		}
+	}
+
+	agent, _ := te.fake.Get(sb.Container)
+	if agent.Spec.Network != container.NetworkAllowlist || agent.Spec.NetworkName != eg.InternalNetwork || len(agent.Networks) != 0 {
+		t.Errorf("agent network %s %q %v", agent.Spec.Network, agent.Spec.NetworkName, agent.Networks)
+	}
+	url := "http://" + eg.Proxy + ":" + proxyPort
+	for _, k := range []string{"HTTP_PROXY", "https_proxy", "ALL_PROXY"} {
+		if !slices.Contains(agent.Spec.Env, k+"="+url) {
+			t.Errorf("agent env lacks %s=%s: %v", k, url, agent.Spec.Env)
+		}
+	}
+
+	// The proxy's configuration: owner-only, the record's policy.
+	cfgPath := filepath.Join(te.env.Layout.ProxyDir("t1"), proxyConfigFile)
+	fi, err := os.Stat(cfgPath)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("proxy config %v %v", fi, err)
+	}
+	cfg, err := egress.LoadConfig(cfgPath)
+	if err != nil || len(cfg.Allow) != len(eg.Allow) || cfg.Log != proxyLogDir+"/"+proxyLogFile {
+		t.Errorf("proxy config = %+v, %v", cfg, err)
+	}
+	// The proxy started before the agent (setup and the agent's first
+	// request find it listening).
+	var order []string
+	for _, c := range te.fake.Calls() {
+		if c.Method == "Start" {
+			order = append(order, c.Target)
+		}
+	}
+	if len(order) != 2 || order[0] != p.ID {
+		t.Errorf("start order = %v, want the proxy %s first", order, p.ID)
+	}
+}
+
+func TestStartAllowlistRollsBack(t *testing.T) {
+	for _, step := range []string{"internal network", "egress network", "proxy", "container"} {
+		t.Run(step, func(t *testing.T) {
+			te := allowlistEnv(t)
+			te.env.failStep = func(s string) error {
+				if s == step {
+					return errors.New("injected")
+				}
+				return nil
+			}
+			if _, err := te.env.Start(context.Background(), detached("t1")); err == nil || !strings.Contains(err.Error(), "injected") {
+				t.Fatalf("start = %v", err)
+			}
+			te.assertNothingLeft("t1", false)
+		})
+	}
+	t.Run("engine refuses the network", func(t *testing.T) {
+		te := allowlistEnv(t)
+		te.fake.Fail("CreateNetwork", errors.New("pool overlaps"))
+		if _, err := te.env.Start(context.Background(), detached("t1")); err == nil || !strings.Contains(err.Error(), "pool overlaps") {
+			t.Fatalf("start = %v", err)
+		}
+		te.assertNothingLeft("t1", false)
+	})
+	t.Run("proxy exits", func(t *testing.T) {
+		te := allowlistEnv(t)
+		te.fake.Output = "exec format error\n"
+		te.fake.OnStart = func(c enginefake.Container) (int, bool) {
+			return 1, c.Spec.Labels[container.LabelRole] == container.RoleProxy
+		}
+		_, err := te.env.Start(context.Background(), detached("t1"))
+		if err == nil || !strings.Contains(err.Error(), "the egress proxy did not start: exec format error") {
+			t.Fatalf("start = %v", err)
+		}
+		te.assertNothingLeft("t1", false)
+	})
+}
+
+func TestAllowlistStopResumeRemove(t *testing.T) {
+	te := allowlistEnv(t)
+	sb := te.start("t1")
+	ctx := context.Background()
+	first := te.role("t1", container.RoleProxy)[0].ID
+
+	if _, err := te.find("t1").Stop(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if p := te.role("t1", container.RoleProxy); len(p) != 0 {
+		t.Errorf("proxy after stop: %+v", p)
+	}
+	if nets, _ := te.fake.ListNetworks(ctx, container.LabelBranch+"=t1"); len(nets) != 2 {
+		t.Errorf("networks after stop = %d, want both kept for the agent's container", len(nets))
+	}
+
+	// A repository's config changed since: resume keeps the record's policy.
+	te.env.Config.Allow = []string{"other.example.com"}
+	if _, err := te.env.Start(ctx, detached("t1")); err != nil {
+		t.Fatal(err)
+	}
+	p := te.role("t1", container.RoleProxy)
+	if len(p) != 1 || p[0].ID == first || p[0].Status != enginefake.StatusRunning {
+		t.Fatalf("proxy after resume: %+v", p)
+	}
+	cfg, err := egress.LoadConfig(filepath.Join(te.env.Layout.ProxyDir("t1"), proxyConfigFile))
+	if err != nil || slices.ContainsFunc(cfg.Allow, func(r egress.Rule) bool { return r.Entry == "other.example.com" }) {
+		t.Errorf("resume changed the policy: %+v %v", cfg, err)
+	}
+
+	// Resume of a sandbox whose networks are gone says how to recover.
+	if _, err := te.find("t1").Stop(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	nets, _ := te.fake.ListNetworks(ctx, container.LabelBranch+"=t1")
+	for _, n := range nets {
+		if n.Name == sb.Egress.EgressNetwork {
+			if err := te.fake.RemoveNetwork(ctx, n.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := te.env.Start(ctx, detached("t1")); err == nil || !strings.Contains(err.Error(), "is gone") {
+		t.Fatalf("resume without its network = %v", err)
+	}
+	if p := te.role("t1", container.RoleProxy); len(p) != 0 {
+		t.Errorf("proxy left by a failed resume: %+v", p)
+	}
+
+	if _, err := te.find("t1").Remove(ctx, RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	te.assertNothingLeft("t1", true)
+}
+
+func TestEgressPolicySources(t *testing.T) {
+	te := newTestEnv(t)
+	cfg := te.env.Config
+	cfg.Allow = []string{"registry.example.com"}
+	cfg.Deny = []string{"claude.ai"}
+	cfg.RepoDeny = []string{"*.example.com"}
+	p, err := EgressPolicy(cfg, "claude", []string{"extra.example.org:8443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := map[string]egress.Source{}
+	for _, e := range p.Allow {
+		src[e.String()] = e.Source
+	}
+	want := map[string]egress.Source{
+		"api.anthropic.com": egress.AdapterSource("claude"), "registry.example.com": egress.FromUser,
+		"extra.example.org:8443": egress.FromFlag,
+	}
+	for k, v := range want {
+		if src[k] != v {
+			t.Errorf("%s from %q, want %q", k, src[k], v)
+		}
+	}
+	if r, ok := p.Removed(egress.Entry{Host: "registry.example.com"}); !ok || r.Source != egress.FromRepository {
+		t.Errorf("the repository's wildcard deny does not remove registry.example.com: %+v", r)
+	}
+	if _, err := EgressPolicy(cfg, "shell", []string{"https://x/"}); err == nil {
+		t.Error("a bad --allow entry was accepted")
+	}
+	if v, err := VerifyPolicy(cfg); v != nil || err != nil {
+		t.Errorf("verify policy without verify_allow = %+v, %v", v, err)
+	}
+}
+
+func TestVerifyNetwork(t *testing.T) {
+	ctx := context.Background()
+	t.Run("none without verify_allow", func(t *testing.T) {
+		te := allowlistEnv(t)
+		te.env.Config.Verify = "make test"
+		te.start("t1")
+		var verifySpec container.Spec
+		te.fake.OnStart = func(c enginefake.Container) (int, bool) {
+			if c.Spec.Labels[container.LabelRole] == container.RoleVerify {
+				verifySpec = c.Spec
+				return 0, true
+			}
+			return 0, false
+		}
+		sb, err := te.env.Find("t1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := sb.VerifyNow(ctx, IO{Stdout: &strings.Builder{}, Stderr: &strings.Builder{}}); err != nil {
+			t.Fatal(err)
+		}
+		if verifySpec.Network != container.NetworkNone || verifySpec.NetworkName != "" {
+			t.Errorf("verify network %s %q, want none", verifySpec.Network, verifySpec.NetworkName)
+		}
+		if got := len(te.role("t1", container.RoleProxy)); got != 1 {
+			t.Errorf("proxies = %d, want only the sandbox's", got)
+		}
+	})
+	t.Run("verify_allow gets its own proxy removed after the run", func(t *testing.T) {
+		te := allowlistEnv(t)
+		te.env.Config.Verify = "make test"
+		te.env.Config.VerifyAllow = []string{"proxy.golang.org"}
+		te.start("t1")
+		var verifySpec, verifyProxy container.Spec
+		te.fake.OnStart = func(c enginefake.Container) (int, bool) {
+			switch {
+			case c.Spec.Labels[container.LabelRole] == container.RoleVerify:
+				verifySpec = c.Spec
+				return 0, true
+			case c.Spec.Labels[container.LabelRole] == container.RoleProxy && strings.HasSuffix(c.Spec.NetworkName, "-verify-egress"):
+				verifyProxy = c.Spec
+			}
+			return 0, false
+		}
+		sb, err := te.env.Find("t1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _, err := sb.VerifyNow(ctx, IO{Stdout: &strings.Builder{}, Stderr: &strings.Builder{}})
+		if err != nil || !v.OK {
+			t.Fatalf("verify = %+v, %v", v, err)
+		}
+		if verifySpec.Network != container.NetworkAllowlist || !strings.HasSuffix(verifySpec.NetworkName, "-verify-net") {
+			t.Errorf("verify network %s %q", verifySpec.Network, verifySpec.NetworkName)
+		}
+		if verifyProxy.Name == "" || !slices.ContainsFunc(verifySpec.Env, func(s string) bool { return s == "HTTPS_PROXY=http://"+verifyProxy.Name+":"+proxyPort }) {
+			t.Errorf("verify env %v, proxy %q", verifySpec.Env, verifyProxy.Name)
+		}
+		cfg, err := egress.LoadConfig(filepath.Join(te.env.Layout.Dir("t1"), "verify-proxy", proxyConfigFile))
+		if err != nil || len(cfg.Allow) != 1 || cfg.Allow[0].Entry != "proxy.golang.org" {
+			t.Errorf("verify proxy config %+v %v", cfg, err)
+		}
+		if got := len(te.role("t1", container.RoleProxy)); got != 1 {
+			t.Errorf("proxies after verify = %d, want only the sandbox's", got)
+		}
+		if nets, _ := te.fake.ListNetworks(ctx, container.LabelBranch+"=t1"); len(nets) != 2 {
+			t.Errorf("networks after verify = %d, want the sandbox's two", len(nets))
+		}
+	})
+}
