@@ -55,7 +55,7 @@ can (claude --continue, codex resume --last); without one, the agent continues
 interactively on a terminal, and start refuses without one. --rerun runs the
 original task again. A follow-up runs in a new container made like the first
 (same image, mounts, hardening); --verify and the limits may change, while
---base, --carry, --agent, --image, --network, --runtime and -e cannot, and are
+--base, --carry, --agent, --image, --network, --allow, --runtime and -e cannot, and are
 refused.
 
 For --agent shell, -p with a command after -- is the task's description:

@@ -153,6 +153,7 @@ func checkFixedFlags(sb *Sandbox, o StartOptions) error {
 	add(o.Image != "", "--image")
 	add(o.Network != "", "--network")
 	add(o.Runtime != "", "--runtime")
+	add(len(o.Allow) > 0, "--allow")
 	add(len(o.Env) > 0, "-e")
 	if len(fixed) == 0 {
 		return nil
