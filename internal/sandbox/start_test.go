@@ -375,3 +375,30 @@ func TestEngineUnreachable(t *testing.T) {
 		t.Errorf("snapshot with the engine down: %v", err)
 	}
 }
+
+// An agent whose CLI the image lacks is refused before anything exists,
+// with a hint; the same image runs an agent it has, and the shell agent
+// always.
+func TestStartRefusesAgentMissingFromImage(t *testing.T) {
+	te := newTestEnv(t)
+	te.fake.AddImage(te.env.Config.Image, "codex")
+	o := detached("t1")
+	o.Agent, o.Args, o.Prompt = "claude", nil, "fix it"
+	_, err := te.env.Start(context.Background(), o)
+	ue, ok := usererr.As(err)
+	if !ok || !strings.Contains(ue.Msg, "has no claude CLI (agent CLIs it has: codex)") ||
+		!strings.Contains(strings.Join(ue.Hints, "\n"), "git sandbox image build") ||
+		!strings.Contains(strings.Join(ue.Hints, "\n"), "--agent (codex, shell)") {
+		t.Fatalf("start = %#v", err)
+	}
+	if n := te.fake.Count("Create"); n != 0 {
+		t.Errorf("%d containers created", n)
+	}
+	te.assertNothingLeft("t1", false)
+
+	o.Branch, o.Agent = "t2", "codex"
+	if _, err := te.env.Start(context.Background(), o); err != nil {
+		t.Fatalf("codex: %v", err)
+	}
+	te.start("t3") // shell
+}
