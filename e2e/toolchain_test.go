@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"io/fs"
-	"path/filepath"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
