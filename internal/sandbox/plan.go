@@ -12,8 +12,10 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/devcontainer"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/version"
 	"github.com/git-sandbox/git-sandbox/worktree"
@@ -21,17 +23,21 @@ import (
 
 // PlanInput is everything a container spec is derived from.
 type PlanInput struct {
-	Name          string
-	Image         string
-	Branch        string
-	RepoID        string
-	Base          string
-	Baseline      string
-	Agent         string
-	Prompt        string
-	Verify        string
-	Setup         string
-	Argv          []string
+	Name     string
+	Image    string
+	Branch   string
+	RepoID   string
+	Base     string
+	Baseline string
+	Agent    string
+	Prompt   string
+	Verify   string
+	Setup    string
+	Argv     []string
+	// ImageEnv is the image's own configuration's environment (a
+	// devcontainer's containerEnv and remoteEnv), before the agent's and
+	// the user's variables, which win.
+	ImageEnv      []string
 	AgentEnv      []string
 	UserEnv       []string // KEY=VALUE, already resolved
 	Worktree      string
@@ -93,6 +99,7 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 	if in.Setup != "" {
 		spec.Env = append(spec.Env, "GIT_SANDBOX_SETUP="+in.Setup)
 	}
+	spec.Env = append(spec.Env, in.ImageEnv...)
 	spec.Env = append(spec.Env, in.AgentEnv...)
 	spec.Env = append(spec.Env, in.UserEnv...)
 
@@ -190,7 +197,14 @@ type Plan struct {
 	Detach        bool            `json:"detach"`
 	Interval      string          `json:"rescue_interval"`
 	Container     *container.Spec `json:"container"`
+	// Devcontainer is the repository's devcontainer.json when the image is
+	// built from it (start builds it, or reuses the image of the same
+	// inputs, before anything is created).
+	Devcontainer *devcontainer.Config `json:"devcontainer,omitempty"`
 
+	// in is what Container was built from, for building it again once the
+	// devcontainer image is known.
+	in PlanInput
 	// passed names the variables passed from the host, whose values
 	// Redacted hides.
 	passed []string
@@ -244,6 +258,19 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		return nil, task, nil, err
 	}
 	image := firstNonEmpty(o.Image, e.Config.Image)
+	setup := e.Config.Setup
+	dc, err := e.loadDevcontainer(ctx, o, baseCommit)
+	if err != nil {
+		return nil, task, nil, err
+	}
+	if dc != nil {
+		// Built at start, once the engine is reached; dry runs show where
+		// it comes from.
+		image = devImagePending + dc.Path
+		if setup == "" {
+			setup = dc.SetupCommand()
+		}
+	}
 	network := e.Config.Network
 	if o.Network != "" {
 		if network, err = container.ParseNetworkMode(o.Network); err != nil {
@@ -267,7 +294,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		Agent:         adapter.Name(),
 		Prompt:        o.Prompt,
 		Verify:        verify,
-		Setup:         e.Config.Setup,
+		Setup:         setup,
 		Argv:          argv,
 		AgentEnv:      adapter.Env(),
 		UserEnv:       env,
@@ -305,8 +332,74 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		Detach:        o.Detach,
 		Interval:      e.Config.Rescue.Interval.String(),
 		Container:     spec,
+		Devcontainer:  dc,
+		in:            in,
 		passed:        envNames(env),
 	}, task, adapter, nil
+}
+
+// devImagePending is the image a plan names until its devcontainer image is
+// built.
+const devImagePending = "(to be built from) "
+
+// loadDevcontainer returns the repository's devcontainer at the start
+// commit when it gives the sandbox its image: no --image, no image in the
+// user's or the repository's config, and a file that names an image or a
+// build. What the file asks for and does not get is printed, one line each.
+func (e *Env) loadDevcontainer(ctx context.Context, o StartOptions, commit string) (*devcontainer.Config, error) {
+	if o.Image != "" || e.Config.Image != config.DefaultImage() {
+		return nil, nil
+	}
+	dc, err := devcontainer.Load(ctx, devcontainer.Source{Git: e.Git(), Commit: commit})
+	if err != nil || dc == nil {
+		return nil, err
+	}
+	if !dc.HasBase() {
+		e.UI.Infof("%s names no image and no build; using %s", dc.Path, termsafe.String(e.Config.Image))
+		return nil, nil
+	}
+	for _, ig := range dc.Ignored {
+		e.UI.Warnf("%s: %s", dc.Path, ig.String())
+	}
+	return dc, nil
+}
+
+// devImage builds the plan's devcontainer image (or finds the one built from
+// the same inputs) and points the plan's container at it, with the file's
+// environment. The agent CLIs are tried only for an agent that needs one.
+func (e *Env) devImage(ctx context.Context, d Engine, p *Plan, adapter agent.Adapter, io IO) error {
+	de, ok := d.(devcontainer.Engine)
+	if !ok {
+		return usererr.New("this container engine cannot build the image %s describes", p.Devcontainer.Path).
+			Hint("pick an image with --image")
+	}
+	src := devcontainer.Source{Git: e.Git(), Commit: p.BaseCommit}
+	plan, err := devcontainer.PlanImage(ctx, de, src, p.Devcontainer, devcontainer.ImageOptions{
+		RepoName: e.Repo.Name, RepoID: e.Repo.ID, NoAgents: adapter.Package() == "",
+	})
+	if err != nil {
+		return err
+	}
+	bo := devcontainer.BuildOptions{Out: io.Stderr}
+	if f, ok := io.Stderr.(*os.File); ok && ui.IsTerminal(f) {
+		bo.IsTerminal, bo.TerminalFd = true, f.Fd()
+	}
+	img, err := devcontainer.EnsureImage(ctx, de, src, plan, bo)
+	if err != nil {
+		return err
+	}
+	if !img.Built {
+		e.UI.Infof("image %s (from %s, unchanged)", img.Tag, p.Devcontainer.Path)
+	}
+	in := p.in
+	in.Image = img.Tag
+	in.ImageEnv = p.Devcontainer.Environ(img.Env)
+	spec, err := BuildSpec(in)
+	if err != nil {
+		return err
+	}
+	p.in, p.Container = in, spec
+	return nil
 }
 
 // resolveBase returns the branch work lands on and the commit the sandbox

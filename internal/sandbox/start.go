@@ -89,7 +89,11 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.ensureImage(ctx, d, p.Container.Image, o.IO); err != nil {
+	if p.Devcontainer != nil {
+		if err := e.devImage(ctx, d, p, adapter, o.IO); err != nil {
+			return nil, err
+		}
+	} else if err := e.ensureImage(ctx, d, p.Container.Image, o.IO); err != nil {
 		return nil, err
 	}
 	if err := e.checkAgentCLI(ctx, d, p.Container.Image, adapter); err != nil {

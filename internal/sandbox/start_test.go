@@ -402,3 +402,40 @@ func TestStartRefusesAgentMissingFromImage(t *testing.T) {
 	}
 	te.start("t3") // shell
 }
+
+// A devcontainer at the start commit gives the plan its setup command and
+// image source (built at start, so a dry run asks no engine); its ignored
+// keys are printed; an image from the config or --image leaves it unused.
+func TestStartPlanFromDevcontainer(t *testing.T) {
+	te := newTestEnv(t)
+	te.write(".devcontainer.json", `{"image": "proj:1", "postCreateCommand": "make deps", "runArgs": ["--privileged"]}`)
+	te.git("add", "-A")
+	te.git("commit", "-q", "-m", "devcontainer")
+	o := detached("t1")
+	o.DryRun = true
+	res, err := te.env.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Plan
+	if p.Devcontainer == nil || p.Setup != "make deps" || p.Container.Image != devImagePending+".devcontainer.json" {
+		t.Errorf("plan: devcontainer %+v, setup %q, image %q", p.Devcontainer, p.Setup, p.Container.Image)
+	}
+	if !strings.Contains(te.err.String(), ".devcontainer.json: runArgs ignored") {
+		t.Errorf("ignored keys not printed:\n%s", te.err.String())
+	}
+	if calls := te.fake.Calls(); len(calls) != 0 {
+		t.Errorf("dry run asked the engine: %v", calls)
+	}
+	o.Image = "other:1"
+	if res, err = te.env.Start(context.Background(), o); err != nil || res.Plan.Devcontainer != nil || res.Plan.Setup != "" || res.Plan.Container.Image != "other:1" {
+		t.Errorf("--image: %v %+v", err, res.Plan)
+	}
+	// A real start on an engine that cannot build images says so and makes
+	// nothing.
+	o.Image, o.DryRun = "", false
+	if _, err := te.env.Start(context.Background(), o); err == nil || !strings.Contains(err.Error(), "cannot build the image .devcontainer.json describes") {
+		t.Errorf("start on the fake engine: %v", err)
+	}
+	te.assertNothingLeft("t1", false)
+}
