@@ -1,12 +1,18 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAgentCLICheckedBeforeCreate: the test image was built without agent
@@ -139,4 +145,88 @@ echo change > f.txt && git add f.txt && git commit -qm "agent change" && echo co
 	if strings.Contains(r.Stderr, "devcontainer") || !strings.Contains(r.Stdout, "no projtool") || !strings.Contains(r.Stdout, "no setup") {
 		t.Errorf("start --image: %s", r)
 	}
+}
+
+// TestPublishPorts: a server the agent starts is reached from the host on
+// 127.0.0.1 at the port start chose (and at one given), and not on the
+// host's other addresses; ports and ps --json say where.
+func TestPublishPorts(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	fixed, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := `for p in 3000 4000; do perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalAddr => "0.0.0.0", LocalPort => $ARGV[0], Listen => 5, ReuseAddr => 1) or die "listen: $!"; while ($c = $s->accept) { print $c "hello from port $ARGV[0]\n"; close $c }' $p & done; wait`
+	r := e.MustSandbox("start", "srv", "-d", "--publish", "3000", "--publish", strconv.Itoa(fixed)+":4000", "--agent", "shell", "--", "sh", "-c", serve)
+	if !strings.Contains(r.Stderr, "port 3000 published on 127.0.0.1:") {
+		t.Errorf("start does not say where the port went: %s", r)
+	}
+	var list []struct {
+		Branch string `json:"branch"`
+		Ports  []struct {
+			HostIP   string `json:"host_ip"`
+			HostPort int    `json:"host_port"`
+			Port     int    `json:"port"`
+		} `json:"ports"`
+	}
+	ps := e.MustSandbox("ps", "--json")
+	must(t, json.Unmarshal([]byte(ps.Stdout), &list))
+	if len(list) != 1 || len(list[0].Ports) != 2 || list[0].Ports[0].Port != 3000 || list[0].Ports[0].HostIP != "127.0.0.1" ||
+		list[0].Ports[0].HostPort == 0 || list[0].Ports[1].HostPort != fixed {
+		t.Fatalf("ps --json: %s", ps.Stdout)
+	}
+	auto := list[0].Ports[0].HostPort
+	out := e.MustSandbox("ports", "srv")
+	if want := fmt.Sprintf("3000 -> 127.0.0.1:%d\n4000 -> 127.0.0.1:%d\n", auto, fixed); out.Stdout != want {
+		t.Errorf("ports: %q, want %q", out.Stdout, want)
+	}
+	for port, host := range map[int]int{3000: auto, 4000: fixed} {
+		var got string
+		Eventually(t, 30*time.Second, fmt.Sprintf("the server on port %d answers on 127.0.0.1:%d", port, host), func() bool {
+			got = dialRead("127.0.0.1", host)
+			return got != ""
+		})
+		if got != fmt.Sprintf("hello from port %d\n", port) {
+			t.Errorf("127.0.0.1:%d answered %q", host, got)
+		}
+		// Not on any other address of this machine.
+		for _, ip := range hostAddresses(t) {
+			if got := dialRead(ip, host); got != "" {
+				t.Errorf("%s:%d answered %q: published beyond loopback", ip, host, got)
+			}
+		}
+	}
+}
+
+// dialRead connects and returns what the server says, "" when nothing
+// answers.
+func dialRead(ip string, port int) string {
+	c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, strconv.Itoa(port)), 2*time.Second)
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	b, _ := io.ReadAll(c)
+	return string(b)
+}
+
+// hostAddresses lists this machine's IPv4 addresses other than loopback.
+func hostAddresses(t *testing.T) []string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			out = append(out, n.IP.String())
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no non-loopback address to check against")
+	}
+	return out
 }

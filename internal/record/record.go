@@ -47,11 +47,21 @@ type Record struct {
 	Verify    string `json:"verify,omitempty"`
 	Setup     string `json:"setup,omitempty"`
 	Carried   bool   `json:"carried,omitempty"`
+	// Ports are the container ports published on the host's loopback
+	// interface.
+	Ports []Port `json:"ports,omitempty"`
 	// Stopped is set by git sandbox stop and cleared when it runs again.
 	Stopped bool      `json:"stopped,omitempty"`
 	Created time.Time `json:"created"`
 	// Verdicts are verify results keyed by the tree id they verified.
 	Verdicts map[string]Verdict `json:"verdicts,omitempty"`
+}
+
+// Port is one published port: the container's Port on HostIP:HostPort.
+type Port struct {
+	HostIP   string `json:"host_ip"`
+	HostPort int    `json:"host_port"`
+	Port     int    `json:"port"`
 }
 
 // Verdict is the result of one verify run.

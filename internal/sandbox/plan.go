@@ -47,6 +47,7 @@ type PlanInput struct {
 	HostHooks     string
 	AgentHome     string
 	ExtraMounts   []config.Mount
+	Ports         []container.Port
 	Network       container.NetworkMode
 	Runtime       string
 	Memory        string
@@ -121,6 +122,10 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 	}
 	if in.Verify != "" {
 		spec.Labels[container.LabelVerify] = in.Verify
+	}
+	if len(in.Ports) > 0 {
+		spec.Ports = append([]container.Port(nil), in.Ports...)
+		spec.Labels[container.LabelPorts] = container.PortsLabel(in.Ports)
 	}
 
 	type m struct {
@@ -278,6 +283,10 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 				Hint("host networking is never offered: it would give the agent the host's services")
 		}
 	}
+	ports, err := publishPorts(o, dc, network)
+	if err != nil {
+		return nil, task, nil, err
+	}
 	hooksDir, _, err := e.Repo.HooksDir(ctx)
 	if err != nil {
 		return nil, task, nil, err
@@ -305,6 +314,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		HostHooks:     hooksDir,
 		AgentHome:     l.AgentHome(adapter.Name()),
 		ExtraMounts:   e.Config.Mounts,
+		Ports:         ports,
 		Network:       network,
 		Runtime:       firstNonEmpty(o.Runtime, e.Config.Runtime),
 		Memory:        firstNonEmpty(o.Memory, e.Config.Limits.Memory),
@@ -336,6 +346,67 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		in:            in,
 		passed:        envNames(env),
 	}, task, adapter, nil
+}
+
+// publishPorts reads --publish and adds the devcontainer's forwardPorts
+// not published already; every port is on the host's loopback interface.
+// Outside a dry run, a free host port is chosen for each that names none,
+// so the mapping is fixed at creation (labels, record) and the same on
+// every resume.
+func publishPorts(o StartOptions, dc *devcontainer.Config, network container.NetworkMode) ([]container.Port, error) {
+	var ports []container.Port
+	seen := map[int]bool{}
+	hostSeen := map[int]bool{}
+	for _, s := range o.Publish {
+		p, err := container.ParsePublish(s)
+		if err != nil {
+			return nil, usererr.New("--publish %v", err).
+				Hint("--publish 3000 publishes port 3000 on a free port of 127.0.0.1; --publish 8080:3000 on 127.0.0.1:8080")
+		}
+		if seen[p.Port] {
+			return nil, usererr.New("--publish: port %d is published twice", p.Port)
+		}
+		if p.HostPort > 0 && hostSeen[p.HostPort] {
+			return nil, usererr.New("--publish: host port %d is used twice", p.HostPort)
+		}
+		seen[p.Port], hostSeen[p.HostPort] = true, true
+		ports = append(ports, p)
+	}
+	if dc != nil {
+		for _, n := range dc.Ports {
+			if !seen[n] {
+				seen[n] = true
+				ports = append(ports, container.Port{HostIP: container.Loopback, Port: n})
+			}
+		}
+	}
+	if len(ports) > 0 && network == container.NetworkNone {
+		if len(o.Publish) == 0 {
+			return nil, nil // forwardPorts only: nothing to reach without a network
+		}
+		return nil, usererr.New("--publish needs a network: the sandbox's network is %s", network).
+			Hint("start it with --network %s to publish ports (on 127.0.0.1 only)", container.NetworkBridge)
+	}
+	if o.DryRun {
+		return ports, nil
+	}
+	for i := range ports {
+		if ports[i].HostPort > 0 {
+			continue
+		}
+		for {
+			n, err := container.FreeLoopbackPort()
+			if err != nil {
+				return nil, err
+			}
+			if !hostSeen[n] {
+				hostSeen[n] = true
+				ports[i].HostPort = n
+				break
+			}
+		}
+	}
+	return ports, nil
 }
 
 // devImagePending is the image a plan names until its devcontainer image is

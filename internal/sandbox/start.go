@@ -43,6 +43,8 @@ type StartOptions struct {
 	Memory  string
 	CPUs    float64
 	Pids    int64
+	// Publish are --publish values: PORT or HOST_PORT:PORT.
+	Publish []string
 	IO      IO
 }
 
@@ -271,6 +273,7 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		Verify:        p.Verify,
 		Setup:         p.Setup,
 		Carried:       p.Carry,
+		Ports:         recordPorts(p.Container.Ports),
 		Created:       time.Now().UTC(),
 	}
 	if p.Base != "" {
@@ -384,6 +387,14 @@ func (e *Env) identity(ctx context.Context) (name, email string) {
 		email = "agent@git-sandbox.invalid"
 	}
 	return name, email
+}
+
+func recordPorts(ports []container.Port) []record.Port {
+	var out []record.Port
+	for _, p := range ports {
+		out = append(out, record.Port{HostIP: p.HostIP, HostPort: p.HostPort, Port: p.Port})
+	}
+	return out
 }
 
 func cloneMap(m map[string]string) map[string]string {

@@ -439,3 +439,39 @@ func TestStartPlanFromDevcontainer(t *testing.T) {
 	}
 	te.assertNothingLeft("t1", false)
 }
+
+// --publish: loopback only, a free host port chosen where none is given,
+// fixed at creation (labels, record, ps); refused without a network.
+func TestStartPublishesPorts(t *testing.T) {
+	te := newTestEnv(t)
+	o := detached("t1")
+	o.Publish = []string{"3000", "18080:8080"}
+	res, err := te.env.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := te.fake.Get(res.Sandbox.Container)
+	ps := c.Spec.Ports
+	if len(ps) != 2 || ps[0].Port != 3000 || ps[0].HostPort == 0 || ps[0].HostIP != "127.0.0.1" ||
+		ps[1] != (container.Port{HostIP: "127.0.0.1", HostPort: 18080, Port: 8080}) {
+		t.Fatalf("ports %+v", ps)
+	}
+	if c.Spec.Labels[container.LabelPorts] != container.PortsLabel(ps) {
+		t.Errorf("label %q", c.Spec.Labels[container.LabelPorts])
+	}
+	list, err := te.env.Statuses(context.Background())
+	if err != nil || len(list) != 1 || len(list[0].Ports) != 2 || list[0].Ports[0].HostPort != ps[0].HostPort {
+		t.Errorf("ps: %+v %v", list, err)
+	}
+	for name, o := range map[string]StartOptions{
+		"all interfaces": func() StartOptions { o := detached("t2"); o.Publish = []string{"0.0.0.0:80:80"}; return o }(),
+		"no network":     func() StartOptions { o := detached("t3"); o.Publish = []string{"80"}; o.Network = "none"; return o }(),
+		"twice":          func() StartOptions { o := detached("t4"); o.Publish = []string{"80", "1:80"}; return o }(),
+	} {
+		if _, err := te.env.Start(context.Background(), o); err == nil {
+			t.Errorf("%s: start succeeded", name)
+		} else if _, ok := usererr.As(err); !ok {
+			t.Errorf("%s: %v is not a user error", name, err)
+		}
+	}
+}
