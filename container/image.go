@@ -101,6 +101,42 @@ func (d *Docker) Build(ctx context.Context, o BuildOptions) error {
 	if err := jsonmessage.DisplayJSONMessagesStream(resp.Body, out, o.TerminalFd, o.IsTerminal, nil); err != nil {
 		return d.buildError(o, haveBase, err)
 	}
+	return d.labelAgents(ctx, o)
+}
+
+// labelAgents stamps LabelAgents on a freshly built image: which agent CLIs
+// it has is known only once its build ran, so the list is read from the
+// image and a label-only image of the same tag is built on top (its parent
+// goes with it). Later checks are then an inspect, not a container run.
+func (d *Docker) labelAgents(ctx context.Context, o BuildOptions) error {
+	info, ok, err := d.InspectImage(ctx, o.Tag)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("image %s vanished right after it was built", o.Tag)
+	}
+	have, err := d.ProbeAgents(ctx, o.Tag)
+	if err != nil {
+		return err
+	}
+	labels := maps.Clone(info.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelImage] = "1"
+	labels[LabelImage+".base"] = o.Base
+	labels[LabelAgents] = strings.Join(have, ",")
+	_, err = d.BuildContext(ctx, ContextBuild{
+		Context:    DockerfileContext([]byte("FROM " + info.ID + "\n")),
+		Dockerfile: "Dockerfile",
+		Tags:       []string{o.Tag},
+		Labels:     labels,
+		Progress:   io.Discard,
+	})
+	if err != nil {
+		return fmt.Errorf("label %s with its agent CLIs: %w", o.Tag, err)
+	}
 	return nil
 }
 
@@ -125,10 +161,38 @@ func errImageMissing(image string, isDefault bool) error {
 // it is the image git sandbox builds itself.
 func ErrImageMissing(image string, isDefault bool) error { return errImageMissing(image, isDefault) }
 
-// ImageAgents lists the agent CLIs the image says it has installed (the
-// build writes them to /etc/git-sandbox-agents), by running a throwaway,
-// hardened, network-less container of it.
+// ImageAgents lists the agent CLIs the image says it has installed: the
+// LabelAgents label when the image carries it (an inspect), else the list
+// the build wrote to /etc/git-sandbox-agents, read by a throwaway,
+// hardened, network-less container of it (images built before the label).
 func (d *Docker) ImageAgents(ctx context.Context, image string) ([]string, error) {
+	info, ok, err := d.InspectImage(ctx, image)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errImageMissing(image, false)
+	}
+	if v, labelled := info.Labels[LabelAgents]; labelled {
+		return SplitAgents(v), nil
+	}
+	return d.ProbeAgents(ctx, image)
+}
+
+// SplitAgents reads a LabelAgents value.
+func SplitAgents(v string) []string {
+	var out []string
+	for _, a := range strings.Split(v, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// ProbeAgents reads the list of agent CLIs the build wrote to
+// /etc/git-sandbox-agents, whatever labels the image inherited.
+func (d *Docker) ProbeAgents(ctx context.Context, image string) ([]string, error) {
 	spec := &Spec{
 		Name:    "",
 		Image:   image,

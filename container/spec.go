@@ -84,6 +84,7 @@ type Spec struct {
 	Hostname string            `json:"hostname"`
 	Labels   map[string]string `json:"labels"`
 	Mounts   []Mount           `json:"mounts"`
+	Ports    []Port            `json:"ports,omitempty"`
 	Limits   Limits            `json:"limits"`
 	Network  NetworkMode       `json:"network"`
 	// NetworkName is the engine network the container joins: for
@@ -148,6 +149,11 @@ func (s *Spec) Validate() error {
 	if len(s.CapDrop) != 1 || s.CapDrop[0] != "ALL" || len(s.Security) == 0 || s.Limits.Pids <= 0 {
 		return fmt.Errorf("sandbox hardening missing (cap-drop ALL, no-new-privileges, pids limit)")
 	}
+	for _, p := range s.Ports {
+		if p.HostIP != Loopback {
+			return fmt.Errorf("port %d published on %q: sandbox ports are published on %s only", p.Port, p.HostIP, Loopback)
+		}
+	}
 	seen := map[string]bool{}
 	for _, m := range s.Mounts {
 		if !path.IsAbs(m.Target) {
@@ -202,6 +208,7 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 	if s.Limits.MemoryBytes > 0 {
 		hc.Resources.MemorySwap = s.Limits.MemoryBytes
 	}
+	cfg.ExposedPorts, hc.PortBindings = dockerPorts(s.Ports)
 	for _, m := range s.Mounts {
 		hc.Mounts = append(hc.Mounts, mount.Mount{
 			Type:     mount.TypeBind,

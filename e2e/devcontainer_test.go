@@ -145,7 +145,7 @@ func TestDevcontainerImage(t *testing.T) {
 	}
 	defer d.Close()
 
-	cfg, plan, img, out := devImage(t, ctx, d, repo, false, true)
+	cfg, plan, img, out := devImage(t, ctx, d, repo, true, true)
 	if !img.Built || !strings.HasPrefix(img.Tag, devImageRepository+":repo-") || img.Tag != plan.Tag {
 		t.Fatalf("first build: %+v\n%s", img, out)
 	}
@@ -204,7 +204,7 @@ pwd
 	}
 
 	// The labels record what it was built from and which agent CLIs it has
-	// (none offline; the label is there all the same).
+	// (none asked for; the label is there all the same).
 	info, ok, err := d.InspectImage(ctx, img.Tag)
 	if err != nil || !ok {
 		t.Fatalf("inspect: %v %v", ok, err)
@@ -223,7 +223,7 @@ pwd
 	e.WriteFile("secret.txt", "changed, and still ignored\n")
 	e.Git("commit", "-q", "-am", "only an ignored file")
 	began := time.Now()
-	_, plan2, reused, out2 := devImage(t, ctx, d, repo, false, false)
+	_, plan2, reused, out2 := devImage(t, ctx, d, repo, true, false)
 	t.Logf("planning and reusing an existing image took %v", time.Since(began))
 	if plan2.Tag != plan.Tag || reused.Built || reused.ID != img.ID || out2 != "" {
 		t.Errorf("unchanged inputs were not reused: %s vs %s, built %v, id %s vs %s\n%s", plan2.Tag, plan.Tag, reused.Built, reused.ID, img.ID, out2)
@@ -234,11 +234,11 @@ pwd
 	// show the engine's cache at work again).
 	e.WriteFile("README.md", "changed\n")
 	e.Git("commit", "-q", "-am", "a context file")
-	if p := devPlan(t, ctx, d, repo, false); p.Tag == plan.Tag {
+	if p := devPlan(t, ctx, d, repo, true); p.Tag == plan.Tag {
 		t.Errorf("a changed context file kept the tag %s", p.Tag)
 	}
 	devcontainerFiles(e, "RUN echo second > /opt/second\n")
-	if p := devPlan(t, ctx, d, repo, false); p.Tag == plan.Tag {
+	if p := devPlan(t, ctx, d, repo, true); p.Tag == plan.Tag {
 		t.Errorf("a changed Dockerfile kept the tag %s", p.Tag)
 	} else if _, ok, _ := d.InspectImage(ctx, p.Tag); ok {
 		t.Errorf("the new tag %s exists before any build", p.Tag)

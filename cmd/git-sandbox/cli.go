@@ -45,6 +45,7 @@ type CLI struct {
 	Start  StartCmd  `cmd:"" help:"Create a sandbox and run an agent in it (or resume one)."`
 	Ps     PsCmd     `cmd:"" help:"List this repository's sandboxes."`
 	Wait   WaitCmd   `cmd:"" help:"Wait for a sandbox's agent to exit; exit with its code."`
+	Ports  PortsCmd  `cmd:"" help:"Show the ports a sandbox publishes on 127.0.0.1."`
 	Logs   LogsCmd   `cmd:"" help:"Show a sandbox's output."`
 	Net    NetCmd    `cmd:"" help:"Show what a sandbox's agent reached and was denied on the network."`
 	Attach AttachCmd `cmd:"" help:"Connect your terminal to a running sandbox."`

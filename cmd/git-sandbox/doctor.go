@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
@@ -20,7 +22,8 @@ type DoctorCmd struct{}
 func (c *DoctorCmd) Help() string {
 	return `Checks everything git sandbox needs and says how to fix what is missing: git
 2.38 or newer, this repository, the Docker daemon and its API version, the
-image, the configuration, the state directory, and each agent's login.`
+image and which agent CLIs it has, the configuration, the state directory, and
+each agent's login.`
 }
 
 // Run runs the checks.
@@ -88,6 +91,9 @@ func (c *DoctorCmd) Run(app *App) error {
 			detail += " is missing (start builds it from " + cfg.BaseImage + ")"
 		}
 		check(err == nil && (ok || cfg.Image == config.DefaultImage()), "image", detail, hint)
+		if err == nil && ok {
+			imageAgentLines(app, d, cfg.Image, cfg.Agent)
+		}
 	}
 
 	for _, name := range agent.Names() {
@@ -113,6 +119,34 @@ func (c *DoctorCmd) Run(app *App) error {
 		return usererr.New("%d check(s) failed", failed).Hint("fix the FAIL lines above")
 	}
 	return nil
+}
+
+// imageAgentLines says, per agent that needs a CLI, whether the image has
+// it: start refuses an agent the image lacks. A missing CLI is not a
+// failure of the setup (the shell agent and the others still work), so it
+// is a "warn" line with the way to get it.
+func imageAgentLines(app *App, d *container.Docker, image, defaultAgent string) {
+	have, err := d.ImageAgents(app.Ctx, image)
+	if err != nil {
+		fmt.Fprintf(app.Stdout, "info agent CLIs: cannot tell which %s has: %s\n", termsafe.String(image), errText(err))
+		return
+	}
+	for _, name := range agent.Installable() {
+		if slices.Contains(have, name) {
+			fmt.Fprintf(app.Stdout, "ok   %s CLI: in %s\n", name, termsafe.String(image))
+			continue
+		}
+		note := ""
+		if name == defaultAgent {
+			note = ", the default agent"
+		}
+		fmt.Fprintf(app.Stdout, "warn %s CLI: not in %s (start --agent %s refuses%s)\n", name, termsafe.String(image), name, note)
+		hint := "build it with network access so npm can install it"
+		if image == config.DefaultImage() {
+			hint = "rebuild it with network access so npm can install it: git sandbox image build"
+		}
+		fmt.Fprintf(app.Stdout, "     hint: %s\n", hint)
+	}
 }
 
 func cfgFile(c *config.Loaded) string {

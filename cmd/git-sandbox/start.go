@@ -33,6 +33,7 @@ type StartCmd struct {
 	CPUs    float64  `name:"cpus" help:"CPU limit, such as 1.5."`
 	Pids    int64    `help:"Process limit."`
 	Rerun   bool     `help:"For an existing sandbox: run its original task again."`
+	Publish []string `help:"Publish a container port on 127.0.0.1: PORT (on a free host port) or HOST_PORT:PORT; repeatable." placeholder:"PORT"`
 	DryRun  bool     `help:"Print the plan (mounts, labels, argv, limits) and change nothing."`
 	JSON    bool     `help:"With --dry-run: print the plan as JSON."`
 }
@@ -107,7 +108,7 @@ func (c *StartCmd) Run(app *App) error {
 		Branch: c.Branch, Base: c.Base, Carry: c.Carry, Agent: c.Agent, Prompt: c.Prompt,
 		Verify: c.Verify, Args: c.Command, Detach: c.Detach, DryRun: c.DryRun, Env: c.Env,
 		Image: c.Image, Network: c.Network, Allow: c.Allow, Runtime: c.Runtime, Memory: c.Memory, CPUs: c.CPUs,
-		Pids: c.Pids, Rerun: c.Rerun, IO: app.IO(),
+		Pids: c.Pids, Rerun: c.Rerun, Publish: c.Publish, IO: app.IO(),
 	})
 	if err != nil {
 		return err
@@ -122,6 +123,9 @@ func (c *StartCmd) Run(app *App) error {
 			verb = "resumed"
 		}
 		app.UI.Infof("%s sandbox %s (container %s)", verb, name, res.Sandbox.Container)
+		for _, p := range res.Sandbox.Ports {
+			app.UI.Infof("port %d published on %s:%d", p.Port, p.HostIP, p.HostPort)
+		}
 		app.UI.Hintf("git sandbox logs -f %s follows it; git sandbox wait %s waits for it", name, name)
 		return nil
 	}
@@ -171,6 +175,9 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	fmt.Fprintf(w, "  limits   memory=%d bytes cpus=%g pids=%d\n", s.Limits.MemoryBytes, s.Limits.CPUs, s.Limits.Pids)
 	fmt.Fprintf(w, "  hardening cap-drop=%v security-opt=%v init=%v\n", s.CapDrop, s.Security, s.Init)
 	fmt.Fprintf(w, "  tty      %v (stdin %v)\n", s.TTY, s.OpenStdin)
+	for _, p := range s.Ports {
+		fmt.Fprintf(w, "  publish  %s\n", p)
+	}
 	fmt.Fprintf(w, "  mounts\n")
 	for _, m := range s.Mounts {
 		mode := "rw"

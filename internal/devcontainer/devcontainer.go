@@ -15,10 +15,11 @@
 // capabilities, published ports beyond loopback, commands run on the host,
 // the container user — is ignored, each with a one-line reason.
 //
-// How start uses it (the wiring): when neither --image nor the user's config
+// How start uses it (internal/sandbox, plan.go): when neither --image nor the user's config
 // nor .sandbox.toml picks an image, Load the devcontainer of the base commit;
 // if there is one with a base, print every Ignored entry, PlanImage and
-// EnsureImage (which builds only when no image has the planned tag), then
+// EnsureImage (which builds only when no image has the planned tag; the
+// agent CLIs are tried only when the sandbox's agent needs one), then
 // run the sandbox on Image.Tag with Config.SetupCommand() as setup (unless
 // the repository's .sandbox.toml sets one) and Config.Environ(Image.Env)
 // before the agent's and the user's variables (theirs win). A devcontainer

@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/version"
@@ -34,7 +37,7 @@ const (
 
 // hashFormat changes when what goes into the hash, or how the image is
 // built from it, changes: every image is then built again.
-const hashFormat = "git-sandbox-devcontainer/1"
+const hashFormat = "git-sandbox-devcontainer/2"
 
 // Engine is what building a devcontainer image needs of the container
 // engine; *container.Docker has it.
@@ -42,6 +45,7 @@ type Engine interface {
 	InspectImage(ctx context.Context, ref string) (container.ImageInfo, bool, error)
 	BuildContext(ctx context.Context, o container.ContextBuild) (string, error)
 	ImageAgents(ctx context.Context, image string) ([]string, error)
+	ProbeAgents(ctx context.Context, image string) ([]string, error)
 }
 
 // ImageOptions say how a devcontainer image is named and built.
@@ -61,7 +65,8 @@ type ImageOptions struct {
 type Inputs struct {
 	Format string `json:"format"`
 	// Version is git sandbox's version, Layer the SHA-256 of its layer's
-	// Dockerfile, Agents "auto" or "none".
+	// Dockerfile, Agents the agent CLIs its layer tries to install
+	// (name=npm-package pairs, "" for none).
 	Version string `json:"version"`
 	Layer   string `json:"layer"`
 	Agents  string `json:"agents"`
@@ -100,6 +105,20 @@ type Plan struct {
 
 var tagUnsafe = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
+// agentPackages is the layer's AGENT_PACKAGES argument: name=package pairs
+// of the agent CLIs to try, sorted, or "" for none.
+func agentPackages(none bool) string {
+	if none {
+		return ""
+	}
+	pkgs := agent.Packages()
+	var out []string
+	for _, n := range slices.Sorted(maps.Keys(pkgs)) {
+		out = append(out, n+"="+pkgs[n])
+	}
+	return strings.Join(out, " ")
+}
+
 // Tag returns repository:<name>-<first 12 hex digits of hash>, the name
 // made valid for a Docker tag.
 func Tag(repository, name, hash string) string {
@@ -129,11 +148,8 @@ func PlanImage(ctx context.Context, eng Engine, src Source, cfg *Config, o Image
 		Format:  hashFormat,
 		Version: version.Version,
 		Layer:   hex.EncodeToString(layer[:]),
-		Agents:  "auto",
+		Agents:  agentPackages(o.NoAgents),
 	}}
-	if o.NoAgents {
-		p.Inputs.Agents = "none"
-	}
 	if cfg.Image != "" {
 		info, ok, err := eng.InspectImage(ctx, cfg.Image)
 		if err != nil {
@@ -207,7 +223,7 @@ func EnsureImage(ctx context.Context, eng Engine, src Source, p *Plan, o BuildOp
 	} else if ok {
 		img := &Image{Tag: p.Tag, ID: info.ID, Env: info.Env}
 		if v, labelled := info.Labels[container.LabelAgents]; labelled {
-			img.Agents = splitAgents(v)
+			img.Agents = container.SplitAgents(v)
 		} else if img.Agents, err = eng.ImageAgents(ctx, p.Tag); err != nil {
 			return nil, err
 		}
@@ -249,20 +265,16 @@ func EnsureImage(ctx context.Context, eng Engine, src Source, p *Plan, o BuildOp
 		base = id
 	}
 	fmt.Fprintln(out, "git sandbox: git sandbox's layer (git, agent CLIs, /home/sandbox, /workspace)")
-	agents := "auto"
-	if p.opts.NoAgents {
-		agents = "none"
-	}
 	layer, err := eng.BuildContext(ctx, progress(container.ContextBuild{
 		Context:    container.DockerfileContext(container.LayerDockerfile()),
 		Dockerfile: "Dockerfile",
-		Args:       map[string]string{"BASE": base, "AGENTS": agents},
+		Args:       map[string]string{"BASE": base, "AGENT_PACKAGES": agentPackages(p.opts.NoAgents)},
 	}))
 	if err != nil {
 		return nil, buildFailed(err, fmt.Sprintf("git sandbox's layer did not build on the base of %s", p.cfg.Path),
 			"the base needs git and bash, or apt-get to install them; the output above says which step failed")
 	}
-	have, err := eng.ImageAgents(ctx, layer)
+	have, err := eng.ProbeAgents(ctx, layer)
 	if err != nil {
 		return nil, err
 	}
@@ -299,16 +311,6 @@ func EnsureImage(ctx context.Context, eng Engine, src Source, p *Plan, o BuildOp
 	}
 	fmt.Fprintf(out, "git sandbox: built %s; agent CLIs: %s\n", p.Tag, agentsSaid)
 	return &Image{Tag: p.Tag, ID: id, Agents: have, Env: info.Env, Built: true}, nil
-}
-
-func splitAgents(v string) []string {
-	var out []string
-	for _, a := range strings.Split(v, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // buildFailed is a failed build step as the user sees it: the engine's

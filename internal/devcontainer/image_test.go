@@ -77,6 +77,10 @@ func (f *fakeEngine) ImageAgents(_ context.Context, image string) ([]string, err
 	return f.agents, nil
 }
 
+func (f *fakeEngine) ProbeAgents(ctx context.Context, image string) ([]string, error) {
+	return f.ImageAgents(ctx, image)
+}
+
 func planOf(t *testing.T, r *testRepo, eng Engine, commit string, o ImageOptions) *Plan {
 	t.Helper()
 	c, err := r.load(commit)
@@ -259,7 +263,7 @@ func TestEnsureImageBuildsBaseLayerAndLabels(t *testing.T) {
 	}
 
 	// git sandbox's layer, on the base by id.
-	if layer.dockerfile != string(container.LayerDockerfile()) || layer.opts.Args["BASE"] != "sha256:"+fmt.Sprintf("%064d", 1) || layer.opts.Args["AGENTS"] != "auto" {
+	if layer.dockerfile != string(container.LayerDockerfile()) || layer.opts.Args["BASE"] != "sha256:"+fmt.Sprintf("%064d", 1) || !strings.HasPrefix(layer.opts.Args["AGENT_PACKAGES"], "claude=") {
 		t.Errorf("layer: args %v", layer.opts.Args)
 	}
 	if len(eng.probes) != 1 || eng.probes[0] != "sha256:"+fmt.Sprintf("%064d", 2) {
@@ -314,7 +318,7 @@ func TestEnsureImageOnANamedImage(t *testing.T) {
 	if len(eng.builds) != 2 {
 		t.Fatalf("%d builds, want the layer and the labels", len(eng.builds))
 	}
-	if a := eng.builds[0].opts.Args; a["BASE"] != "sha256:proj" || a["AGENTS"] != "none" {
+	if a := eng.builds[0].opts.Args; a["BASE"] != "sha256:proj" || a["AGENT_PACKAGES"] != "" {
 		t.Errorf("layer args %v", a)
 	}
 	if l := eng.builds[1].opts.Labels; l[container.LabelAgents] != "" || l[container.LabelImage+".base"] != "proj:dev" {

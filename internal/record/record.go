@@ -60,6 +60,9 @@ type Record struct {
 	Limits  *container.Limits     `json:"limits,omitempty"`
 	// Egress is the allowlist mode's policy and what enforces it.
 	Egress *Egress `json:"egress,omitempty"`
+	// Ports are the container ports published on the host's loopback
+	// interface.
+	Ports []Port `json:"ports,omitempty"`
 	// Stopped is set by git sandbox stop and cleared when it runs again.
 	Stopped bool      `json:"stopped,omitempty"`
 	Created time.Time `json:"created"`
@@ -86,6 +89,13 @@ type Egress struct {
 	InternalNetwork string `json:"internal_network"`
 	EgressNetwork   string `json:"egress_network"`
 	Proxy           string `json:"proxy"`
+}
+
+// Port is one published port: the container's Port on HostIP:HostPort.
+type Port struct {
+	HostIP   string `json:"host_ip"`
+	HostPort int    `json:"host_port"`
+	Port     int    `json:"port"`
 }
 
 // Verdict is the result of one verify run.

@@ -51,6 +51,8 @@ type Status struct {
 	Snapshot string `json:"snapshot"`
 	Prompt   string `json:"prompt,omitempty"`
 	Verify   string `json:"verify,omitempty"`
+	// Ports are the published ports (on the host's loopback interface).
+	Ports []record.Port `json:"ports,omitempty"`
 }
 
 // Statuses reports every sandbox of the repository. Records are the source
@@ -79,7 +81,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		st := Status{
 			Branch: sb.Branch, Agent: sb.Agent, Base: sb.Base, Created: sb.Created,
 			Worktree: sb.Worktree, Baseline: sb.Baseline, Container: sb.Container,
-			Prompt: sb.Prompt, Verify: sb.Verify,
+			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports,
 		}
 		st.Network = string(sb.Network)
 		if sb.Egress != nil {

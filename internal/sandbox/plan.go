@@ -12,8 +12,10 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/devcontainer"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/version"
 	"github.com/git-sandbox/git-sandbox/worktree"
@@ -21,17 +23,21 @@ import (
 
 // PlanInput is everything a container spec is derived from.
 type PlanInput struct {
-	Name          string
-	Image         string
-	Branch        string
-	RepoID        string
-	Base          string
-	Baseline      string
-	Agent         string
-	Prompt        string
-	Verify        string
-	Setup         string
-	Argv          []string
+	Name     string
+	Image    string
+	Branch   string
+	RepoID   string
+	Base     string
+	Baseline string
+	Agent    string
+	Prompt   string
+	Verify   string
+	Setup    string
+	Argv     []string
+	// ImageEnv is the image's own configuration's environment (a
+	// devcontainer's containerEnv and remoteEnv), before the agent's and
+	// the user's variables, which win.
+	ImageEnv      []string
 	AgentEnv      []string
 	UserEnv       []string // KEY=VALUE, already resolved
 	Worktree      string
@@ -41,6 +47,7 @@ type PlanInput struct {
 	HostHooks     string
 	AgentHome     string
 	ExtraMounts   []config.Mount
+	Ports         []container.Port
 	Network       container.NetworkMode
 	// NetworkName is the sandbox's internal network (allowlist mode).
 	NetworkName string
@@ -103,6 +110,7 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 		spec.Env = append(spec.Env, "GIT_SANDBOX_PROMPT="+in.Prompt)
 	}
 	spec.Env = append(spec.Env, in.ProxyEnv...)
+	spec.Env = append(spec.Env, in.ImageEnv...)
 	spec.Env = append(spec.Env, in.AgentEnv...)
 	spec.Env = append(spec.Env, in.UserEnv...)
 
@@ -124,6 +132,10 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 	}
 	if in.Verify != "" {
 		spec.Labels[container.LabelVerify] = in.Verify
+	}
+	if len(in.Ports) > 0 {
+		spec.Ports = append([]container.Port(nil), in.Ports...)
+		spec.Labels[container.LabelPorts] = container.PortsLabel(in.Ports)
 	}
 
 	type m struct {
@@ -203,7 +215,14 @@ type Plan struct {
 	// Egress is allowlist mode's policy, networks and proxy.
 	Egress    *EgressPlan     `json:"egress,omitempty"`
 	Container *container.Spec `json:"container"`
+	// Devcontainer is the repository's devcontainer.json when the image is
+	// built from it (start builds it, or reuses the image of the same
+	// inputs, before anything is created).
+	Devcontainer *devcontainer.Config `json:"devcontainer,omitempty"`
 
+	// in is what Container was built from, for building it again once the
+	// devcontainer image is known.
+	in PlanInput
 	// passed names the variables passed from the host, whose values
 	// Redacted hides.
 	passed []string
@@ -257,6 +276,19 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		return nil, task, nil, err
 	}
 	image := firstNonEmpty(o.Image, e.Config.Image)
+	setup := e.Config.Setup
+	dc, err := e.loadDevcontainer(ctx, o, baseCommit)
+	if err != nil {
+		return nil, task, nil, err
+	}
+	if dc != nil {
+		// Built at start, once the engine is reached; dry runs show where
+		// it comes from.
+		image = devImagePending + dc.Path
+		if setup == "" {
+			setup = dc.SetupCommand()
+		}
+	}
 	network := e.Config.Network
 	if o.Network != "" {
 		if network, err = container.ParseNetworkMode(o.Network); err != nil {
@@ -278,6 +310,10 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 			return nil, task, nil, err
 		}
 	}
+	ports, err := publishPorts(o, dc, network)
+	if err != nil {
+		return nil, task, nil, err
+	}
 	hooksDir, _, err := e.Repo.HooksDir(ctx)
 	if err != nil {
 		return nil, task, nil, err
@@ -294,7 +330,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		Agent:         adapter.Name(),
 		Prompt:        o.Prompt,
 		Verify:        verify,
-		Setup:         e.Config.Setup,
+		Setup:         setup,
 		Argv:          argv,
 		AgentEnv:      adapter.Env(),
 		UserEnv:       env,
@@ -305,6 +341,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		HostHooks:     hooksDir,
 		AgentHome:     l.AgentHome(adapter.Name()),
 		ExtraMounts:   e.Config.Mounts,
+		Ports:         ports,
 		Network:       network,
 		Runtime:       firstNonEmpty(o.Runtime, e.Config.Runtime),
 		Memory:        firstNonEmpty(o.Memory, e.Config.Limits.Memory),
@@ -338,8 +375,137 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		Network:       network,
 		Egress:        eg,
 		Container:     spec,
+		Devcontainer:  dc,
+		in:            in,
 		passed:        envNames(env),
 	}, task, adapter, nil
+}
+
+// publishPorts reads --publish and adds the devcontainer's forwardPorts
+// not published already; every port is on the host's loopback interface.
+// Outside a dry run, a free host port is chosen for each that names none,
+// so the mapping is fixed at creation (labels, record) and the same on
+// every resume.
+func publishPorts(o StartOptions, dc *devcontainer.Config, network container.NetworkMode) ([]container.Port, error) {
+	var ports []container.Port
+	seen := map[int]bool{}
+	hostSeen := map[int]bool{}
+	for _, s := range o.Publish {
+		p, err := container.ParsePublish(s)
+		if err != nil {
+			return nil, usererr.New("--publish %v", err).
+				Hint("--publish 3000 publishes port 3000 on a free port of 127.0.0.1; --publish 8080:3000 on 127.0.0.1:8080")
+		}
+		if seen[p.Port] {
+			return nil, usererr.New("--publish: port %d is published twice", p.Port)
+		}
+		if p.HostPort > 0 && hostSeen[p.HostPort] {
+			return nil, usererr.New("--publish: host port %d is used twice", p.HostPort)
+		}
+		seen[p.Port], hostSeen[p.HostPort] = true, true
+		ports = append(ports, p)
+	}
+	if dc != nil {
+		for _, n := range dc.Ports {
+			if !seen[n] {
+				seen[n] = true
+				ports = append(ports, container.Port{HostIP: container.Loopback, Port: n})
+			}
+		}
+	}
+	// The engine publishes no port of a container on an internal network,
+	// and allowlist mode puts the agent on one: only open mode can.
+	if len(ports) > 0 && network != container.NetworkOpen {
+		if len(o.Publish) == 0 {
+			return nil, nil // forwardPorts only: nothing to reach from the host
+		}
+		return nil, usererr.New("--publish needs the open network: the sandbox's network is %s, where the engine publishes no port", network).
+			Hint("start it with --network %s to publish ports (on 127.0.0.1 only); the agent can then reach any host", container.NetworkOpen)
+	}
+	if o.DryRun {
+		return ports, nil
+	}
+	for i := range ports {
+		if ports[i].HostPort > 0 {
+			continue
+		}
+		for {
+			n, err := container.FreeLoopbackPort()
+			if err != nil {
+				return nil, err
+			}
+			if !hostSeen[n] {
+				hostSeen[n] = true
+				ports[i].HostPort = n
+				break
+			}
+		}
+	}
+	return ports, nil
+}
+
+// devImagePending is the image a plan names until its devcontainer image is
+// built.
+const devImagePending = "(to be built from) "
+
+// loadDevcontainer returns the repository's devcontainer at the start
+// commit when it gives the sandbox its image: no --image, no image in the
+// user's or the repository's config, and a file that names an image or a
+// build. What the file asks for and does not get is printed, one line each.
+func (e *Env) loadDevcontainer(ctx context.Context, o StartOptions, commit string) (*devcontainer.Config, error) {
+	if o.Image != "" || e.Config.Image != config.DefaultImage() {
+		return nil, nil
+	}
+	dc, err := devcontainer.Load(ctx, devcontainer.Source{Git: e.Git(), Commit: commit})
+	if err != nil || dc == nil {
+		return nil, err
+	}
+	if !dc.HasBase() {
+		e.UI.Infof("%s names no image and no build; using %s", dc.Path, termsafe.String(e.Config.Image))
+		return nil, nil
+	}
+	for _, ig := range dc.Ignored {
+		e.UI.Warnf("%s: %s", dc.Path, ig.String())
+	}
+	return dc, nil
+}
+
+// devImage builds the plan's devcontainer image (or finds the one built from
+// the same inputs) and points the plan's container at it, with the file's
+// environment. The agent CLIs are tried only for an agent that needs one.
+func (e *Env) devImage(ctx context.Context, d Engine, p *Plan, adapter agent.Adapter, io IO) error {
+	de, ok := d.(devcontainer.Engine)
+	if !ok {
+		return usererr.New("this container engine cannot build the image %s describes", p.Devcontainer.Path).
+			Hint("pick an image with --image")
+	}
+	src := devcontainer.Source{Git: e.Git(), Commit: p.BaseCommit}
+	plan, err := devcontainer.PlanImage(ctx, de, src, p.Devcontainer, devcontainer.ImageOptions{
+		RepoName: e.Repo.Name, RepoID: e.Repo.ID, NoAgents: adapter.Package() == "",
+	})
+	if err != nil {
+		return err
+	}
+	bo := devcontainer.BuildOptions{Out: io.Stderr}
+	if f, ok := io.Stderr.(*os.File); ok && ui.IsTerminal(f) {
+		bo.IsTerminal, bo.TerminalFd = true, f.Fd()
+	}
+	img, err := devcontainer.EnsureImage(ctx, de, src, plan, bo)
+	if err != nil {
+		return err
+	}
+	if !img.Built {
+		e.UI.Infof("image %s (from %s, unchanged)", img.Tag, p.Devcontainer.Path)
+	}
+	in := p.in
+	in.Image = img.Tag
+	in.ImageEnv = p.Devcontainer.Environ(img.Env)
+	spec, err := BuildSpec(in)
+	if err != nil {
+		return err
+	}
+	p.in, p.Container = in, spec
+	return nil
 }
 
 // resolveBase returns the branch work lands on and the commit the sandbox

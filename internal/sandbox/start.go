@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -46,7 +47,9 @@ type StartOptions struct {
 	Pids    int64
 	// Rerun, for an existing sandbox, runs its original task again.
 	Rerun bool
-	IO    IO
+	// Publish are --publish values: PORT or HOST_PORT:PORT.
+	Publish []string
+	IO      IO
 }
 
 // IO is the caller's terminal.
@@ -98,7 +101,14 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := e.ensureImage(ctx, d, p.Container.Image, o.IO); err != nil {
+	if p.Devcontainer != nil {
+		if err := e.devImage(ctx, d, p, adapter, o.IO); err != nil {
+			return nil, err
+		}
+	} else if err := e.ensureImage(ctx, d, p.Container.Image, o.IO); err != nil {
+		return nil, err
+	}
+	if err := e.checkAgentCLI(ctx, d, p.Container.Image, adapter); err != nil {
 		return nil, err
 	}
 	// Ctrl-C while the sandbox is being made cancels it, and what was made
@@ -129,6 +139,48 @@ func (e *Env) ensureImage(ctx context.Context, d Engine, image string, io IO) er
 	}
 	e.UI.Infof("image %s is missing; building it from %s", termsafe.String(image), termsafe.String(e.Config.BaseImage))
 	return d.Build(ctx, container.BuildOptions{Tag: image, Base: e.Config.BaseImage, Agents: agent.Packages(), Progress: io.Stderr})
+}
+
+// checkAgentCLI refuses, before anything is created, an agent whose CLI
+// the image does not have: its container would only exit with "exec
+// failed". The image says which agent CLIs it has (container.LabelAgents,
+// or the list its build wrote); an image that says nothing — one git
+// sandbox did not build — is given the benefit of the doubt, with a
+// warning.
+func (e *Env) checkAgentCLI(ctx context.Context, d Engine, image string, adapter agent.Adapter) error {
+	if adapter.Package() == "" {
+		return nil
+	}
+	have, err := d.ImageAgents(ctx, image)
+	if err != nil {
+		e.UI.Warnf("cannot tell whether image %s has the %s CLI: %v", termsafe.String(image), adapter.Name(), err)
+		return nil
+	}
+	if slices.Contains(have, adapter.Name()) {
+		return nil
+	}
+	said := "none"
+	if len(have) > 0 {
+		said = strings.Join(have, ", ")
+	}
+	ue := usererr.New("image %s has no %s CLI (agent CLIs it has: %s); nothing was created", termsafe.String(image), adapter.Name(), said)
+	if image == config.DefaultImage() {
+		ue = ue.Hint("rebuild it with network access so npm can install %s: git sandbox image build", adapter.Package())
+	} else {
+		ue = ue.Hint("build %s with network access so npm can install %s, or pick another image with --image", termsafe.String(image), adapter.Package())
+	}
+	return ue.Hint("or pick another agent with --agent (%s)", strings.Join(agentsIn(have), ", "))
+}
+
+// agentsIn lists the agents an image with the given CLIs can run.
+func agentsIn(have []string) []string {
+	var out []string
+	for _, n := range agent.Names() {
+		if a, _ := agent.Get(n); a.Package() == "" || slices.Contains(have, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // step lets a test fail create right after the named step.
@@ -231,6 +283,7 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		Verify:        p.Verify,
 		Setup:         p.Setup,
 		Carried:       p.Carry,
+		Ports:         recordPorts(p.Container.Ports),
 		Created:       time.Now().UTC(),
 	}
 	recordSettings(rec, RunSettings{Network: p.Container.Network, Runtime: p.Container.Runtime, Limits: p.Container.Limits})
@@ -360,6 +413,14 @@ func (e *Env) identity(ctx context.Context) (name, email string) {
 		email = "agent@git-sandbox.invalid"
 	}
 	return name, email
+}
+
+func recordPorts(ports []container.Port) []record.Port {
+	var out []record.Port
+	for _, p := range ports {
+		out = append(out, record.Port{HostIP: p.HostIP, HostPort: p.HostPort, Port: p.Port})
+	}
+	return out
 }
 
 func cloneMap(m map[string]string) map[string]string {

@@ -372,3 +372,120 @@ func TestEngineUnreachable(t *testing.T) {
 		t.Errorf("snapshot with the engine down: %v", err)
 	}
 }
+
+// An agent whose CLI the image lacks is refused before anything exists,
+// with a hint; the same image runs an agent it has, and the shell agent
+// always.
+func TestStartRefusesAgentMissingFromImage(t *testing.T) {
+	te := newTestEnv(t)
+	te.fake.AddImage(te.env.Config.Image, "codex")
+	o := detached("t1")
+	o.Agent, o.Args, o.Prompt = "claude", nil, "fix it"
+	_, err := te.env.Start(context.Background(), o)
+	ue, ok := usererr.As(err)
+	if !ok || !strings.Contains(ue.Msg, "has no claude CLI (agent CLIs it has: codex)") ||
+		!strings.Contains(strings.Join(ue.Hints, "\n"), "git sandbox image build") ||
+		!strings.Contains(strings.Join(ue.Hints, "\n"), "--agent (codex, shell)") {
+		t.Fatalf("start = %#v", err)
+	}
+	if n := te.fake.Count("Create"); n != 0 {
+		t.Errorf("%d containers created", n)
+	}
+	te.assertNothingLeft("t1", false)
+
+	o.Branch, o.Agent = "t2", "codex"
+	if _, err := te.env.Start(context.Background(), o); err != nil {
+		t.Fatalf("codex: %v", err)
+	}
+	te.start("t3") // shell
+}
+
+// A devcontainer at the start commit gives the plan its setup command and
+// image source (built at start, so a dry run asks no engine); its ignored
+// keys are printed; an image from the config or --image leaves it unused.
+func TestStartPlanFromDevcontainer(t *testing.T) {
+	te := newTestEnv(t)
+	te.write(".devcontainer.json", `{"image": "proj:1", "postCreateCommand": "make deps", "runArgs": ["--privileged"]}`)
+	te.git("add", "-A")
+	te.git("commit", "-q", "-m", "devcontainer")
+	o := detached("t1")
+	o.DryRun = true
+	res, err := te.env.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := res.Plan
+	if p.Devcontainer == nil || p.Setup != "make deps" || p.Container.Image != devImagePending+".devcontainer.json" {
+		t.Errorf("plan: devcontainer %+v, setup %q, image %q", p.Devcontainer, p.Setup, p.Container.Image)
+	}
+	if !strings.Contains(te.err.String(), ".devcontainer.json: runArgs ignored") {
+		t.Errorf("ignored keys not printed:\n%s", te.err.String())
+	}
+	if calls := te.fake.Calls(); len(calls) != 0 {
+		t.Errorf("dry run asked the engine: %v", calls)
+	}
+	o.Image = "other:1"
+	if res, err = te.env.Start(context.Background(), o); err != nil || res.Plan.Devcontainer != nil || res.Plan.Setup != "" || res.Plan.Container.Image != "other:1" {
+		t.Errorf("--image: %v %+v", err, res.Plan)
+	}
+	// A real start on an engine that cannot build images says so and makes
+	// nothing.
+	o.Image, o.DryRun = "", false
+	if _, err := te.env.Start(context.Background(), o); err == nil || !strings.Contains(err.Error(), "cannot build the image .devcontainer.json describes") {
+		t.Errorf("start on the fake engine: %v", err)
+	}
+	te.assertNothingLeft("t1", false)
+}
+
+// --publish: loopback only, a free host port chosen where none is given,
+// fixed at creation (labels, record, ps); refused without a network.
+func TestStartPublishesPorts(t *testing.T) {
+	te := newTestEnv(t)
+	o := detached("t1")
+	o.Network = "open"
+	o.Publish = []string{"3000", "18080:8080"}
+	res, err := te.env.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := te.fake.Get(res.Sandbox.Container)
+	ps := c.Spec.Ports
+	if len(ps) != 2 || ps[0].Port != 3000 || ps[0].HostPort == 0 || ps[0].HostIP != "127.0.0.1" ||
+		ps[1] != (container.Port{HostIP: "127.0.0.1", HostPort: 18080, Port: 8080}) {
+		t.Fatalf("ports %+v", ps)
+	}
+	if c.Spec.Labels[container.LabelPorts] != container.PortsLabel(ps) {
+		t.Errorf("label %q", c.Spec.Labels[container.LabelPorts])
+	}
+	list, err := te.env.Statuses(context.Background())
+	if err != nil || len(list) != 1 || len(list[0].Ports) != 2 || list[0].Ports[0].HostPort != ps[0].HostPort {
+		t.Errorf("ps: %+v %v", list, err)
+	}
+	for name, o := range map[string]StartOptions{
+		"all interfaces": func() StartOptions {
+			o := detached("t2")
+			o.Publish = []string{"0.0.0.0:80:80"}
+			o.Network = "open"
+			return o
+		}(),
+		"no network": func() StartOptions { o := detached("t3"); o.Publish = []string{"80"}; o.Network = "none"; return o }(),
+		"allowlist": func() StartOptions {
+			o := detached("t5")
+			o.Publish = []string{"80"}
+			o.Network = "allowlist"
+			return o
+		}(),
+		"twice": func() StartOptions {
+			o := detached("t4")
+			o.Publish = []string{"80", "1:80"}
+			o.Network = "open"
+			return o
+		}(),
+	} {
+		if _, err := te.env.Start(context.Background(), o); err == nil {
+			t.Errorf("%s: start succeeded", name)
+		} else if _, ok := usererr.As(err); !ok {
+			t.Errorf("%s: %v is not a user error", name, err)
+		}
+	}
+}
