@@ -16,8 +16,8 @@ package e2e
 // not fail.
 
 import (
-	"encoding/json"
 	"bytes"
+	"encoding/json"
 	"maps"
 	"os"
 	"os/exec"
