@@ -105,6 +105,11 @@ func TestDockerKillMidRunKeepsTheWork(t *testing.T) {
 	runOK(t, "", nil, "docker", "kill", e.PsOf("dk").Container)
 	// The supervisor takes the exit snapshot when the container dies.
 	var snap string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("supervisor log:\n%s", readFile(filepath.Join(filepath.Dir(wt), "supervisor.log")))
+		}
+	})
 	Eventually(t, 30*time.Second, "an exit snapshot", func() bool {
 		for _, s := range e.Snapshots("dk") {
 			if s.Reason == "exit" {
