@@ -17,6 +17,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"maps"
 	"os"
 	"os/exec"
@@ -459,8 +460,19 @@ func TestAttackAgentCannotWriteHostGitMetadataAnyWay(t *testing.T) {
 	if b := readFile(filepath.Join(wt, ".git")); !strings.HasPrefix(b, "gitdir: "+hostGit+"/worktrees/") {
 		t.Errorf("the sandbox worktree's gitfile changed: %q", b)
 	}
-	if rec := readFile(filepath.Join(filepath.Dir(wt), "record.json")); strings.Contains(rec, "evil") || rec == "<absent>" {
-		t.Errorf("the record was reached: %q", rec)
+	// The record holds the agent's command (its container spec), which
+	// names "evil" things itself; anything else naming them was written
+	// by the agent.
+	rec := readFile(filepath.Join(filepath.Dir(wt), "record.json"))
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(rec), &fields); err != nil {
+		t.Errorf("the record is not JSON any more: %v: %q", err, rec)
+	}
+	delete(fields, "spec")
+	for k, v := range fields {
+		if strings.Contains(string(v), "evil") {
+			t.Errorf("the record was reached: %s = %s", k, v)
+		}
 	}
 	res := e.atkSession("meta", mark)
 	if res["git push origin main"].Code != 0 {

@@ -105,19 +105,11 @@ func TestDockerKillMidRunKeepsTheWork(t *testing.T) {
 	runOK(t, "", nil, "docker", "kill", e.PsOf("dk").Container)
 	// The supervisor takes the exit snapshot when the container dies.
 	var snap string
-	// On failure, show what the supervisor saw.
-	defer func() {
+	t.Cleanup(func() {
 		if t.Failed() {
-			logs, _ := filepath.Glob(filepath.Join(e.State, "*", "*", "supervisor.log"))
-			for _, l := range logs {
-				b, _ := os.ReadFile(l)
-				t.Logf("%s:\n%s", l, b)
-			}
-			for _, s := range e.Snapshots("dk") {
-				t.Logf("snapshot %s %s", s.ID, s.Reason)
-			}
+			t.Logf("supervisor log:\n%s", readFile(filepath.Join(filepath.Dir(wt), "supervisor.log")))
 		}
-	}()
+	})
 	Eventually(t, 30*time.Second, "an exit snapshot", func() bool {
 		for _, s := range e.Snapshots("dk") {
 			if s.Reason == "exit" {
