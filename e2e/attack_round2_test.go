@@ -286,3 +286,47 @@ func TestAttackRepositoryImageNeedsTheUsersAllowance(t *testing.T) {
 	r = e.atkStart("img", atkSecretImageAgent)
 	atkArmed(t, r.Stdout+r.Stderr, "SECRET")
 }
+
+// ---------------------------------------------------------------------------
+// 11. Snapshots made to fail forever: a tracked file replaced by a FIFO, or
+// an empty nested repository, made every git add fail, so no snapshot was
+// taken again (the rescue chain stopped) and rm --force refused.
+
+const atkStuckSnapshotAgent = atkPrelude + `
+echo 'work to keep' > work.txt
+rm README.md && mkfifo README.md
+git init -q empty
+if ! git add -A >/dev/null 2>&1; then echo "ARMED: STUCK"; fi
+echo AGENT-DONE
+`
+
+func TestAttackSnapshotsCannotBeStopped(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	r := e.atkStart("stuck", atkStuckSnapshotAgent)
+	atkArmed(t, r.Stdout+r.Stderr, "STUCK")
+	snaps := e.Snapshots("stuck")
+	if len(snaps) == 0 {
+		t.Fatal("no snapshots")
+	}
+	if got := e.Git("show", snaps[0].ID+":work.txt"); got != "work to keep" {
+		t.Errorf("ATTACK SUCCEEDED: the newest snapshot does not hold the agent's work: %q", got)
+	}
+	d := e.Sandbox("diff", "stuck")
+	if d.Code != 0 || !strings.Contains(d.Stderr, "README.md cannot be stored") || !strings.Contains(d.Stderr, "empty cannot be stored") {
+		t.Errorf("diff does not name the paths it skipped: %s", d)
+	}
+	if r := e.Sandbox("rm", "stuck"); r.Code == 0 {
+		t.Errorf("rm removed a sandbox with work not landed: %s", r)
+	}
+	if r := e.Sandbox("rm", "stuck", "--force"); r.Code != 0 {
+		t.Fatalf("ATTACK SUCCEEDED: rm --force refused: %s", r)
+	}
+	if e.hasSandbox("stuck") {
+		t.Errorf("rm --force left the sandbox")
+	}
+	snaps = e.Snapshots("stuck")
+	if len(snaps) == 0 || e.Git("show", snaps[0].ID+":work.txt") != "work to keep" {
+		t.Errorf("the work is not in the last snapshot after rm --force")
+	}
+}
