@@ -69,7 +69,7 @@ func Sync(ctx context.Context, host *gitcmd.Runner, gitDir, trusted, known strin
 	if present && (head == trusted || head == known) {
 		return res, nil
 	}
-	fs := osfs.New(gitDir, osfs.WithBoundOS())
+	fs := regularFS{osfs.New(gitDir, osfs.WithBoundOS())}
 	// Only the object store is used: its config, refs and hooks are never read.
 	st := filesystem.NewStorage(fs, cache.NewObjectLRUDefault())
 	hostStore := filesystem.NewStorage(osfs.New(host.GitDir), cache.NewObjectLRUDefault())
