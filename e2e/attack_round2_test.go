@@ -6,13 +6,17 @@ package e2e
 // host-side effect is absent.
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -285,4 +289,167 @@ func TestAttackRepositoryImageNeedsTheUsersAllowance(t *testing.T) {
 	e.WriteConfig("base_image = %q\nallowed_images = [%q]\n[limits]\npids = 256\n", baseImage, secret)
 	r = e.atkStart("img", atkSecretImageAgent)
 	atkArmed(t, r.Stdout+r.Stderr, "SECRET")
+}
+
+// ---------------------------------------------------------------------------
+// 11. Snapshots made to fail forever: a tracked file replaced by a FIFO, or
+// an empty nested repository, made every git add fail, so no snapshot was
+// taken again (the rescue chain stopped) and rm --force refused.
+
+const atkStuckSnapshotAgent = atkPrelude + `
+echo 'work to keep' > work.txt
+rm README.md && mkfifo README.md
+git init -q empty
+if ! git add -A >/dev/null 2>&1; then echo "ARMED: STUCK"; fi
+echo AGENT-DONE
+`
+
+func TestAttackSnapshotsCannotBeStopped(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	r := e.atkStart("stuck", atkStuckSnapshotAgent)
+	atkArmed(t, r.Stdout+r.Stderr, "STUCK")
+	snaps := e.Snapshots("stuck")
+	if len(snaps) == 0 {
+		t.Fatal("no snapshots")
+	}
+	if got := e.Git("show", snaps[0].ID+":work.txt"); got != "work to keep" {
+		t.Errorf("ATTACK SUCCEEDED: the newest snapshot does not hold the agent's work: %q", got)
+	}
+	d := e.Sandbox("diff", "stuck")
+	if d.Code != 0 || !strings.Contains(d.Stderr, "README.md cannot be stored") || !strings.Contains(d.Stderr, "empty cannot be stored") {
+		t.Errorf("diff does not name the paths it skipped: %s", d)
+	}
+	if r := e.Sandbox("rm", "stuck"); r.Code == 0 {
+		t.Errorf("rm removed a sandbox with work not landed: %s", r)
+	}
+	if r := e.Sandbox("rm", "stuck", "--force"); r.Code != 0 {
+		t.Fatalf("ATTACK SUCCEEDED: rm --force refused: %s", r)
+	}
+	if e.hasSandbox("stuck") {
+		t.Errorf("rm --force left the sandbox")
+	}
+	snaps = e.Snapshots("stuck")
+	if len(snaps) == 0 || e.Git("show", snaps[0].ID+":work.txt") != "work to keep" {
+		t.Errorf("the work is not in the last snapshot after rm --force")
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 10. A FIFO where the host reads an agent-written file: the agent's branch
+// ref, or one of its objects. Opening a FIFO blocks until someone writes,
+// so diff, stop, rm --force and the supervisor used to hang forever, deaf
+// to SIGTERM, and the snapshot lock the supervisor held stopped every other
+// command of that sandbox too.
+
+const atkFifoRefAgent = atkPrelude + `
+echo work > work.txt
+git add work.txt && git commit -qm work
+B=$(git symbolic-ref HEAD)
+rm -f "$GD/$B" && mkfifo "$GD/$B"
+timeout 3 git rev-parse HEAD >/dev/null 2>&1
+[ $? = 124 ] && echo "ARMED: FIFO"
+echo AGENT-DONE
+exec sleep 600
+`
+
+const atkFifoObjectAgent = atkPrelude + `
+echo work > work.txt
+git add work.txt && git commit -qm work
+O=$(git rev-parse HEAD)
+P="$GD/objects/$(echo "$O" | cut -c1-2)/$(echo "$O" | cut -c3-)"
+rm -f "$P" && mkfifo "$P"
+timeout 3 git cat-file -p HEAD >/dev/null 2>&1
+[ $? = 124 ] && echo "ARMED: FIFO"
+echo AGENT-DONE
+exec sleep 600
+`
+
+// atkWithin runs git sandbox and fails the test if it has not ended within
+// d (it is then killed).
+func (e *Env) atkWithin(d time.Duration, args ...string) Result {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", append([]string{"sandbox"}, args...)...)
+	cmd.Dir = e.Repo
+	cmd.Env = e.vars
+	// A hung command is killed with everything it started, and the test
+	// does not wait for pipes a stuck grandchild would hold open.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		e.t.Errorf("ATTACK SUCCEEDED: git sandbox %s hung (killed after %s)", strings.Join(args, " "), d)
+		return Result{Stdout: stdout.String(), Stderr: stderr.String(), Code: -1}
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		e.t.Fatalf("git sandbox %s: %v", strings.Join(args, " "), err)
+	}
+	return Result{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
+}
+
+// atkSupervisors lists the running supervisor processes of a sandbox.
+func atkSupervisors(branch string) []string {
+	var found []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if slices.Contains(args, "__supervise") && args[len(args)-1] == branch {
+			found = append(found, filepath.Base(filepath.Dir(p)))
+		}
+	}
+	return found
+}
+
+func TestAttackFifoInTheAgentsRepository(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, script string }{
+		{"fiforef", atkFifoRefAgent},
+		{"fifoobj", atkFifoObjectAgent},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := NewEnv(t)
+			e.MustSandbox("start", c.name, "-d", "--agent", "shell", "--", "sh", "-c", c.script)
+			Eventually(t, 60*time.Second, "the agent to plant the FIFO", func() bool {
+				return strings.Contains(e.Sandbox("logs", c.name).Stdout, "AGENT-DONE")
+			})
+			atkArmed(t, e.Sandbox("logs", c.name).Stdout, "FIFO")
+			// The supervisor snapshots every second (the test config):
+			// several have read the agent's repository by now.
+			time.Sleep(3 * time.Second)
+			const limit = 60 * time.Second
+			d := e.atkWithin(limit, "diff", c.name)
+			if d.Code == 0 {
+				t.Logf("diff: %s", d)
+			} else if !strings.Contains(d.Stderr, "not a regular file") && !strings.Contains(d.Stderr, "FIFO") {
+				t.Errorf("diff failed without naming the FIFO: %s", d)
+			}
+			e.atkWithin(limit, "ps")
+			if r := e.atkWithin(limit, "stop", c.name); r.Code != 0 {
+				t.Errorf("stop: %s", r)
+			}
+			Eventually(t, limit, "the supervisor to end", func() bool { return len(atkSupervisors(c.name)) == 0 })
+			if r := e.atkWithin(limit, "rm", c.name, "--force"); r.Code != 0 {
+				t.Errorf("rm --force: %s", r)
+			}
+			if e.hasSandbox(c.name) {
+				t.Errorf("rm --force left the sandbox")
+			}
+			snaps := e.Snapshots(c.name)
+			if len(snaps) == 0 || e.Git("show", snaps[0].ID+":work.txt") != "work" {
+				t.Errorf("the agent's work is not in its last snapshot")
+			}
+		})
+	}
 }

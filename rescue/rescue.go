@@ -415,18 +415,37 @@ func skippedPaths(err error) ([]string, error) {
 	if !errors.As(err, &ge) || ge.Code != 1 {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
+	skipped := refusedPaths(ge.Stderr)
+	if len(skipped) == 0 {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return skipped, nil
+}
+
+// refusedPaths reads, from git add's errors, the paths it could not add:
+// names git refuses (.GIT), unreadable files, a tracked file replaced by
+// something that is no file (a FIFO, a socket, a device), a nested
+// repository with no commit.
+func refusedPaths(stderr string) []string {
 	var skipped []string
-	for _, line := range strings.Split(ge.Stderr, "\n") {
+	for _, line := range strings.Split(stderr, "\n") {
 		for _, pre := range []string{"error: unable to add '", "error: unable to index file '"} {
 			if p, ok := strings.CutPrefix(line, pre); ok {
 				skipped = append(skipped, strings.TrimSuffix(strings.TrimSuffix(p, "' to index"), "'"))
 			}
 		}
+		if p, ok := strings.CutPrefix(line, "error: "); ok {
+			if p, ok := strings.CutSuffix(p, ": can only add regular files, symbolic links or git-directories"); ok {
+				skipped = append(skipped, p)
+			}
+		}
+		if p, ok := strings.CutPrefix(line, "error: '"); ok {
+			if p, ok := strings.CutSuffix(p, "' does not have a commit checked out"); ok {
+				skipped = append(skipped, strings.TrimSuffix(p, "/"))
+			}
+		}
 	}
-	if len(skipped) == 0 {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
-	return skipped, nil
+	return skipped
 }
 
 // agentTracked lists what the agent tracks: its index, and the tree of

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -229,6 +230,27 @@ func TestTakeRecordsSkippedPaths(t *testing.T) {
 	}
 	if after := f.take(ReasonInterval); !after.New || len(after.Skipped) != 0 || after.Tree != s.Tree {
 		t.Errorf("after removing the path: %+v", after.Snapshot)
+	}
+}
+
+func TestTakeSkipsFifosAndEmptyNestedRepositories(t *testing.T) {
+	f := newFixture(t)
+	f.baseline()
+	readme := filepath.Join(f.wt, "README")
+	if err := os.Remove(readme); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(readme, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.git(f.wt, "init", "-q", "empty")
+	f.write(f.wt, "ok.txt", "fine\n")
+	s := f.take(ReasonInterval)
+	if !slices.Equal(s.Skipped, []string{"README", "empty"}) {
+		t.Fatalf("skipped = %q", s.Skipped)
+	}
+	if out := f.git(f.repo, "ls-tree", "-r", "--name-only", s.ID); !strings.Contains(out, "ok.txt") {
+		t.Errorf("tree:\n%s", out)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 
@@ -143,6 +144,9 @@ func (a *App) Find(branch string) (*sandbox.Env, *sandbox.Sandbox, error) {
 	return env, sb, err
 }
 
+// stopGrace is how long a command may take to wind up after SIGTERM.
+const stopGrace = 15 * time.Second
+
 // Main runs git sandbox with args and returns the exit status.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	p := ui.FromEnv(stderr)
@@ -152,8 +156,17 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	// Termination cancels what runs; handlers pushed further in (verify,
 	// an attached agent, a paused snapshot) decide first while they run.
-	ctx, cancel := sigstack.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer cancel()
+	// What does not end within stopGrace of it is ended: no command may
+	// ignore SIGTERM, whatever the agent put in its way.
+	ctx, cancel := context.WithCancel(context.Background())
+	pop := sigstack.Push(func(os.Signal) {
+		cancel()
+		time.AfterFunc(stopGrace, func() {
+			p.Warnf("still busy %s after SIGTERM; exiting", stopGrace)
+			os.Exit(143)
+		})
+	}, syscall.SIGTERM)
+	defer func() { pop(); cancel() }()
 	var cli CLI
 	exit := -1
 	parser, err := kong.New(&cli,

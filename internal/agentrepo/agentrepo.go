@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 )
@@ -193,23 +194,63 @@ func Head(gitDir string) (commit, ref string, err error) {
 }
 
 func readSmall(root *os.Root, name string) ([]byte, error) {
-	f, err := root.Open(name)
+	f, err := openRegular(root, name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	return io.ReadAll(io.LimitReader(f, 4096))
+}
+
+// openRegular opens an agent-written file for reading only if it is a
+// regular file. A FIFO would block the open (and the process, deaf to
+// signals while in it) until someone writes; a device could be anything.
+// The open is non-blocking and the type is checked again on the opened
+// file, so a swap between the two checks gains nothing.
+func openRegular(root *os.Root, name string) (*os.File, error) {
+	fi, err := root.Lstat(name)
 	if err != nil {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", name)
+		return nil, notRegular(name, fi.Mode())
 	}
-	return io.ReadAll(io.LimitReader(f, 4096))
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = notRegular(name, fi.Mode())
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+func notRegular(name string, m os.FileMode) error {
+	return fmt.Errorf("%s in the agent's repository is not a regular file (%s)", name, fileKind(m))
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "mode " + m.String()
 }
 
 func packedRef(root *os.Root, name string) (string, error) {
-	f, err := root.Open("packed-refs")
+	f, err := openRegular(root, "packed-refs")
 	if errors.Is(err, os.ErrNotExist) {
 		return "", ErrNoHead
 	}

@@ -108,7 +108,7 @@ func SyncWithin(ctx context.Context, host *gitcmd.Runner, gitDir, trusted, known
 	if present && (head == trusted || head == known) {
 		return res, nil
 	}
-	fs := osfs.New(gitDir, osfs.WithBoundOS())
+	fs := regularFS{osfs.New(gitDir, osfs.WithBoundOS())}
 	// Only the object store is used: its config, refs and hooks are never
 	// read. Objects over inMemory are streamed, and the caches are small:
 	// what sync holds does not grow with what the agent commits.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // Version is the record format version this build writes.
@@ -178,25 +179,48 @@ func Update(path, lockPath string, fn func(*Record) error) (*Record, error) {
 	return r, Save(path, r)
 }
 
-// Lock takes an exclusive lock on lockPath (created if missing), waiting for
-// other holders. The returned function releases it.
+// LockWait is how long Lock waits for another holder before it gives up.
+// A snapshot holds a sandbox's lock for seconds; a holder stuck for longer
+// is reported, not waited for forever.
+var LockWait = 2 * time.Minute
+
+// Lock takes an exclusive lock on lockPath (created if missing), waiting
+// for other holders at most LockWait. The returned function releases it.
 func Lock(lockPath string) (func(), error) {
+	return LockFor(lockPath, LockWait)
+}
+
+// ErrLockTimeout is returned when a lock stayed held for the whole wait.
+var ErrLockTimeout = errors.New("lock held by another process")
+
+// LockFor is Lock with its own wait; 0 waits for as long as it takes. The
+// wait polls, so the process never sits in a system call it cannot leave.
+func LockFor(lockPath string, wait time.Duration) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(lockPath), 0o700); err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
-	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
+	deadline := time.Now().Add(wait)
+	pause := 10 * time.Millisecond
 	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
 			break
 		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
+		if err != syscall.EWOULDBLOCK && err != syscall.EINTR {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", lockPath, err)
+		}
+		if wait > 0 && time.Now().After(deadline) {
+			f.Close()
+			return nil, usererr.Wrap(ErrLockTimeout, "gave up after %s waiting for %s: another git sandbox process holds it", wait, lockPath).
+				Hint("a snapshot, verify or supervisor of this sandbox is stuck or still busy; try again, or find it with ps and end it")
+		}
+		time.Sleep(pause)
+		pause = min(pause*2, 200*time.Millisecond)
 	}
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)

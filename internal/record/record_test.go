@@ -1,6 +1,7 @@
 package record
 
 import (
+	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -51,4 +52,25 @@ func TestSaveLoadUpdateList(t *testing.T) {
 	if len(errs) != 0 || len(recs) != 2 || recs[0].Branch != "a" || recs[1].Branch != "b" {
 		t.Errorf("List = %+v %v", recs, errs)
 	}
+}
+
+func TestLockWaitsThenGivesUp(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "lock")
+	unlock, err := Lock(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := LockFor(p, 300*time.Millisecond); !errors.Is(err, ErrLockTimeout) {
+		t.Fatalf("second lock: %v", err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
+		t.Errorf("gave up after %s", d)
+	}
+	go func() { time.Sleep(200 * time.Millisecond); unlock() }()
+	again, err := LockFor(p, 5*time.Second)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	again()
 }

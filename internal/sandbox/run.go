@@ -383,7 +383,9 @@ func (e *Env) spawnSupervisor(branch string) error {
 // and a last one when it exits. Only one supervisor runs per sandbox; a
 // second one waits for the first to finish.
 func (e *Env) Supervise(ctx context.Context, branch string, interval time.Duration) error {
-	unlock, err := record.Lock(e.Layout.SupervisorLock(branch))
+	// A second supervisor (of a resumed sandbox) waits for the first to
+	// finish its exit snapshot and verify, however long that takes.
+	unlock, err := record.LockFor(e.Layout.SupervisorLock(branch), 0)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/enginefake"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -487,5 +488,57 @@ func TestStartPublishesPorts(t *testing.T) {
 		} else if _, ok := usererr.As(err); !ok {
 			t.Errorf("%s: %v is not a user error", name, err)
 		}
+	}
+}
+
+// An image the repository chose runs only when the user allowed it: in
+// allowed_images, or by answering yes on a terminal.
+func TestStartAsksForTheRepositorysImage(t *testing.T) {
+	te := newTestEnv(t)
+	te.fake = enginefake.New(config.DefaultImage(), "repo:img")
+	te.reopen()
+	repoImage := func() {
+		te.env.Config.Image = "repo:img"
+		te.env.Config.RepoImage = "repo:img"
+	}
+	repoImage()
+	if _, err := te.env.Start(context.Background(), detached("t1")); err == nil || !strings.Contains(err.Error(), "repo:img") {
+		t.Errorf("without a terminal: %v", err)
+	}
+	te.assertNothingLeft("t1", false)
+	onTerminal := func(branch, answer string) (StartOptions, *strings.Reader, *bytes.Buffer) {
+		o := detached(branch)
+		in := strings.NewReader(answer)
+		var prompt bytes.Buffer
+		o.IO.Stdin, o.IO.StdinIsTerminal, o.IO.Stderr = in, true, &prompt
+		return o, in, &prompt
+	}
+	o, _, prompt := onTerminal("t2", "n\n")
+	if _, err := te.env.Start(context.Background(), o); err == nil {
+		t.Errorf("answered no: started")
+	}
+	if !strings.Contains(prompt.String(), "[y/N]") {
+		t.Errorf("no question asked: %q", prompt.String())
+	}
+	te.assertNothingLeft("t2", false)
+	o, in, _ := onTerminal("t3", "y\nfor the agent")
+	if _, err := te.env.Start(context.Background(), o); err != nil {
+		t.Errorf("answered yes: %v", err)
+	}
+	if in.Len() != len("for the agent") {
+		t.Errorf("the question read %d bytes past its line", len("for the agent")-in.Len())
+	}
+	te.reopen()
+	repoImage()
+	te.env.Config.AllowedImages = []string{"repo:img"}
+	if _, err := te.env.Start(context.Background(), detached("t4")); err != nil {
+		t.Errorf("allowed in the config: %v", err)
+	}
+	// --image is the user's own choice.
+	te.env.Config.AllowedImages = nil
+	o = detached("t5")
+	o.Image = "repo:img"
+	if _, err := te.env.Start(context.Background(), o); err != nil {
+		t.Errorf("--image: %v", err)
 	}
 }

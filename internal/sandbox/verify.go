@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
@@ -48,7 +49,8 @@ func (s *Sandbox) RunVerify(ctx context.Context, snap *rescue.Taken, io IO) (*re
 // so a verdict that appeared while waiting (the supervisor verifies when
 // the agent exits) is seen.
 func (s *Sandbox) lockVerify() (func(), error) {
-	unlock, err := record.Lock(s.env.Layout.VerifyLock(s.Branch))
+	// A verify runs as long as the project's tests do.
+	unlock, err := record.LockFor(s.env.Layout.VerifyLock(s.Branch), time.Hour)
 	if err != nil {
 		return nil, err
 	}
