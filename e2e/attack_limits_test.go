@@ -255,3 +255,41 @@ func TestAttackHugeBlobSyncStaysSmall(t *testing.T) {
 		t.Errorf("rm --force: %s", x)
 	}
 }
+
+// atkSparseAgent leaves a 2.1 GiB sparse file in the worktree: a few
+// kilobytes on disk, and about two megabytes in the object store.
+const atkSparseAgent = `
+set -e
+truncate -s 2254857830 big.bin
+if [ "$(stat -c %s big.bin)" = 2254857830 ] && [ "$(du -k big.bin | cut -f1)" -lt 1024 ]; then echo "ARMED: SPARSE"; fi
+echo AGENT-DONE
+`
+
+// 8. Verify export of a sparse file: a 2 GiB sparse file was written out
+// at full size on the host, by verify and by the pre-push verify.
+func TestAttackVerifyExportBudget(t *testing.T) {
+	t.Parallel()
+	e, _, _ := atkEnv(t)
+	e.WriteConfig("base_image = %q\nverify = \"true\"\nverify_before_push = true\n[rescue]\ninterval = \"1h\"\n[limits]\nmemory = \"1g\"\npids = 256\n", baseImage)
+	r := e.atkStart("sparse", atkSparseAgent)
+	atkArmed(t, r.Stdout, "SPARSE")
+	refused := func(what string, x Result) {
+		t.Helper()
+		if x.Code == 0 {
+			t.Errorf("%s wrote the 2.1 GiB file out: %s", what, x)
+		} else if !strings.Contains(x.Stderr, "over the 2.0 GiB verify may write out (budget.export); the largest is big.bin (2.1 GiB)") ||
+			!strings.Contains(x.Stderr, "hint:") {
+			t.Errorf("%s: no clear refusal: %s", what, x)
+		}
+	}
+	refused("git sandbox verify", e.Sandbox("verify", "sparse"))
+	// The pre-push verify of a commit holding the file.
+	e.Git("checkout", "-q", "-b", "big")
+	e.Run(e.Repo, nil, "cp", "--sparse=always", filepath.Join(e.Worktree("sparse"), "big.bin"), filepath.Join(e.Repo, "big.bin"))
+	e.Git("add", "big.bin")
+	e.Git("commit", "-q", "-m", "a big sparse file")
+	refused("the pre-push verify", e.Run(e.Repo, nil, "git", "push", "origin", "big"))
+	if x := e.Run(e.Repo, nil, "git", "ls-remote", "origin", "big"); strings.TrimSpace(x.Stdout) != "" {
+		t.Errorf("the push went through: %s", x.Stdout)
+	}
+}

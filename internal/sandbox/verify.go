@@ -72,6 +72,10 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 	if err != nil {
 		return nil, err
 	}
+	maxBytes, err := ExportBudget(s.env.Config)
+	if err != nil {
+		return nil, err
+	}
 	s.env.UI.Infof("verifying %s (tree %s): %s", s.Display(), shortID(snap.Tree), termsafe.String(s.Verify))
 	code, err := verify.Run(ctx, verify.Options{
 		Engine:    d,
@@ -84,14 +88,15 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 			container.LabelManaged: "1", container.LabelRepo: s.RepoID, container.LabelBranch: s.Branch,
 			container.LabelRole: container.RoleVerify, container.LabelVersion: version.Version,
 		},
-		Network: set.Network,
-		Runtime: set.Runtime,
-		Limits:  set.Limits,
-		UID:     os.Getuid(),
-		GID:     os.Getgid(),
-		WorkDir: s.env.Layout.VerifyDir(s.Branch),
-		Stdout:  io.Stderr,
-		Stderr:  io.Stderr,
+		Network:  set.Network,
+		Runtime:  set.Runtime,
+		Limits:   set.Limits,
+		UID:      os.Getuid(),
+		GID:      os.Getgid(),
+		WorkDir:  s.env.Layout.VerifyDir(s.Branch),
+		MaxBytes: maxBytes,
+		Stdout:   io.Stderr,
+		Stderr:   io.Stderr,
 	})
 	if err != nil {
 		return nil, err
