@@ -5,10 +5,15 @@ package e2e
 // hands back (sync of huge objects, verify's export of huge files).
 
 import (
+	"bytes"
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // atkProbe prints the limits and network of the container it runs in, on
@@ -162,5 +167,129 @@ func TestAttackHistorySmugglingThroughSync(t *testing.T) {
 	e.Run(e.Repo, nil, "git", "push", "-q", "origin", "main", "smuggle")
 	if x := e.Run(e.Repo, nil, "git", "--git-dir", remote, "cat-file", "-e", snap); x.Code == 0 {
 		t.Errorf("the other sandbox's snapshot, with its .env, reached the remote")
+	}
+}
+
+// runMeasured runs the git-sandbox binary itself (not through git) in the
+// main checkout and returns its result and its peak resident memory in
+// bytes, its children's (git) included: wait4 reports the larger.
+func (e *Env) runMeasured(args ...string) (Result, int64) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "git-sandbox"), args...)
+	cmd.Dir = e.Repo
+	cmd.Env = append([]string{}, e.vars...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			e.t.Fatalf("git-sandbox %q: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		e.t.Fatalf("no resource usage for git-sandbox %q", args)
+	}
+	return Result{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}, ru.Maxrss * 1024
+}
+
+// atkHugeBlobAgent commits a gigabyte of zeros, about a megabyte in the
+// object store. The file is made sparse outside the worktree, so only the
+// commit holds it (the worktree's snapshots are another matter).
+const atkHugeBlobAgent = `
+set -e
+truncate -s 1073741824 "$HOME/zeros.bin"
+B=$(git hash-object -w "$HOME/zeros.bin")
+rm -f "$HOME/zeros.bin"
+git update-index --add --cacheinfo "100644,$B,zeros.bin"
+git commit -q -m "a gigabyte of zeros"
+git rm -q --cached zeros.bin
+if [ "$(git cat-file -s HEAD:zeros.bin)" = 1073741824 ]; then echo "ARMED: HUGE"; fi
+echo "HEAD: $(git rev-parse HEAD)"
+echo AGENT-DONE
+`
+
+// 7. go-git memory at sync: a 1 GiB zero blob made a host diff peak at
+// over 4 GiB; rm syncs first, so it was hit too.
+func TestAttackHugeBlobSyncStaysSmall(t *testing.T) {
+	t.Parallel()
+	e, _, _ := atkEnv(t)
+	r := e.atkStart("huge", atkHugeBlobAgent)
+	atkArmed(t, r.Stdout, "HUGE")
+	head := between(r.Stdout, "HEAD: ", "\n")
+	const maxRSS = 256 << 20
+	for _, cmd := range [][]string{{"sync", "huge"}, {"diff", "huge", "--stat"}} {
+		res, rss := e.runMeasured(cmd...)
+		t.Logf("git sandbox %s: peak RSS %d MiB", strings.Join(cmd, " "), rss>>20)
+		if rss >= maxRSS {
+			t.Errorf("git sandbox %s peaked at %d MiB of host memory (limit %d MiB)", strings.Join(cmd, " "), rss>>20, maxRSS>>20)
+		}
+		if res.Code == 0 || !strings.Contains(res.Stderr, "zeros.bin is 1.0 GiB, over the 100.0 MiB allowed (budget.sync_object)") ||
+			!strings.Contains(res.Stderr, "hint:") {
+			t.Errorf("git sandbox %s: no clear refusal of the huge file:\n%s", strings.Join(cmd, " "), res)
+		}
+	}
+	if x := e.Run(e.Repo, nil, "git", "cat-file", "-e", head); x.Code == 0 {
+		t.Errorf("the agent's commit reached the host store")
+	}
+	// With the budget raised by the user, the file comes back streamed:
+	// memory still does not grow with it.
+	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n[budget]\nsync_object = \"2g\"\n", baseImage)
+	res, rss := e.runMeasured("sync", "huge")
+	t.Logf("git sandbox sync huge within a raised budget: peak RSS %d MiB", rss>>20)
+	if res.Code != 0 {
+		t.Errorf("sync within a raised budget: %s", res)
+	} else if got := e.Git("cat-file", "-s", head+":zeros.bin"); got != "1073741824" {
+		t.Errorf("the synced file has %s bytes", got)
+	}
+	if rss >= maxRSS {
+		t.Errorf("sync of an allowed 1 GiB file peaked at %d MiB of host memory (limit %d MiB)", rss>>20, maxRSS>>20)
+	}
+	// rm still removes the sandbox (its files are in the last snapshot).
+	if x := e.Sandbox("rm", "--force", "huge"); x.Code != 0 {
+		t.Errorf("rm --force: %s", x)
+	}
+}
+
+// atkSparseAgent leaves a 2.1 GiB sparse file in the worktree: a few
+// kilobytes on disk, and about two megabytes in the object store.
+const atkSparseAgent = `
+set -e
+truncate -s 2254857830 big.bin
+if [ "$(stat -c %s big.bin)" = 2254857830 ] && [ "$(du -k big.bin | cut -f1)" -lt 1024 ]; then echo "ARMED: SPARSE"; fi
+echo AGENT-DONE
+`
+
+// 8. Verify export of a sparse file: a 2 GiB sparse file was written out
+// at full size on the host, by verify and by the pre-push verify.
+func TestAttackVerifyExportBudget(t *testing.T) {
+	t.Parallel()
+	e, _, _ := atkEnv(t)
+	e.WriteConfig("base_image = %q\nverify = \"true\"\nverify_before_push = true\n[rescue]\ninterval = \"1h\"\n[limits]\nmemory = \"1g\"\npids = 256\n", baseImage)
+	r := e.atkStart("sparse", atkSparseAgent)
+	atkArmed(t, r.Stdout, "SPARSE")
+	refused := func(what string, x Result) {
+		t.Helper()
+		if x.Code == 0 {
+			t.Errorf("%s wrote the 2.1 GiB file out: %s", what, x)
+		} else if !strings.Contains(x.Stderr, "over the 2.0 GiB verify may write out (budget.export); the largest is big.bin (2.1 GiB)") ||
+			!strings.Contains(x.Stderr, "hint:") {
+			t.Errorf("%s: no clear refusal: %s", what, x)
+		}
+	}
+	refused("git sandbox verify", e.Sandbox("verify", "sparse"))
+	// The pre-push verify of a commit holding the file.
+	e.Git("checkout", "-q", "-b", "big")
+	e.Run(e.Repo, nil, "cp", "--sparse=always", filepath.Join(e.Worktree("sparse"), "big.bin"), filepath.Join(e.Repo, "big.bin"))
+	e.Git("add", "big.bin")
+	e.Git("commit", "-q", "-m", "a big sparse file")
+	refused("the pre-push verify", e.Run(e.Repo, nil, "git", "push", "origin", "big"))
+	if x := e.Run(e.Repo, nil, "git", "ls-remote", "origin", "big"); strings.TrimSpace(x.Stdout) != "" {
+		t.Errorf("the push went through: %s", x.Stdout)
 	}
 }

@@ -145,6 +145,10 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 	if err != nil {
 		return nil, err
 	}
+	maxBytes, err := sandbox.ExportBudget(cfg)
+	if err != nil {
+		return nil, err
+	}
 	var refused []Refusal
 	for _, u := range todo {
 		if err := os.MkdirAll(env.Layout.RepoDir(), 0o700); err != nil {
@@ -178,14 +182,15 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 				container.LabelManaged: "1", container.LabelRepo: env.Repo.ID,
 				container.LabelRole: container.RoleVerify, container.LabelVersion: version.Version,
 			},
-			Network: set.Network,
-			Runtime: set.Runtime,
-			Limits:  set.Limits,
-			UID:     os.Getuid(),
-			GID:     os.Getgid(),
-			WorkDir: work,
-			Stdout:  &output,
-			Stderr:  &output,
+			Network:  set.Network,
+			Runtime:  set.Runtime,
+			Limits:   set.Limits,
+			UID:      os.Getuid(),
+			GID:      os.Getgid(),
+			WorkDir:  work,
+			MaxBytes: maxBytes,
+			Stdout:   &output,
+			Stderr:   &output,
 		})
 		if err != nil {
 			return nil, err

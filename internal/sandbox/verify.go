@@ -100,6 +100,10 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 		}
 		network, netName, env = container.NetworkAllowlist, eg.InternalNetwork, proxyEnv(eg.ProxyURL)
 	}
+	maxBytes, err := ExportBudget(s.env.Config)
+	if err != nil {
+		return nil, err
+	}
 	s.env.UI.Infof("verifying %s (tree %s): %s", s.Display(), shortID(snap.Tree), termsafe.String(s.Verify))
 	code, err := verify.Run(ctx, verify.Options{
 		Engine:    d,
@@ -122,6 +126,7 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 		WorkDir:     s.env.Layout.VerifyDir(s.Branch),
 		Stdout:      io.Stderr,
 		Stderr:      io.Stderr,
+		MaxBytes:    maxBytes,
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ package verify
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -14,11 +15,13 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // Engine is what a verify run asks of the container engine.
@@ -54,8 +57,10 @@ type Options struct {
 	GID         int
 	// WorkDir is a directory verify may use for its files; it is removed.
 	WorkDir string
-	Stdout  io.Writer
-	Stderr  io.Writer
+	// MaxBytes bounds the total size of the files written out (0: none).
+	MaxBytes int64
+	Stdout   io.Writer
+	Stderr   io.Writer
 }
 
 // Run verifies the tree and returns the command's exit code.
@@ -71,7 +76,7 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 			return -1, fmt.Errorf("verify: %w", err)
 		}
 	}
-	if err := Export(ctx, o.CommonDir, o.Tree, files, o.WorkDir); err != nil {
+	if err := Export(ctx, o.CommonDir, o.Tree, files, o.WorkDir, o.MaxBytes); err != nil {
 		return -1, err
 	}
 	spec := &container.Spec{
@@ -149,7 +154,11 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 // with no configuration and no attributes, so no filter, eol conversion or
 // export-ignore applies: the files are byte for byte the tree's. They are
 // extracted confined beneath dir, symlinks written as symlinks.
-func Export(ctx context.Context, commonDir, tree, dir, scratchParent string) error {
+//
+// The tree's files are totalled first, from the object headers (a sparse
+// or highly compressible file costs nothing to measure), and a tree over
+// maxBytes (0: no bound) is refused before anything is written.
+func Export(ctx context.Context, commonDir, tree, dir, scratchParent string, maxBytes int64) error {
 	scratch, err := os.MkdirTemp(scratchParent, "scratch-")
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
@@ -169,6 +178,11 @@ func Export(ctx context.Context, commonDir, tree, dir, scratchParent string) err
 		ObjectDir: filepath.Join(commonDir, "objects"),
 		Isolated:  true,
 		Config:    []string{"core.attributesFile=/dev/null", "tar.umask=0022"},
+	}
+	if maxBytes > 0 {
+		if err := checkSize(ctx, g, tree, maxBytes); err != nil {
+			return err
+		}
 	}
 	cmd := g.Command(ctx, "archive", "--worktree-attributes", "--format=tar", tree)
 	out, err := cmd.StdoutPipe()
@@ -233,4 +247,74 @@ func extract(r io.Reader, dir string) error {
 			return fmt.Errorf("export %s: %w", name, err)
 		}
 	}
+}
+
+// checkSize refuses a tree whose files total more than max bytes, naming
+// the largest.
+func checkSize(ctx context.Context, g *gitcmd.Runner, tree string, max int64) error {
+	cmd := g.Command(ctx, "ls-tree", "-r", "-l", "-z", "--full-tree", tree)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	var total, largest int64
+	var largestPath string
+	r := bufio.NewReader(out)
+	for {
+		rec, err := r.ReadString(0)
+		if err != nil {
+			break
+		}
+		// "<mode> <type> <id> <size>\t<path>\x00"
+		meta, p, _ := strings.Cut(strings.TrimSuffix(rec, "\x00"), "\t")
+		f := strings.Fields(meta)
+		if len(f) != 4 || f[1] != "blob" {
+			continue
+		}
+		n, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			continue
+		}
+		total += n
+		if n > largest {
+			largest, largestPath = n, p
+		}
+	}
+	_, _ = io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("export: git ls-tree: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	if total > max {
+		return usererr.New("the files of tree %s total %s, over the %s verify may write out (budget.export); the largest is %s (%s)",
+			short(tree), humanSize(total), humanSize(max), termsafe.String(largestPath), humanSize(largest)).
+			Hint("nothing was written; remove the file from the work, or raise budget.export in your config if it belongs").
+			WithCode(usererr.ExitRefused)
+	}
+	return nil
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// humanSize prints a byte count as 2.1 GiB.
+func humanSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
