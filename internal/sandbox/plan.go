@@ -50,16 +50,16 @@ type PlanInput struct {
 	ExtraMounts   []config.Mount
 	// Caches are container directories kept in the repository's cache
 	// volumes.
-	Caches []string
-	Ports         []container.Port
-	Network       container.NetworkMode
-	Runtime       string
-	Memory        string
-	CPUs          float64
-	Pids          int64
-	TTY           bool
-	OpenStdin     bool
-	UID, GID      int
+	Caches    []string
+	Ports     []container.Port
+	Network   container.NetworkMode
+	Runtime   string
+	Memory    string
+	CPUs      float64
+	Pids      int64
+	TTY       bool
+	OpenStdin bool
+	UID, GID  int
 }
 
 // BuildSpec turns the input into a container spec, refusing any mount
