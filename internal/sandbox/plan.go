@@ -24,21 +24,17 @@ import (
 
 // PlanInput is everything a container spec is derived from.
 type PlanInput struct {
-	Name     string
-	Image    string
-	Branch   string
-	RepoID   string
-	Base     string
-	Baseline string
-	Agent    string
-	Prompt   string
-	Verify   string
-	Setup    string
-	Argv     []string
-	// ImageEnv is the image's own configuration's environment (a
-	// devcontainer's containerEnv and remoteEnv), before the agent's and
-	// the user's variables, which win.
-	ImageEnv      []string
+	Name          string
+	Image         string
+	Branch        string
+	RepoID        string
+	Base          string
+	Baseline      string
+	Agent         string
+	Prompt        string
+	Verify        string
+	Setup         string
+	Argv          []string
 	AgentEnv      []string
 	UserEnv       []string // KEY=VALUE, already resolved
 	Worktree      string
@@ -48,18 +44,24 @@ type PlanInput struct {
 	HostHooks     string
 	AgentHome     string
 	ExtraMounts   []config.Mount
+	Network       container.NetworkMode
+	Runtime       string
+	Memory        string
+	CPUs          float64
+	Pids          int64
+	TTY           bool
+	OpenStdin     bool
+	UID, GID      int
+
+	// ImageEnv is the image's own configuration's environment (a
+	// devcontainer's containerEnv and remoteEnv), before the agent's and
+	// the user's variables, which win.
+	ImageEnv []string
 	// Caches are container directories kept in the repository's cache
 	// volumes.
-	Caches    []string
-	Ports     []container.Port
-	Network   container.NetworkMode
-	Runtime   string
-	Memory    string
-	CPUs      float64
-	Pids      int64
-	TTY       bool
-	OpenStdin bool
-	UID, GID  int
+	Caches []string
+	// Ports are published on the host's loopback interface.
+	Ports []container.Port
 }
 
 // BuildSpec turns the input into a container spec, refusing any mount
