@@ -97,7 +97,9 @@ func TestDevcontainerStart(t *testing.T) {
 	"mounts": ["source=/,target=/host,type=bind"],
 }
 `)
-	e.WriteFile(".devcontainer/Dockerfile", "FROM "+baseImage+"\nCOPY tools/projtool /usr/local/bin/projtool\n")
+	// The comment makes this run's image its own: a run killed before its
+	// cleanup leaves a tag the next run must not reuse.
+	e.WriteFile(".devcontainer/Dockerfile", fmt.Sprintf("# run %d\nFROM %s\nCOPY tools/projtool /usr/local/bin/projtool\n", time.Now().UnixNano(), baseImage))
 	e.WriteFile("tools/projtool", "#!/bin/sh\necho \"projtool ran: $*\"\n")
 	must(t, os.Chmod(filepath.Join(e.Repo, "tools", "projtool"), 0o755))
 	e.Git("add", "-A")
