@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/pkg/jsonmessage"
 
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
@@ -247,4 +249,41 @@ func DockerfileContext(content []byte) io.Reader {
 	_, _ = tw.Write(content)
 	_ = tw.Close()
 	return &buf
+}
+
+// Image is a local image as a listing shows it.
+type Image struct {
+	ID     string
+	Tags   []string
+	Labels map[string]string
+}
+
+// ListImages returns the local images carrying every given label
+// (key=value).
+func (d *Docker) ListImages(ctx context.Context, labels ...string) ([]Image, error) {
+	f := filters.NewArgs()
+	for _, l := range labels {
+		f.Add("label", l)
+	}
+	list, err := d.api.ImageList(ctx, image.ListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list images: %w", sdkErr(err))
+	}
+	out := make([]Image, 0, len(list))
+	for _, i := range list {
+		out = append(out, Image{ID: i.ID, Tags: i.RepoTags, Labels: i.Labels})
+	}
+	return out, nil
+}
+
+// RemoveImage removes a tag (or an image by id) and the untagged parents
+// only it had; an image a container uses is ErrConflict, a missing one is
+// not an error.
+func (d *Docker) RemoveImage(ctx context.Context, ref string) error {
+	_, err := d.api.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true})
+	err = sdkErr(err)
+	if err != nil && !IsNotFound(err) {
+		return fmt.Errorf("remove image %s: %w", ref, err)
+	}
+	return nil
 }

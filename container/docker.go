@@ -11,6 +11,7 @@ import (
 	"time"
 
 	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -180,7 +181,9 @@ func (d *Docker) Inspect(ctx context.Context, id string) (*State, error) {
 	}
 	st.Mounts = map[string]string{}
 	for _, m := range info.Mounts {
-		if m.Source != "" {
+		// Bind mounts only: a volume's source is the engine's, not a path
+		// of the user's that could be swapped.
+		if m.Source != "" && (m.Type == "" || m.Type == mount.TypeBind) {
 			st.Mounts[m.Destination] = m.Source
 		}
 	}

@@ -56,11 +56,13 @@ const Workspace = "/workspace"
 // Home is the agent's home inside the container.
 const Home = "/home/sandbox"
 
-// Mount is one bind mount.
+// Mount is one bind mount, or a named volume of the engine's.
 type Mount struct {
+	// Source is a host path, or the volume's name when Volume is set.
 	Source   string `json:"source"`
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"readonly"`
+	Volume   bool   `json:"volume,omitempty"`
 	// Why says what the mount is for, for --dry-run readers.
 	Why string `json:"why,omitempty"`
 }
@@ -167,6 +169,9 @@ func (s *Spec) Validate() error {
 		if strings.Contains(m.Source, ",") || strings.Contains(m.Target, ",") {
 			return fmt.Errorf("mount %s -> %s: commas are not supported in mount paths", m.Source, m.Target)
 		}
+		if m.Volume && !volumeName.MatchString(m.Source) {
+			return fmt.Errorf("mount %s -> %s: not a volume name", m.Source, m.Target)
+		}
 	}
 	return nil
 }
@@ -210,8 +215,12 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 	}
 	cfg.ExposedPorts, hc.PortBindings = dockerPorts(s.Ports)
 	for _, m := range s.Mounts {
+		typ := mount.TypeBind
+		if m.Volume {
+			typ = mount.TypeVolume
+		}
 		hc.Mounts = append(hc.Mounts, mount.Mount{
-			Type:     mount.TypeBind,
+			Type:     typ,
 			Source:   m.Source,
 			Target:   m.Target,
 			ReadOnly: m.ReadOnly,
@@ -235,6 +244,9 @@ func dockerNetworkMode(s *Spec) dcontainer.NetworkMode {
 }
 
 var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+// volumeName is what Docker accepts as a volume's name.
+var volumeName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 
 // Name returns the container name of a sandbox: readable, valid for Docker,
 // and unique per repository and branch.

@@ -2,7 +2,11 @@ package container
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"path"
+	"strings"
 
 	"github.com/docker/docker/api/types/volume"
 )
@@ -64,4 +68,27 @@ func managedLabels(labels map[string]string) map[string]string {
 		out[LabelManaged] = "1"
 	}
 	return out
+}
+
+// Labels of cache volumes (besides LabelManaged and LabelRepo).
+const (
+	// LabelCache marks a cache volume.
+	LabelCache = "git-sandbox.cache"
+	// LabelCacheTarget is the container directory it holds.
+	LabelCacheTarget = "git-sandbox.cache.target"
+)
+
+// CacheVolume names the volume that holds a repository's cache of target:
+// readable, valid for Docker, and distinct per repository and target.
+func CacheVolume(repoID, target string) string {
+	sum := sha256.Sum256([]byte(repoID + "\x00" + path.Clean(target)))
+	r := strings.Trim(nameUnsafe.ReplaceAllString(repoID, "-"), "-.")
+	if len(r) > 40 {
+		r = r[:40]
+	}
+	t := strings.Trim(nameUnsafe.ReplaceAllString(path.Base(path.Clean(target)), "-"), "-.")
+	if len(t) > 24 {
+		t = t[:24]
+	}
+	return fmt.Sprintf("git-sandbox-cache-%s-%s-%s", r, t, hex.EncodeToString(sum[:])[:12])
 }

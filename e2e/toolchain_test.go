@@ -97,7 +97,9 @@ func TestDevcontainerStart(t *testing.T) {
 	"mounts": ["source=/,target=/host,type=bind"],
 }
 `)
-	e.WriteFile(".devcontainer/Dockerfile", "FROM "+baseImage+"\nCOPY tools/projtool /usr/local/bin/projtool\n")
+	// The comment makes this run's image its own: a run killed before its
+	// cleanup leaves a tag the next run must not reuse.
+	e.WriteFile(".devcontainer/Dockerfile", fmt.Sprintf("# run %d\nFROM %s\nCOPY tools/projtool /usr/local/bin/projtool\n", time.Now().UnixNano(), baseImage))
 	e.WriteFile("tools/projtool", "#!/bin/sh\necho \"projtool ran: $*\"\n")
 	must(t, os.Chmod(filepath.Join(e.Repo, "tools", "projtool"), 0o755))
 	e.Git("add", "-A")
@@ -229,4 +231,79 @@ func hostAddresses(t *testing.T) []string {
 		t.Fatal("no non-loopback address to check against")
 	}
 	return out
+}
+
+// nonRootEnv is NewEnv for an unprivileged user when the suite runs as
+// root (as sandboxes of real users run), else NewEnv.
+func nonRootEnv(t *testing.T) *Env {
+	t.Helper()
+	if os.Getuid() != 0 {
+		return NewEnv(t)
+	}
+	cred := testUser(t)
+	root := t.TempDir()
+	for p := root; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
+		must(t, os.Chmod(p, 0o755))
+	}
+	return newEnvAt(t, root, cred)
+}
+
+// removeCacheVolumes removes the cache volumes of a test repository (after
+// its containers).
+func removeCacheVolumes(repoID string) {
+	removeContainers(repoID)
+	out, _ := exec.Command("docker", "volume", "ls", "-q", "--filter", "label=git-sandbox.cache", "--filter", "label=git-sandbox.repo="+repoID).Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, ids...)...).Run()
+	}
+}
+
+// TestCaches: a [[cache]] of the user's config is a volume per repository:
+// what one sandbox (run as an unprivileged user) writes there the next
+// sandbox of the same repository reads, another repository's sandbox does
+// not see it; doctor lists it and image prune --caches removes it.
+func TestCaches(t *testing.T) {
+	t.Parallel()
+	const target = "/home/sandbox/.cache/proj"
+	config := "base_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n[[cache]]\ntarget = \"" + target + "\"\n"
+	e := nonRootEnv(t)
+	e.WriteConfig(config, baseImage)
+	t.Cleanup(func() { removeCacheVolumes(e.RepoID()) })
+	other := NewEnv(t)
+	other.WriteConfig(config, baseImage)
+	t.Cleanup(func() { removeCacheVolumes(other.RepoID()) })
+
+	r := e.MustSandbox("start", "c1", "--agent", "shell", "--", "sh", "-c", "echo written-by-c1 > "+target+"/marker && echo wrote")
+	if !strings.Contains(r.Stdout, "wrote") || !strings.Contains(r.Stderr, "cache "+target+": new volume git-sandbox-cache-") {
+		t.Fatalf("first sandbox: %s", r)
+	}
+	r = e.MustSandbox("start", "c2", "--agent", "shell", "--", "sh", "-c", "cat "+target+"/marker")
+	if r.Stdout != "written-by-c1\n" || strings.Contains(r.Stderr, "new volume") {
+		t.Errorf("second sandbox of the repository: %s", r)
+	}
+	r = other.MustSandbox("start", "c1", "--agent", "shell", "--", "sh", "-c", "cat "+target+"/marker 2>/dev/null || echo absent")
+	if r.Stdout != "absent\n" {
+		t.Errorf("another repository's sandbox: %s", r)
+	}
+	if d := e.Sandbox("doctor"); !strings.Contains(d.Stdout, "ok   cache "+target+": volume git-sandbox-cache-") {
+		t.Errorf("doctor: %s", d)
+	}
+	// In use by the sandboxes' containers: kept.
+	if r := e.MustSandbox("image", "prune", "--caches"); !strings.Contains(r.Stderr, "kept cache") {
+		t.Errorf("prune while in use: %s", r)
+	}
+	e.MustSandbox("rm", "-f", "c1")
+	e.MustSandbox("rm", "-f", "c2")
+	if r := e.MustSandbox("image", "prune", "--caches"); !strings.Contains(r.Stderr, "removed cache git-sandbox-cache-") {
+		t.Errorf("prune: %s", r)
+	}
+	out, err := exec.Command("docker", "volume", "ls", "-q", "--filter", "label=git-sandbox.repo="+e.RepoID()).Output()
+	if err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("volumes left after prune: %q %v", out, err)
+	}
+	// The other repository's cache is untouched.
+	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label=git-sandbox.repo="+other.RepoID()).Output()
+	if strings.TrimSpace(string(out)) == "" {
+		t.Errorf("prune removed another repository's cache")
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/worktree"
@@ -94,6 +96,9 @@ func (c *DoctorCmd) Run(app *App) error {
 		if err == nil && ok {
 			imageAgentLines(app, d, cfg.Image, cfg.Agent)
 		}
+		if env != nil {
+			cacheLines(app, env)
+		}
 	}
 
 	for _, name := range agent.Names() {
@@ -146,6 +151,37 @@ func imageAgentLines(app *App, d *container.Docker, image, defaultAgent string) 
 			hint = "rebuild it with network access so npm can install it: git sandbox image build"
 		}
 		fmt.Fprintf(app.Stdout, "     hint: %s\n", hint)
+	}
+}
+
+// cacheLines lists the repository's caches: each configured one with its
+// volume (or that the next start makes it), and volumes left from caches no
+// longer configured.
+func cacheLines(app *App, env *sandbox.Env) {
+	have, err := env.Caches(app.Ctx)
+	if err != nil {
+		fmt.Fprintf(app.Stdout, "info caches: %s\n", errText(err))
+		return
+	}
+	byTarget := map[string]string{}
+	for _, c := range have {
+		byTarget[c.Target] = c.Volume
+	}
+	configured := map[string]bool{}
+	for _, c := range env.Config.Caches {
+		t := path.Clean(c.Target)
+		configured[t] = true
+		if v, ok := byTarget[t]; ok {
+			fmt.Fprintf(app.Stdout, "ok   cache %s: volume %s\n", termsafe.String(t), v)
+		} else {
+			fmt.Fprintf(app.Stdout, "info cache %s: no volume yet (the next start makes it)\n", termsafe.String(t))
+		}
+	}
+	for _, c := range have {
+		if !configured[c.Target] {
+			fmt.Fprintf(app.Stdout, "info cache volume %s (%s) is no longer in your config\n", c.Volume, termsafe.String(c.Target))
+			fmt.Fprintf(app.Stdout, "     hint: git sandbox image prune --caches removes it\n")
+		}
 	}
 }
 

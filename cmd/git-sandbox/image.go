@@ -8,6 +8,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/devcontainer"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
 )
@@ -15,6 +16,78 @@ import (
 // ImageCmd groups the image commands.
 type ImageCmd struct {
 	Build ImageBuildCmd `cmd:"" help:"Build the default sandbox image."`
+	Prune ImagePruneCmd `cmd:"" help:"Remove this repository's devcontainer images (and caches)."`
+}
+
+// ImagePruneCmd is git sandbox image prune.
+type ImagePruneCmd struct {
+	Caches bool `help:"Also remove this repository's cache volumes ([[cache]] in your config)."`
+}
+
+// Help is image prune's long help.
+func (c *ImagePruneCmd) Help() string {
+	return `Removes the images git sandbox built from this repository's devcontainer,
+except those a sandbox's container still uses; the next start builds the one it
+needs again. With --caches, also the repository's cache volumes no sandbox
+uses: the next sandbox starts with empty caches. Your default image
+(git sandbox image build) and other images are never touched.`
+}
+
+// Run prunes.
+func (c *ImagePruneCmd) Run(app *App) error {
+	env, err := app.Env()
+	if err != nil {
+		return err
+	}
+	d, err := container.Connect(app.Ctx)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	imgs, err := d.ListImages(app.Ctx, devcontainer.LabelRepo+"="+env.Repo.ID)
+	if err != nil {
+		return err
+	}
+	removed, kept := 0, 0
+	for _, img := range imgs {
+		for _, tag := range img.Tags {
+			switch err := d.RemoveImage(app.Ctx, tag); {
+			case container.IsConflict(err):
+				kept++
+				app.UI.Infof("kept %s: a sandbox uses it", termsafe.String(tag))
+			case err != nil:
+				return err
+			default:
+				removed++
+				app.UI.Infof("removed image %s", termsafe.String(tag))
+			}
+		}
+	}
+	if c.Caches {
+		caches, err := env.Caches(app.Ctx)
+		if err != nil {
+			return err
+		}
+		for _, cc := range caches {
+			switch err := d.RemoveVolume(app.Ctx, cc.Volume); {
+			case container.IsConflict(err):
+				kept++
+				app.UI.Infof("kept cache %s (%s): a sandbox uses it", cc.Volume, termsafe.String(cc.Target))
+			case err != nil:
+				return err
+			default:
+				removed++
+				app.UI.Infof("removed cache %s (%s)", cc.Volume, termsafe.String(cc.Target))
+			}
+		}
+	}
+	if removed == 0 && kept == 0 {
+		app.UI.Infof("nothing to remove")
+	}
+	if kept > 0 {
+		app.UI.Hintf("git sandbox rm BRANCH removes a sandbox you no longer need; prune again then")
+	}
+	return nil
 }
 
 // ImageBuildCmd is git sandbox image build.

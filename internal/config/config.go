@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -86,6 +87,9 @@ type Config struct {
 	Env []string `toml:"env"`
 	// Mounts are extra bind mounts.
 	Mounts []Mount `toml:"mount"`
+	// Caches are container directories kept in volumes shared by the
+	// sandboxes of one repository.
+	Caches []Cache `toml:"cache"`
 	// Limits are the container's resource limits.
 	Limits Limits `toml:"limits"`
 	// Rescue configures snapshots.
@@ -121,6 +125,12 @@ type Mount struct {
 	Source   string `toml:"source"`
 	Target   string `toml:"target"`
 	ReadOnly bool   `toml:"readonly"`
+}
+
+// Cache is a container directory (a package or build cache) kept in a
+// volume per repository, shared by that repository's sandboxes.
+type Cache struct {
+	Target string `toml:"target"`
 }
 
 // Limits are resource limits of a sandbox container.
@@ -329,6 +339,7 @@ var repoRefused = map[string]string{
 	"cap_add":            "adding capabilities (never allowed anywhere)",
 	"devices":            "host devices",
 	"volumes":            "volumes",
+	"cache":              "cache volumes shared by every sandbox of the repository",
 	"user":               "the container user",
 	"security_opt":       "security options",
 }
@@ -439,6 +450,22 @@ func (l *Loaded) validate(file string) error {
 		if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {
 			return usererr.New("%s: mount %q -> %q: source and target must be absolute paths", where, m.Source, m.Target)
 		}
+	}
+	seen := map[string]bool{}
+	for _, c := range l.Caches {
+		t := path.Clean(c.Target)
+		switch {
+		case !path.IsAbs(c.Target):
+			return usererr.New("%s: cache target %q must be an absolute path in the container", where, c.Target)
+		case t == "/" || t == container.Home || t == container.Workspace || strings.HasPrefix(t, container.Workspace+"/"):
+			return usererr.New("%s: cache target %q: a cache cannot be /, the home directory or in /workspace", where, c.Target).
+				Hint("name the cache's own directory, such as %s/go/pkg/mod", container.Home)
+		case strings.ContainsAny(t, ",\x00\n"):
+			return usererr.New("%s: cache target %q: commas and control characters are not supported", where, c.Target)
+		case seen[t]:
+			return usererr.New("%s: cache target %q is listed twice", where, c.Target)
+		}
+		seen[t] = true
 	}
 	return nil
 }

@@ -78,6 +78,7 @@ func TestRepoConfigRefusals(t *testing.T) {
 		{"cap_add", "cap_add = [\"SYS_ADMIN\"]\n", "cap_add"},
 		{"worktrees_dir", "worktrees_dir = \"/\"\n", "worktrees_dir"},
 		{"base_image", "base_image = \"evil/base\"\n", "base_image"},
+		{"cache", "[[cache]]\ntarget = \"/home/sandbox/.npm\"\n", "cache"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -223,5 +224,20 @@ func TestFlagValuesAreValidated(t *testing.T) {
 	}
 	if err := CheckPids("", "--pids", 1); err == nil || !strings.HasPrefix(err.Error(), "--pids 1: must be") {
 		t.Errorf("CheckPids: %v", err)
+	}
+}
+
+func TestCaches(t *testing.T) {
+	l, err := Load(setup(t, "[[cache]]\ntarget = \"/home/sandbox/go/pkg/mod\"\n[[cache]]\ntarget = \"/var/cache/x/\"\n", ""))
+	if err != nil || len(l.Caches) != 2 || l.Caches[0].Target != "/home/sandbox/go/pkg/mod" {
+		t.Fatalf("caches: %+v %v", l, err)
+	}
+	for _, bad := range []string{"relative", "/", "/home/sandbox", "/workspace", "/workspace/node_modules", "/a,b"} {
+		if _, err := Load(setup(t, "[[cache]]\ntarget = \""+bad+"\"\n", "")); err == nil {
+			t.Errorf("cache target %q accepted", bad)
+		}
+	}
+	if _, err := Load(setup(t, "[[cache]]\ntarget = \"/c\"\n[[cache]]\ntarget = \"/c/\"\n", "")); err == nil {
+		t.Errorf("a cache listed twice was accepted")
 	}
 }

@@ -462,6 +462,9 @@ func state(c *Container) container.State {
 		TTY: c.Spec.TTY, OpenStdin: c.Spec.OpenStdin, Mounts: map[string]string{},
 	}
 	for _, m := range c.Spec.Mounts {
+		if m.Volume {
+			continue // bind mounts only, as the real engine reports them
+		}
 		st.Mounts[m.Target] = m.Source
 	}
 	return st

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,21 +24,17 @@ import (
 
 // PlanInput is everything a container spec is derived from.
 type PlanInput struct {
-	Name     string
-	Image    string
-	Branch   string
-	RepoID   string
-	Base     string
-	Baseline string
-	Agent    string
-	Prompt   string
-	Verify   string
-	Setup    string
-	Argv     []string
-	// ImageEnv is the image's own configuration's environment (a
-	// devcontainer's containerEnv and remoteEnv), before the agent's and
-	// the user's variables, which win.
-	ImageEnv      []string
+	Name          string
+	Image         string
+	Branch        string
+	RepoID        string
+	Base          string
+	Baseline      string
+	Agent         string
+	Prompt        string
+	Verify        string
+	Setup         string
+	Argv          []string
 	AgentEnv      []string
 	UserEnv       []string // KEY=VALUE, already resolved
 	Worktree      string
@@ -47,7 +44,6 @@ type PlanInput struct {
 	HostHooks     string
 	AgentHome     string
 	ExtraMounts   []config.Mount
-	Ports         []container.Port
 	Network       container.NetworkMode
 	// NetworkName is the sandbox's internal network (allowlist mode).
 	NetworkName string
@@ -60,6 +56,16 @@ type PlanInput struct {
 	TTY       bool
 	OpenStdin bool
 	UID, GID  int
+
+	// ImageEnv is the image's own configuration's environment (a
+	// devcontainer's containerEnv and remoteEnv), before the agent's and
+	// the user's variables, which win.
+	ImageEnv []string
+	// Caches are container directories kept in the repository's cache
+	// volumes.
+	Caches []string
+	// Ports are published on the host's loopback interface.
+	Ports []container.Port
 }
 
 // BuildSpec turns the input into a container spec, refusing any mount
@@ -143,22 +149,30 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 		ro       bool
 		why      string
 		optional bool
+		volume   bool
 	}
 	mounts := []m{
-		{in.Worktree, container.Workspace, false, "the sandbox worktree", false},
-		{in.Gitfile, container.Workspace + "/.git", true, "gitfile pointing at the agent's own repository; a mount point cannot be renamed or replaced", false},
-		{in.PrivateGitDir, in.PrivateGitDir, false, "the agent's own repository (alternates to the host object store)", false},
-		{in.HostObjects, in.HostObjects, true, "the host object store, read-only", false},
-		{in.HostHooks, in.HostHooks, true, "the user's hooks, read-only, used as the agent repository's hooks path", true},
-		{in.AgentHome, container.Home, false, "the agent's home: login and settings persist across sandboxes", false},
+		{in.Worktree, container.Workspace, false, "the sandbox worktree", false, false},
+		{in.Gitfile, container.Workspace + "/.git", true, "gitfile pointing at the agent's own repository; a mount point cannot be renamed or replaced", false, false},
+		{in.PrivateGitDir, in.PrivateGitDir, false, "the agent's own repository (alternates to the host object store)", false, false},
+		{in.HostObjects, in.HostObjects, true, "the host object store, read-only", false, false},
+		{in.HostHooks, in.HostHooks, true, "the user's hooks, read-only, used as the agent repository's hooks path", true, false},
+		{in.AgentHome, container.Home, false, "the agent's home: login and settings persist across sandboxes", false, false},
 	}
 	for _, alt := range alternates(in.HostObjects) {
-		mounts = append(mounts, m{alt, alt, true, "an alternate object store of the host repository, read-only", true})
+		mounts = append(mounts, m{alt, alt, true, "an alternate object store of the host repository, read-only", true, false})
 	}
 	for _, em := range in.ExtraMounts {
-		mounts = append(mounts, m{em.Source, em.Target, em.ReadOnly, "from your config", false})
+		mounts = append(mounts, m{em.Source, em.Target, em.ReadOnly, "from your config", false, false})
+	}
+	for _, target := range in.Caches {
+		mounts = append(mounts, m{container.CacheVolume(in.RepoID, target), path.Clean(target), false, "a cache from your config, shared by this repository's sandboxes", false, true})
 	}
 	for _, mm := range mounts {
+		if mm.volume {
+			spec.Mounts = append(spec.Mounts, container.Mount{Source: mm.src, Target: mm.dst, Volume: true, Why: mm.why})
+			continue
+		}
 		if mm.optional {
 			if _, err := os.Stat(mm.src); err != nil {
 				continue
@@ -341,6 +355,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		HostHooks:     hooksDir,
 		AgentHome:     l.AgentHome(adapter.Name()),
 		ExtraMounts:   e.Config.Mounts,
+		Caches:        cacheTargets(e.Config.Caches),
 		Ports:         ports,
 		Network:       network,
 		Runtime:       firstNonEmpty(o.Runtime, e.Config.Runtime),

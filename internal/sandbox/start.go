@@ -334,6 +334,9 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 	spec.Mounts = append([]container.Mount(nil), spec.Mounts...)
 	spec.Labels[container.LabelBaseline] = base.ID
 	for i, m := range spec.Mounts {
+		if m.Volume {
+			continue
+		}
 		src, err := container.RefuseUnsafeHostPath(m.Why, m.Source)
 		if err != nil {
 			return nil, err
@@ -344,6 +347,9 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		if err := e.createEgress(ctx, d, p.Branch, p.Egress, &u); err != nil {
 			return nil, err
 		}
+	}
+	if err := e.ensureCaches(ctx, d, &spec, l.AgentHome(adapter.Name())); err != nil {
+		return nil, err
 	}
 	id, err := d.Create(ctx, &spec)
 	if err != nil {

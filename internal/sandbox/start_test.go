@@ -542,3 +542,57 @@ func TestStartAsksForTheRepositorysImage(t *testing.T) {
 		t.Errorf("--image: %v", err)
 	}
 }
+
+// A [[cache]] is a volume of the repository, created (labelled) before the
+// container and made writable by a throwaway root container with no
+// capabilities; the next sandbox reuses it.
+func TestStartMountsCaches(t *testing.T) {
+	te := newTestEnv(t)
+	te.env.Config.Caches = []config.Cache{{Target: "/home/sandbox/go/pkg/mod"}}
+	var chmod []string
+	te.fake.OnStart = func(c enginefake.Container) (int, bool) {
+		if c.Spec.Labels[container.LabelRole] != "probe" {
+			return 0, false
+		}
+		if c.Spec.User != "0:0" || c.Spec.CapDrop[0] != "ALL" || c.Spec.Network != container.NetworkNone {
+			t.Errorf("chmod container %+v", c.Spec)
+		}
+		chmod = c.Spec.Argv
+		return 0, true
+	}
+	sb := te.start("t1")
+	if strings.Join(chmod, " ") != "chmod 1777 /cache" {
+		t.Errorf("chmod container ran %q", chmod)
+	}
+	c, _ := te.fake.Get(sb.Container)
+	var vol container.Mount
+	for _, m := range c.Spec.Mounts {
+		if m.Volume {
+			vol = m
+		}
+	}
+	if vol.Target != "/home/sandbox/go/pkg/mod" || vol.Source != container.CacheVolume(te.env.Repo.ID, vol.Target) {
+		t.Fatalf("mounts %+v", c.Spec.Mounts)
+	}
+	vols, err := te.fake.ListVolumes(context.Background(), container.LabelCache+"=1", container.LabelRepo+"="+te.env.Repo.ID)
+	if err != nil || len(vols) != 1 || vols[0].Name != vol.Source || vols[0].Labels[container.LabelCacheTarget] != vol.Target {
+		t.Fatalf("volumes %+v %v", vols, err)
+	}
+	// The mount point exists in the agent's home, made by the user.
+	if fi, err := os.Stat(filepath.Join(te.env.Layout.AgentHome("shell"), "go", "pkg", "mod")); err != nil || !fi.IsDir() {
+		t.Errorf("mount point in the agent home: %v", err)
+	}
+	probes := 0
+	for _, pc := range te.fake.Containers() {
+		if pc.Spec.Labels[container.LabelRole] == "probe" {
+			probes++
+		}
+	}
+	if creates := te.fake.Count("Create"); creates != 2 || probes != 0 {
+		t.Errorf("%d creates, %d probe containers left; want the sandbox's and the removed chmod container", creates, probes)
+	}
+	te.start("t2")
+	if n := te.fake.Count("CreateVolume"); n != 1 {
+		t.Errorf("%d volumes created, want one shared", n)
+	}
+}
