@@ -215,3 +215,73 @@ func TestEnvFlagKeepsCommas(t *testing.T) {
 		t.Errorf("the agent saw %q", got)
 	}
 }
+
+// dirSize is the bytes the files under dir take on disk.
+func dirSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	must(t, err)
+	return n
+}
+
+// An untracked file larger than rescue.max_file_size (default 50 MiB) is
+// left out of snapshots and said so everywhere; a huge sparse file is
+// judged by its size without being read. A file the agent tracks is kept
+// whatever its size.
+func TestLargeUntrackedFilesAreSkipped(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	gitDir := filepath.Join(e.Repo, ".git")
+	before := dirSize(t, gitDir)
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `set -e
+head -c 62914560 /dev/urandom > big.bin
+truncate -s 4G sparse.img
+echo small > small.txt`)
+	grown := dirSize(t, gitDir) - before
+	if grown > 1<<20 {
+		t.Errorf(".git grew by %d bytes with a 60 MiB file and a 4 GiB sparse file skipped", grown)
+	}
+	ps := e.MustSandbox("ps")
+	if !strings.Contains(ps.Stderr, "t1: 2 untracked file(s) larger than rescue.max_file_size") {
+		t.Errorf("ps does not warn:\n%s", ps.Stderr)
+	}
+	d := e.MustSandbox("diff", "t1", "--name-only")
+	if strings.TrimSpace(d.Stdout) != "small.txt" || !strings.Contains(d.Stderr, "big.bin (60MiB) is larger than rescue.max_file_size and would not land") ||
+		!strings.Contains(d.Stderr, "sparse.img (4GiB)") {
+		t.Errorf("diff:\n%s", d)
+	}
+	snap := e.PsOf("t1").Snapshot
+	show := e.MustSandbox("rescue", "show", snap)
+	if !strings.Contains(show.Stdout, "skipped  big.bin (60MiB, larger than rescue.max_file_size)") {
+		t.Errorf("rescue show does not list the skipped file:\n%s", show.Stdout)
+	}
+	if msg := e.Git("log", "-1", "--format=%B", snap); !strings.Contains(msg, `Sandbox-Too-Large: 62914560 "big.bin"`) {
+		t.Errorf("the snapshot has no trailer for the skipped file:\n%s", msg)
+	}
+	l := e.MustSandbox("land", "t1")
+	if !strings.Contains(l.Stderr, "big.bin (60MiB) is larger than rescue.max_file_size and was not landed") {
+		t.Errorf("land does not flag the skipped file:\n%s", l.Stderr)
+	}
+	if got := e.Git("ls-tree", "--name-only", "main"); got != "README.md\nsmall.txt" {
+		t.Errorf("main holds %q", got)
+	}
+	if grown := dirSize(t, gitDir) - before; grown > 1<<20 {
+		t.Errorf(".git grew by %d bytes after land", grown)
+	}
+
+	// A lower limit; a file the agent tracks is kept whatever its size.
+	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1s\"\nmax_file_size = \"1m\"\n[limits]\nmemory = \"1g\"\npids = 256\n", baseImage)
+	e.MustSandbox("start", "t2", "--agent", "shell", "--", "sh", "-c", `set -e
+head -c 2097152 /dev/zero > tracked.bin; git add tracked.bin
+head -c 2097152 /dev/zero > loose.bin`)
+	d = e.MustSandbox("diff", "t2", "--name-only")
+	if strings.TrimSpace(d.Stdout) != "tracked.bin" || !strings.Contains(d.Stderr, "loose.bin (2MiB)") {
+		t.Errorf("diff with max_file_size = 1m:\n%s", d)
+	}
+}

@@ -346,6 +346,8 @@ type PsEntry struct {
 	Baseline  string `json:"baseline"`
 	Container string `json:"container"`
 	Changes   int    `json:"changes"`
+	Snapshot  string `json:"snapshot"`
+	TooLarge  int    `json:"too_large"`
 }
 
 // Ps returns ps --json.

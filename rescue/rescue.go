@@ -53,6 +53,7 @@ const (
 	trailerBaseline = "Sandbox-Baseline"
 	trailerHead     = "Sandbox-Agent-Head"
 	trailerSkipped  = "Sandbox-Skipped"
+	trailerTooLarge = "Sandbox-Too-Large"
 	trailerStart    = "Sandbox-Start"
 )
 
@@ -97,6 +98,11 @@ type Snapshotter struct {
 	// index tracks are snapshotted even when ignored (git add -f). Read
 	// with plain file reads only; may be "".
 	AgentGitDir string
+	// MaxFileSize, when positive, leaves out untracked files larger than
+	// this many bytes (judged by their size on disk, before anything is
+	// read, so a sparse file of many gigabytes costs nothing). Files the
+	// agent tracks are always kept.
+	MaxFileSize int64
 	// Start is the commit the sandbox branch began at.
 	Start string
 	// Baseline is the baseline snapshot, "" until it is taken.
@@ -128,8 +134,23 @@ type Snapshot struct {
 	Head     string    `json:"agent_head,omitempty"`
 	// Skipped are worktree paths git refused to store (for example .GIT/x).
 	Skipped []string `json:"skipped,omitempty"`
+	// TooLarge are untracked files left out for being larger than
+	// rescue.max_file_size.
+	TooLarge []LargeFile `json:"too_large,omitempty"`
 	// Ref is the chain ref the snapshot was found through (list only).
 	Ref string `json:"ref,omitempty"`
+}
+
+// LargeFile is a file left out of a snapshot for its size.
+type LargeFile struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+// added is what staging the worktree left out.
+type added struct {
+	skipped  []string
+	tooLarge []LargeFile
 }
 
 // Taken is the result of Take.
@@ -233,7 +254,7 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 	if s.AgentHead != nil {
 		head = s.AgentHead()
 	}
-	skipped, thawed, err := s.addFrozen(ctx, g, s.agentTracked(ctx, head))
+	left, thawed, err := s.addFrozen(ctx, g, s.agentTracked(ctx, head))
 	defer thawed()
 	if err != nil {
 		return nil, err
@@ -253,23 +274,23 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		// Same files and same facts about them: nothing to write. A moved
 		// baseline (land --keep) or a different set of skipped paths makes
 		// a new commit of the same tree, so what ps and rm read stays true.
-		if slices.Equal(snap.Skipped, skipped) && (isBaseline || snap.Baseline == s.Baseline) {
+		if slices.Equal(snap.Skipped, left.skipped) && slices.Equal(snap.TooLarge, left.tooLarge) && (isBaseline || snap.Baseline == s.Baseline) {
 			return &Taken{Snapshot: *snap}, nil
 		}
 	}
 	if reason == ReasonStart {
 		prev = "" // a new chain (an ended one was moved aside at start)
 	}
-	return s.write(ctx, reason, tree, prev, skipped, head)
+	return s.write(ctx, reason, tree, prev, left, head)
 }
 
 // write commits tree as a snapshot whose first parent is prev (the start
 // commit when prev is ""), and moves the chain's ref to it.
-func (s *Snapshotter) write(ctx context.Context, reason Reason, tree string, prev gitcmd.Hash, skipped []string, head string) (*Taken, error) {
+func (s *Snapshotter) write(ctx context.Context, reason Reason, tree string, prev gitcmd.Hash, left added, head string) (*Taken, error) {
 	refs := Refs{s.Branch}
 	isBaseline := reason == ReasonStart || reason == ReasonSetup
 	now := s.now()
-	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: s.Start, Skipped: skipped, Head: head}
+	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: s.Start, Skipped: left.skipped, TooLarge: left.tooLarge, Head: head}
 	if !isBaseline {
 		snap.Baseline = s.Baseline
 	}
@@ -334,32 +355,32 @@ func (s *Snapshotter) Restamp(ctx context.Context, reason Reason) (*Taken, error
 	if err != nil {
 		return nil, err
 	}
-	return s.write(ctx, reason, tree.String(), prev, old.Skipped, old.Head)
+	return s.write(ctx, reason, tree.String(), prev, added{skipped: old.Skipped, tooLarge: old.TooLarge}, old.Head)
 }
 
 // addFrozen stages the worktree while the agent is frozen. The agent is
 // thawed as soon as git add is done, in the background; the returned
 // function waits for that, so the snapshot's other steps overlap it.
-func (s *Snapshotter) addFrozen(ctx context.Context, g *gitcmd.Runner, tracked []agentrepo.IndexEntry) ([]string, func(), error) {
+func (s *Snapshotter) addFrozen(ctx context.Context, g *gitcmd.Runner, tracked []agentrepo.IndexEntry) (added, func(), error) {
 	noop := func() {}
 	if err := s.stripGitlinks(ctx, g); err != nil {
-		return nil, noop, err
+		return added{}, noop, err
 	}
 	if s.Freeze == nil {
-		skipped, err := s.addAll(ctx, g, tracked)
-		return skipped, noop, err
+		left, err := s.addAll(ctx, g, tracked)
+		return left, noop, err
 	}
 	thaw, err := s.Freeze(ctx)
 	if err != nil {
-		return nil, noop, fmt.Errorf("snapshot: %w", err)
+		return added{}, noop, fmt.Errorf("snapshot: %w", err)
 	}
-	skipped, err := s.addAll(ctx, g, tracked)
+	left, err := s.addAll(ctx, g, tracked)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		thaw()
 	}()
-	return skipped, func() { <-done }, err
+	return left, func() { <-done }, err
 }
 
 // gitlinksMarker is a file next to the private index that says the last
@@ -385,19 +406,80 @@ func (s *Snapshotter) stripGitlinks(ctx context.Context, g *gitcmd.Runner) error
 // refuses to store (a .GIT directory, unreadable files) are skipped and
 // returned, so one hostile file cannot stop every later snapshot. Paths the
 // agent tracks are staged even when ignored, as git add -f staged them.
-func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tracked []agentrepo.IndexEntry) ([]string, error) {
-	_, stderr, err := g.RunFull(ctx, nil, "add", "--all", "--ignore-errors", "--", ".")
+func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tracked []agentrepo.IndexEntry) (added, error) {
+	large, err := s.tooLarge(ctx, g, tracked)
+	if err != nil {
+		return added{}, err
+	}
+	spec := bytes.NewBufferString(".\x00")
+	for _, f := range large {
+		spec.WriteString(":(exclude,literal)" + f.Path + "\x00")
+	}
+	_, stderr, err := g.RunFull(ctx, spec, "add", "--all", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul")
 	if strings.Contains(string(stderr), "adding embedded git repository") {
 		if werr := os.WriteFile(s.gitlinksMarker(), nil, 0o600); werr != nil {
-			return nil, fmt.Errorf("snapshot: %w", werr)
+			return added{}, fmt.Errorf("snapshot: %w", werr)
 		}
 	}
 	skipped, err := skippedPaths(err)
 	if err != nil {
-		return nil, err
+		return added{}, err
 	}
 	more, err := s.addForced(ctx, g, tracked)
-	return append(skipped, more...), err
+	return added{skipped: append(skipped, more...), tooLarge: large}, err
+}
+
+// tooLarge finds the untracked files larger than MaxFileSize — those the
+// private index lacks, and those an earlier snapshot took that the agent
+// does not track — and drops the latter from the private index. Sizes come
+// from lstat: no file is opened.
+func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tracked []agentrepo.IndexEntry) ([]LargeFile, error) {
+	if s.MaxFileSize <= 0 {
+		return nil, nil
+	}
+	out, err := g.Run(ctx, nil, "ls-files", "-z", "--others", "--exclude-standard")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	candidates := gitcmd.SplitLines(out)
+	var inIndex map[string]bool
+	if len(tracked) > 0 {
+		// Without the agent's list, every indexed file counts as tracked.
+		agent := map[string]bool{}
+		for _, e := range tracked {
+			agent[e.Path] = true
+		}
+		out, err := g.Run(ctx, nil, "ls-files", "-z", "--cached")
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		inIndex = map[string]bool{}
+		for _, p := range gitcmd.SplitLines(out) {
+			if !agent[p] {
+				inIndex[p] = true
+				candidates = append(candidates, p)
+			}
+		}
+	}
+	var large []LargeFile
+	var drop bytes.Buffer
+	for _, p := range candidates {
+		fi, err := os.Lstat(filepath.Join(s.Worktree, p))
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() <= s.MaxFileSize {
+			continue
+		}
+		large = append(large, LargeFile{Path: p, Size: fi.Size()})
+		if inIndex[p] {
+			drop.WriteString(p + "\x00")
+		}
+	}
+	if drop.Len() > 0 {
+		if _, err := g.Run(ctx, &drop, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+	}
+	slices.SortFunc(large, func(a, b LargeFile) int { return strings.Compare(a.Path, b.Path) })
+	return large, nil
 }
 
 // skippedPaths returns the paths a git add --ignore-errors could not
@@ -549,6 +631,9 @@ func message(s Snapshot) string {
 	}
 	for _, p := range s.Skipped {
 		fmt.Fprintf(&b, "%s: %s\n", trailerSkipped, strconv.Quote(p))
+	}
+	for _, f := range s.TooLarge {
+		fmt.Fprintf(&b, "%s: %d %s\n", trailerTooLarge, f.Size, strconv.Quote(f.Path))
 	}
 	return b.String()
 }

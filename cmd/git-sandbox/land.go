@@ -49,6 +49,11 @@ func (c *LandCmd) Run(app *App) error {
 	}
 	p := res.Plan
 	onto := termsafe.String(strings.TrimPrefix(p.Ref, "refs/heads/"))
+	if c.DryRun || p.Empty {
+		warnTooLarge(app, res.Final.TooLarge, "would not land")
+	} else {
+		warnTooLarge(app, res.Final.TooLarge, "was not landed")
+	}
 	if p.Empty {
 		app.UI.Infof("nothing to land: %s changes nothing on %s", sb.Display(), onto)
 		return nil

@@ -41,9 +41,12 @@ type Status struct {
 	Baseline  string    `json:"baseline"`
 	Container string    `json:"container"`
 	Changes   int       `json:"changes"`
-	Snapshot  string    `json:"snapshot"`
-	Prompt    string    `json:"prompt,omitempty"`
-	Verify    string    `json:"verify,omitempty"`
+	// TooLarge counts the untracked files the newest snapshot left out
+	// for being larger than rescue.max_file_size.
+	TooLarge int    `json:"too_large,omitempty"`
+	Snapshot string `json:"snapshot"`
+	Prompt   string `json:"prompt,omitempty"`
+	Verify   string `json:"verify,omitempty"`
 }
 
 // Statuses reports every sandbox of the repository. Records are the source
@@ -74,7 +77,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			Prompt: sb.Prompt, Verify: sb.Verify,
 		}
 		if t, ok := tips[sb.Refs().Rescue()]; ok {
-			st.Changes, st.Snapshot = t.changes, t.id
+			st.Changes, st.Snapshot, st.TooLarge = t.changes, t.id, t.tooLarge
 		}
 		c, ok := byName[sb.Container]
 		switch {
@@ -106,8 +109,9 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 }
 
 type tip struct {
-	id      string
-	changes int
+	id       string
+	changes  int
+	tooLarge int
 }
 
 // rescueTips reads every sandbox's newest snapshot and its change count in
@@ -125,10 +129,25 @@ func (e *Env) rescueTips(ctx context.Context) map[string]tip {
 			continue
 		}
 		t := tip{id: f[1]}
-		if len(f) == 3 {
+		if len(f) >= 3 {
 			t.changes, _ = strconv.Atoi(f[2])
 		}
 		out[f[0]] = t
+	}
+	// A second call: git before 2.40 applies the options of one trailers
+	// atom to every other in the same format.
+	lines, err = e.Git().Lines(ctx, "for-each-ref",
+		"--format=%(refname) %(contents:trailers:key=Sandbox-Too-Large,valueonly,separator=%x01)", rescue.RefPrefix)
+	if err != nil {
+		return out
+	}
+	for _, line := range lines {
+		ref, large, _ := strings.Cut(line, " ")
+		if t, ok := out[ref]; ok && large != "" {
+			// Paths are quoted: \x01 only separates.
+			t.tooLarge = strings.Count(large, "\x01") + 1
+			out[ref] = t
+		}
 	}
 	return out
 }

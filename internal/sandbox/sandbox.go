@@ -142,6 +142,7 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit, containerName
 		Lock:         l.Lock(branch),
 		ExcludesFile: e.excludesFile(),
 		AgentGitDir:  privateGit,
+		MaxFileSize:  e.maxFileSize(),
 		Start:        start,
 		Baseline:     baseline,
 		Freeze:       e.freezer(containerName),
@@ -257,4 +258,16 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// maxFileSize is rescue.max_file_size in bytes (0: no limit).
+func (e *Env) maxFileSize() int64 {
+	if e.Config == nil {
+		return 0
+	}
+	n, err := config.FileSizeBytes(e.Config.Rescue.MaxFileSize)
+	if err != nil {
+		return 0
+	}
+	return n
 }
