@@ -285,3 +285,50 @@ head -c 2097152 /dev/zero > loose.bin`)
 		t.Errorf("diff with max_file_size = 1m:\n%s", d)
 	}
 }
+
+// Snapshots keep a submodule's gitlink as the agent tracks it: restore
+// --branch keeps it, land does not trip over it, and files the agent wrote
+// inside the (uninitialised) submodule are named, not landed.
+func TestSubmoduleGitlinksAreKept(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	sub := filepath.Join(e.Root, "sub")
+	must(t, os.MkdirAll(sub, 0o755))
+	e.GitIn(sub, "init", "-q")
+	must(t, os.WriteFile(filepath.Join(sub, "lib.c"), []byte("int lib;\n"), 0o644))
+	e.GitIn(sub, "add", "lib.c")
+	e.GitIn(sub, "commit", "-q", "-m", "lib")
+	e.Git("-c", "protocol.file.allow=always", "submodule", "-q", "add", sub, "vendor/lib")
+	e.Git("commit", "-q", "-m", "add a submodule")
+	link := e.Git("rev-parse", "HEAD:vendor/lib")
+
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `set -e
+mkdir -p vendor/lib
+echo hack > vendor/lib/hack.c
+echo app > app.txt`)
+	p := e.PsOf("t1")
+	if got := e.Git("ls-tree", p.Baseline, "vendor/lib"); got != "160000 commit "+link+"\tvendor/lib" {
+		t.Errorf("the baseline's vendor/lib = %q, want the gitlink %s", got, link)
+	}
+	d := e.MustSandbox("diff", "t1", "--name-only")
+	if strings.TrimSpace(d.Stdout) != "app.txt" || !strings.Contains(d.Stderr, "the agent wrote files inside the submodule vendor/lib") {
+		t.Errorf("diff:\n%s", d)
+	}
+	e.MustSandbox("rescue", "restore", p.Snapshot, "--branch", "restored")
+	if got := e.Git("ls-tree", "restored", "vendor/lib"); got != "160000 commit "+link+"\tvendor/lib" {
+		t.Errorf("restore --branch: vendor/lib = %q, want the gitlink %s", got, link)
+	}
+	l := e.MustSandbox("land", "t1")
+	if !strings.Contains(l.Stderr, "inside the submodule vendor/lib") || strings.Contains(l.Stderr, "~") {
+		t.Errorf("land:\n%s", l.Stderr)
+	}
+	if got := e.Git("ls-tree", "main", "vendor/lib"); got != "160000 commit "+link+"\tvendor/lib" {
+		t.Errorf("main's vendor/lib = %q", got)
+	}
+	if got := e.Git("show", "main:app.txt"); got != "app" {
+		t.Errorf("main:app.txt = %q", got)
+	}
+	if r := e.Run(e.Repo, nil, "git", "cat-file", "-e", "main:vendor/lib/hack.c"); r.Code == 0 {
+		t.Errorf("a file inside the submodule was landed")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -109,6 +110,11 @@ func (s *Snapshotter) RestoreWorktree(ctx context.Context, snap *Snapshot, force
 		return cur, changed, err
 	}
 	defer unlock()
+	// The snapshot's gitlinks come into the private index: the next
+	// snapshot strips them before git add (see stripGitlinks).
+	if err := os.WriteFile(s.gitlinksMarker(), nil, 0o600); err != nil {
+		return cur, changed, fmt.Errorf("restore: %w", err)
+	}
 	if err := s.isolated().ReadTree(ctx, gitcmd.ReadTreeRequest{From: cur.Tree, Tree: snap.Tree, Update: true}); err != nil {
 		return cur, changed, fmt.Errorf("restore: %w", err)
 	}

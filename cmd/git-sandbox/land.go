@@ -51,8 +51,10 @@ func (c *LandCmd) Run(app *App) error {
 	onto := termsafe.String(strings.TrimPrefix(p.Ref, "refs/heads/"))
 	if c.DryRun || p.Empty {
 		warnTooLarge(app, res.Final.TooLarge, "would not land")
+		warnInSubmodule(app, res.Final.InSubmodule, "would not land")
 	} else {
 		warnTooLarge(app, res.Final.TooLarge, "was not landed")
+		warnInSubmodule(app, res.Final.InSubmodule, "were not landed")
 	}
 	if p.Empty {
 		app.UI.Infof("nothing to land: %s changes nothing on %s", sb.Display(), onto)

@@ -115,6 +115,9 @@ func (c *RescueShowCmd) Run(app *App) error {
 	for _, p := range s.Skipped {
 		fmt.Fprintf(w, "skipped  %s (git cannot store this path)\n", termsafe.String(p))
 	}
+	for _, p := range s.InSubmodule {
+		fmt.Fprintf(w, "skipped  %s/… (files written inside a submodule)\n", termsafe.String(p))
+	}
 	for _, f := range s.TooLarge {
 		fmt.Fprintf(w, "skipped  %s (%s, larger than rescue.max_file_size)\n", termsafe.String(f.Path), units.BytesSize(float64(f.Size)))
 	}
@@ -270,5 +273,16 @@ func warnTooLarge(app *App, files []rescue.LargeFile, what string) {
 	}
 	if len(files) > 0 {
 		app.UI.Hintf("to keep such a file, have the agent commit it (git add -f), or raise rescue.max_file_size in your config")
+	}
+}
+
+// warnInSubmodule warns about files the agent wrote inside a submodule's
+// path: the snapshot keeps the submodule's commit (gitlink), not them.
+func warnInSubmodule(app *App, paths []string, what string) {
+	for _, p := range paths {
+		app.UI.Warnf("the agent wrote files inside the submodule %s: they belong to the submodule's own repository and %s", termsafe.String(p), what)
+	}
+	if len(paths) > 0 {
+		app.UI.Hintf("to change a submodule, commit in its own repository and update the submodule's commit")
 	}
 }
