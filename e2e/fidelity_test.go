@@ -332,3 +332,70 @@ echo app > app.txt`)
 		t.Errorf("a file inside the submodule was landed")
 	}
 }
+
+// With commit.gpgSign, the landed commit is signed as git commit signs it:
+// ssh and openpgp keys; --no-sign leaves it unsigned.
+func TestLandSignsWithCommitGpgSign(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	key := filepath.Join(e.Root, "signing-key")
+	if r := e.Run(e.Root, nil, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", key); r.Code != 0 {
+		t.Fatalf("ssh-keygen: %s", r)
+	}
+	pub := strings.TrimSpace(readFile(key + ".pub"))
+	allowed := filepath.Join(e.Root, "allowed-signers")
+	must(t, os.WriteFile(allowed, []byte("test@example.com "+pub+"\n"), 0o644))
+	e.Git("config", "gpg.format", "ssh")
+	e.Git("config", "user.signingKey", key+".pub")
+	e.Git("config", "gpg.ssh.allowedSignersFile", allowed)
+	e.Git("config", "commit.gpgSign", "true")
+
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `echo one > one.txt`)
+	l := e.MustSandbox("land", "t1")
+	if !strings.Contains(l.Stderr, ", signed") {
+		t.Errorf("land does not say it signed:\n%s", l.Stderr)
+	}
+	if r := e.Run(e.Repo, nil, "git", "verify-commit", "main"); r.Code != 0 {
+		t.Errorf("git verify-commit of the landed commit (ssh): %s", r)
+	}
+
+	e.MustSandbox("start", "t2", "--agent", "shell", "--", "sh", "-c", `echo two > two.txt`)
+	e.MustSandbox("land", "t2", "--no-sign")
+	if r := e.Run(e.Repo, nil, "git", "verify-commit", "main"); r.Code == 0 {
+		t.Errorf("land --no-sign signed the commit")
+	}
+
+	// openpgp, with a key of a GnuPG home of the test's own.
+	gnupg, err := os.MkdirTemp("", "gpg")
+	must(t, err)
+	must(t, os.Chmod(gnupg, 0o700))
+	genv := []string{"GNUPGHOME=" + gnupg}
+	t.Cleanup(func() {
+		e.Run(e.Root, genv, "gpgconf", "--kill", "all")
+		_ = os.RemoveAll(gnupg)
+	})
+	if r := e.Run(e.Root, genv, "gpg", "--batch", "--passphrase", "", "--quick-gen-key", "Test User <test@example.com>", "ed25519", "sign", "never"); r.Code != 0 {
+		t.Fatalf("gpg --quick-gen-key: %s", r)
+	}
+	e.Git("config", "gpg.format", "openpgp")
+	e.Git("config", "user.signingKey", "test@example.com")
+	e.MustSandbox("start", "t3", "--agent", "shell", "--", "sh", "-c", `echo three > three.txt`)
+	if r := e.Run(e.Repo, genv, "git", "sandbox", "land", "t3"); r.Code != 0 {
+		t.Fatalf("land with an openpgp key: %s", r)
+	}
+	if r := e.Run(e.Repo, genv, "git", "verify-commit", "main"); r.Code != 0 {
+		t.Errorf("git verify-commit of the landed commit (openpgp): %s", r)
+	}
+
+	// A key that cannot sign refuses, and nothing lands.
+	e.Git("config", "user.signingKey", "nobody@example.com")
+	e.MustSandbox("start", "t4", "--agent", "shell", "--", "sh", "-c", `echo four > four.txt`)
+	before := e.Git("rev-parse", "main")
+	r := e.Run(e.Repo, genv, "git", "sandbox", "land", "t4")
+	if r.Code != 4 || !strings.Contains(r.Stderr, "cannot sign the commit") || !strings.Contains(r.Stderr, "--no-sign") {
+		t.Errorf("land with a key that cannot sign: %s", r)
+	}
+	if got := e.Git("rev-parse", "main"); got != before {
+		t.Errorf("main moved to %s", got)
+	}
+}

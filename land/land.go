@@ -45,6 +45,8 @@ type Plan struct {
 	Parents []gitcmd.Hash
 	// Message of the new commit.
 	Message string
+	// Sign signs the new commit (commit.gpgSign).
+	Sign bool
 	// Empty is set when there is nothing to land.
 	Empty bool
 }
@@ -62,6 +64,8 @@ type Options struct {
 	Message string
 	// Forbidden is a ref that may not be landed on (the sandbox's own branch).
 	Forbidden string
+	// Sign signs the commit, as git commit does with commit.gpgSign.
+	Sign bool
 }
 
 // Prepare computes the land without changing anything: the merged tree,
@@ -81,7 +85,7 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 		return nil, fmt.Errorf("land: read %s: %w", o.Ref, err)
 	}
 	tip, tipTree := ids[0], ids[1]
-	p := &Plan{Ref: o.Ref, Tip: tip, Baseline: o.Baseline, Final: o.Final, Message: o.Message}
+	p := &Plan{Ref: o.Ref, Tip: tip, Baseline: o.Baseline, Final: o.Final, Message: o.Message, Sign: o.Sign}
 	revs := []string{o.Baseline + "^{commit}", o.Baseline + "^{tree}", o.Final + "^{tree}"}
 	if o.Merge {
 		revs = append(revs, o.AgentHead+"^{commit}")
@@ -233,7 +237,12 @@ var ErrMoved = errors.New("the base branch moved while landing")
 // compare-and-swap. When the ref moved in between, the checkout is put
 // back and nothing has changed.
 func Apply(ctx context.Context, g *gitcmd.Runner, p *Plan, reflog string) (gitcmd.Hash, error) {
-	commit, err := g.CommitTree(ctx, gitcmd.CommitTreeRequest{Tree: p.Tree, Parents: p.Parents, Message: p.Message})
+	commit, err := g.CommitTree(ctx, gitcmd.CommitTreeRequest{Tree: p.Tree, Parents: p.Parents, Message: p.Message, Sign: p.Sign})
+	if err != nil && p.Sign {
+		return "", usererr.Wrap(err, "cannot sign the commit (commit.gpgSign is set): %v", err).
+			Hint("nothing was landed; check user.signingKey and gpg.format, or land without a signature: git sandbox land --no-sign").
+			WithCode(usererr.ExitRefused)
+	}
 	if err != nil {
 		return "", fmt.Errorf("land: %w", err)
 	}

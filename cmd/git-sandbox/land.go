@@ -17,6 +17,7 @@ type LandCmd struct {
 	Keep    bool   `help:"Keep the sandbox after landing (the next land starts from here)."`
 	Force   bool   `help:"Land although verify failed or ran on other work."`
 	DryRun  bool   `help:"Show what would land and change nothing."`
+	NoSign  bool   `help:"Do not sign the commit, even with commit.gpgSign set."`
 }
 
 // Help is land's long help.
@@ -26,6 +27,10 @@ lands too and work present at start does not — onto the base branch's current
 tip with a 3-way merge, as one commit with trailers naming the sandbox, the
 agent and the baseline. The base ref moves by compare-and-swap; when the base is
 checked out, its files and index follow, and local changes elsewhere stay.
+The trailers join the message's own trailer block (Signed-off-by …); a land
+--force past a failed verify says so in a Sandbox-Forced trailer. With
+commit.gpgSign set the commit is signed as git commit signs (user.signingKey,
+gpg.format openpgp or ssh); --no-sign leaves it unsigned.
 
 Refuses while the agent runs, when verify failed or ran on other work (--force
 overrides that only), and when the base's checkout has local changes where the
@@ -42,7 +47,7 @@ func (c *LandCmd) Run(app *App) error {
 		return err
 	}
 	res, err := sb.Land(app.Ctx, sandbox.LandOptions{
-		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, IO: app.IO(),
+		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, NoSign: c.NoSign, IO: app.IO(),
 	})
 	if err != nil {
 		return err
@@ -83,7 +88,11 @@ func (c *LandCmd) Run(app *App) error {
 		app.UI.Infof("%s %s on %s (%s): %d file(s); nothing was changed", verb, sb.Display(), onto, p.Tip.Short(), len(p.Changes))
 		return nil
 	}
-	app.UI.Infof("%s %s on %s as %s: %d file(s)", verb, sb.Display(), onto, res.Commit.Short(), len(p.Changes))
+	signed := ""
+	if p.Sign {
+		signed = ", signed"
+	}
+	app.UI.Infof("%s %s on %s as %s: %d file(s)%s", verb, sb.Display(), onto, res.Commit.Short(), len(p.Changes), signed)
 	if p.Checkout != nil {
 		app.UI.Infof("updated the checkout %s", p.Checkout.Path)
 	}

@@ -111,6 +111,8 @@ type LandOptions struct {
 	Keep    bool
 	Force   bool
 	DryRun  bool
+	// NoSign leaves the commit unsigned whatever commit.gpgSign says.
+	NoSign bool
 	// Verify runs the verify command when land has to (stdout/stderr of
 	// the caller receive its output).
 	IO IO
@@ -169,11 +171,13 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	if err != nil {
 		return nil, err
 	}
+	sign := !o.NoSign && s.env.signsCommits(ctx)
 	prepare := func() (*land.Plan, error) {
 		plan, err := land.Prepare(ctx, s.env.Git(), land.Options{
 			Ref: ref, Baseline: s.Baseline, Final: final.ID, AgentHead: sync.Head, Merge: o.Merge,
 			Message:   msg,
 			Forbidden: "refs/heads/" + s.Branch,
+			Sign:      sign,
 		})
 		if err == nil && plan.Checkout != nil && s.env.insideSandboxes(plan.Checkout.Path) {
 			return nil, usererr.New("%s is checked out in another sandbox", termsafe.String(ontoName)).
@@ -364,4 +368,11 @@ func (s *Sandbox) newVerdict(tree string, code int) (*record.Verdict, error) {
 		return nil
 	})
 	return &v, err
+}
+
+// signsCommits reports whether the user's configuration asks git commit
+// to sign (commit.gpgSign).
+func (e *Env) signsCommits(ctx context.Context) bool {
+	out, err := e.Git().Output(ctx, "config", "--type=bool", "--get", "commit.gpgSign")
+	return err == nil && out == "true"
 }
