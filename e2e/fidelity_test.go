@@ -399,3 +399,38 @@ func TestLandSignsWithCommitGpgSign(t *testing.T) {
 		t.Errorf("main moved to %s", got)
 	}
 }
+
+// A bare repository with linked worktrees (a common layout for worktree
+// users) works from inside one of its worktrees: the sandbox starts from
+// that worktree's branch and land brings that worktree along.
+func TestBareRepositoryWithLinkedWorktrees(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	bare := filepath.Join(e.Root, "project.git")
+	e.GitIn(e.Root, "clone", "-q", "--bare", e.Repo, bare)
+	wt := filepath.Join(e.Root, "main-wt")
+	e.GitIn(bare, "worktree", "add", "-q", wt, "main")
+	t.Cleanup(func() { e.Run(wt, nil, "git", "sandbox", "rm", "--force", "t1") })
+
+	if r := e.Run(bare, nil, "git", "sandbox", "ps"); r.Code == 0 || !strings.Contains(r.Stderr, "is a bare repository") {
+		t.Errorf("ps in the bare repository itself: %s", r)
+	}
+	if r := e.Run(wt, nil, "git", "sandbox", "start", "t1", "--agent", "shell", "--", "sh", "-c", `echo from-bare > new.txt; echo changed > README.md`); r.Code != 0 {
+		t.Fatalf("start in a linked worktree of a bare repository: %s", r)
+	}
+	if r := e.Run(wt, nil, "git", "sandbox", "diff", "t1", "--name-only"); r.Code != 0 || strings.Join(strings.Fields(r.Stdout), " ") != "README.md new.txt" {
+		t.Errorf("diff: %s", r)
+	}
+	if r := e.Run(wt, nil, "git", "sandbox", "land", "t1"); r.Code != 0 || !strings.Contains(r.Stderr, "updated the checkout "+wt) {
+		t.Fatalf("land: %s", r)
+	}
+	if got := e.GitIn(bare, "show", "main:new.txt"); got != "from-bare" {
+		t.Errorf("main:new.txt = %q", got)
+	}
+	if st := e.GitIn(wt, "status", "--porcelain"); st != "" {
+		t.Errorf("the worktree is not clean after land:\n%s", st)
+	}
+	if got := readFile(filepath.Join(wt, "new.txt")); got != "from-bare\n" {
+		t.Errorf("the worktree's new.txt = %q", got)
+	}
+}
