@@ -434,3 +434,43 @@ func TestBareRepositoryWithLinkedWorktrees(t *testing.T) {
 		t.Errorf("the worktree's new.txt = %q", got)
 	}
 }
+
+// In a repository whose attributes route *.dat to Git LFS, the landed
+// commit holds an LFS pointer and the object is in the host's LFS store,
+// as git add would make them; attributes the agent wrote do not count.
+func TestLandStoresLFSPointers(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	if r := e.Run(e.Repo, nil, "git", "lfs", "install", "--skip-repo"); r.Code != 0 {
+		t.Fatalf("git lfs install: %s", r)
+	}
+	e.WriteFile(".gitattributes", "*.dat filter=lfs diff=lfs merge=lfs -text\n")
+	e.Git("add", ".gitattributes")
+	e.Git("commit", "-q", "-m", "lfs")
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `set -e
+printf 'data\000\001\002 from the agent\n' > new.dat
+echo '*.bin filter=lfs diff=lfs merge=lfs -text' >> .gitattributes
+echo raw > new.bin`)
+	e.MustSandbox("land", "t1")
+	if got := e.Git("lfs", "ls-files", "--name-only"); got != "new.dat" {
+		t.Errorf("git lfs ls-files = %q, want new.dat", got)
+	}
+	if blob := e.Git("cat-file", "blob", "main:new.dat"); !strings.HasPrefix(blob, "version https://git-lfs.github.com/spec/v1") {
+		t.Errorf("main:new.dat is not an LFS pointer:\n%s", blob)
+	}
+	if blob := e.Git("cat-file", "blob", "main:new.bin"); blob != "raw" {
+		t.Errorf("main:new.bin = %q: the agent's own attributes were applied", blob)
+	}
+	// new.bin was committed raw, and the .gitattributes that landed with
+	// it now routes it to LFS: git status says so, as it would after a
+	// user commits such an edit. Everything else is clean.
+	if st := e.Git("status", "--porcelain"); st != "M new.bin" {
+		t.Errorf("git status after land = %q, want only new.bin (routed to LFS by the agent's attributes)", st)
+	}
+	if got := readFile(filepath.Join(e.Repo, "new.dat")); got != "data\x00\x01\x02 from the agent\n" {
+		t.Errorf("the checkout's new.dat = %q", got)
+	}
+	if r := e.Run(e.Repo, nil, "git", "lfs", "fsck", "--objects"); r.Code != 0 {
+		t.Errorf("git lfs fsck: %s", r)
+	}
+}

@@ -103,6 +103,17 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.Checkout, err = worktree.CheckedOutAt(ctx, g, o.Ref)
+	if err != nil {
+		return nil, err
+	}
+	workDir := g.GitDir
+	if p.Checkout != nil {
+		workDir = p.Checkout.Path
+	}
+	if p.Tree, err = cleanFilters(ctx, g, tipTree, p.Tree, workDir); err != nil {
+		return nil, err
+	}
 	if p.Tree == tipTree {
 		p.Empty = true
 		return p, nil
@@ -132,10 +143,6 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 	p.Parents = []gitcmd.Hash{tip}
 	if o.Merge {
 		p.Parents = append(p.Parents, ids[3])
-	}
-	p.Checkout, err = worktree.CheckedOutAt(ctx, g, o.Ref)
-	if err != nil {
-		return nil, err
 	}
 	if p.Checkout != nil {
 		p.CheckoutGitDir = gitDirOf(ctx, p.Checkout.Path)
