@@ -451,6 +451,17 @@ func TestLandStoresLFSPointers(t *testing.T) {
 printf 'data\000\001\002 from the agent\n' > new.dat
 echo '*.bin filter=lfs diff=lfs merge=lfs -text' >> .gitattributes
 echo raw > new.bin`)
+
+	// Without git-lfs on PATH, land refuses rather than commit raw content.
+	before := e.Git("rev-parse", "main")
+	r := e.Run(e.Repo, []string{"PATH=" + binDir + ":" + pathWithout(t, "git-lfs")}, "git", "sandbox", "land", "t1")
+	if r.Code != 4 || !strings.Contains(r.Stderr, "new.dat is stored with Git LFS here, but git-lfs is not installed") {
+		t.Errorf("land without git-lfs: %s", r)
+	}
+	if got := e.Git("rev-parse", "main"); got != before {
+		t.Errorf("main moved to %s", got)
+	}
+
 	e.MustSandbox("land", "t1")
 	if got := e.Git("lfs", "ls-files", "--name-only"); got != "new.dat" {
 		t.Errorf("git lfs ls-files = %q, want new.dat", got)
@@ -473,4 +484,26 @@ echo raw > new.bin`)
 	if r := e.Run(e.Repo, nil, "git", "lfs", "fsck", "--objects"); r.Code != 0 {
 		t.Errorf("git lfs fsck: %s", r)
 	}
+}
+
+// pathWithout is a directory of links to every program on PATH but the
+// one named, for a PATH that lacks it.
+func pathWithout(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "bin")
+	must(t, os.MkdirAll(dir, 0o755))
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		entries, _ := os.ReadDir(d)
+		for _, en := range entries {
+			if en.Name() == name {
+				continue
+			}
+			link := filepath.Join(dir, en.Name())
+			if _, err := os.Lstat(link); err == nil {
+				continue
+			}
+			_ = os.Symlink(filepath.Join(d, en.Name()), link)
+		}
+	}
+	return dir
 }
