@@ -219,6 +219,11 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 			}
 		case res := <-waitC:
 			t, err := snap.Take(context.WithoutCancel(ctx), rescue.ReasonExit)
+			if err == nil && !t.New && t.Reason != rescue.ReasonExit {
+				// An interval snapshot taken after the agent died already
+				// holds these files: the exit is still recorded as such.
+				t, err = snap.Restamp(context.WithoutCancel(ctx), rescue.ReasonExit)
+			}
 			if err != nil {
 				return fmt.Errorf("final snapshot: %w", err)
 			}
