@@ -215,3 +215,295 @@ func TestEnvFlagKeepsCommas(t *testing.T) {
 		t.Errorf("the agent saw %q", got)
 	}
 }
+
+// dirSize is the bytes the files under dir take on disk.
+func dirSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	must(t, err)
+	return n
+}
+
+// An untracked file larger than rescue.max_file_size (default 50 MiB) is
+// left out of snapshots and said so everywhere; a huge sparse file is
+// judged by its size without being read. A file the agent tracks is kept
+// whatever its size.
+func TestLargeUntrackedFilesAreSkipped(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	gitDir := filepath.Join(e.Repo, ".git")
+	before := dirSize(t, gitDir)
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `set -e
+head -c 62914560 /dev/urandom > big.bin
+truncate -s 4G sparse.img
+echo small > small.txt`)
+	grown := dirSize(t, gitDir) - before
+	if grown > 1<<20 {
+		t.Errorf(".git grew by %d bytes with a 60 MiB file and a 4 GiB sparse file skipped", grown)
+	}
+	ps := e.MustSandbox("ps")
+	if !strings.Contains(ps.Stderr, "t1: 2 untracked file(s) larger than rescue.max_file_size") {
+		t.Errorf("ps does not warn:\n%s", ps.Stderr)
+	}
+	d := e.MustSandbox("diff", "t1", "--name-only")
+	if strings.TrimSpace(d.Stdout) != "small.txt" || !strings.Contains(d.Stderr, "big.bin (60MiB) is larger than rescue.max_file_size and would not land") ||
+		!strings.Contains(d.Stderr, "sparse.img (4GiB)") {
+		t.Errorf("diff:\n%s", d)
+	}
+	snap := e.PsOf("t1").Snapshot
+	show := e.MustSandbox("rescue", "show", snap)
+	if !strings.Contains(show.Stdout, "skipped  big.bin (60MiB, larger than rescue.max_file_size)") {
+		t.Errorf("rescue show does not list the skipped file:\n%s", show.Stdout)
+	}
+	if msg := e.Git("log", "-1", "--format=%B", snap); !strings.Contains(msg, `Sandbox-Too-Large: 62914560 "big.bin"`) {
+		t.Errorf("the snapshot has no trailer for the skipped file:\n%s", msg)
+	}
+	l := e.MustSandbox("land", "t1")
+	if !strings.Contains(l.Stderr, "big.bin (60MiB) is larger than rescue.max_file_size and was not landed") {
+		t.Errorf("land does not flag the skipped file:\n%s", l.Stderr)
+	}
+	if got := e.Git("ls-tree", "--name-only", "main"); got != "README.md\nsmall.txt" {
+		t.Errorf("main holds %q", got)
+	}
+	if grown := dirSize(t, gitDir) - before; grown > 1<<20 {
+		t.Errorf(".git grew by %d bytes after land", grown)
+	}
+
+	// A lower limit; a file the agent tracks is kept whatever its size.
+	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1s\"\nmax_file_size = \"1m\"\n[limits]\nmemory = \"1g\"\npids = 256\n", baseImage)
+	e.MustSandbox("start", "t2", "--agent", "shell", "--", "sh", "-c", `set -e
+head -c 2097152 /dev/zero > tracked.bin; git add tracked.bin
+head -c 2097152 /dev/zero > loose.bin`)
+	d = e.MustSandbox("diff", "t2", "--name-only")
+	if strings.TrimSpace(d.Stdout) != "tracked.bin" || !strings.Contains(d.Stderr, "loose.bin (2MiB)") {
+		t.Errorf("diff with max_file_size = 1m:\n%s", d)
+	}
+}
+
+// Snapshots keep a submodule's gitlink as the agent tracks it: restore
+// --branch keeps it, land does not trip over it, and files the agent wrote
+// inside the (uninitialised) submodule are named, not landed.
+func TestSubmoduleGitlinksAreKept(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	sub := filepath.Join(e.Root, "sub")
+	must(t, os.MkdirAll(sub, 0o755))
+	e.GitIn(sub, "init", "-q")
+	must(t, os.WriteFile(filepath.Join(sub, "lib.c"), []byte("int lib;\n"), 0o644))
+	e.GitIn(sub, "add", "lib.c")
+	e.GitIn(sub, "commit", "-q", "-m", "lib")
+	e.Git("-c", "protocol.file.allow=always", "submodule", "-q", "add", sub, "vendor/lib")
+	e.Git("commit", "-q", "-m", "add a submodule")
+	link := e.Git("rev-parse", "HEAD:vendor/lib")
+
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `set -e
+mkdir -p vendor/lib
+echo hack > vendor/lib/hack.c
+echo app > app.txt`)
+	p := e.PsOf("t1")
+	if got := e.Git("ls-tree", p.Baseline, "vendor/lib"); got != "160000 commit "+link+"\tvendor/lib" {
+		t.Errorf("the baseline's vendor/lib = %q, want the gitlink %s", got, link)
+	}
+	d := e.MustSandbox("diff", "t1", "--name-only")
+	if strings.TrimSpace(d.Stdout) != "app.txt" || !strings.Contains(d.Stderr, "the agent wrote files inside the submodule vendor/lib") {
+		t.Errorf("diff:\n%s", d)
+	}
+	e.MustSandbox("rescue", "restore", p.Snapshot, "--branch", "restored")
+	if got := e.Git("ls-tree", "restored", "vendor/lib"); got != "160000 commit "+link+"\tvendor/lib" {
+		t.Errorf("restore --branch: vendor/lib = %q, want the gitlink %s", got, link)
+	}
+	l := e.MustSandbox("land", "t1")
+	if !strings.Contains(l.Stderr, "inside the submodule vendor/lib") || strings.Contains(l.Stderr, "~") {
+		t.Errorf("land:\n%s", l.Stderr)
+	}
+	if got := e.Git("ls-tree", "main", "vendor/lib"); got != "160000 commit "+link+"\tvendor/lib" {
+		t.Errorf("main's vendor/lib = %q", got)
+	}
+	if got := e.Git("show", "main:app.txt"); got != "app" {
+		t.Errorf("main:app.txt = %q", got)
+	}
+	if r := e.Run(e.Repo, nil, "git", "cat-file", "-e", "main:vendor/lib/hack.c"); r.Code == 0 {
+		t.Errorf("a file inside the submodule was landed")
+	}
+}
+
+// With commit.gpgSign, the landed commit is signed as git commit signs it:
+// ssh and openpgp keys; --no-sign leaves it unsigned.
+func TestLandSignsWithCommitGpgSign(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	key := filepath.Join(e.Root, "signing-key")
+	if r := e.Run(e.Root, nil, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f", key); r.Code != 0 {
+		t.Fatalf("ssh-keygen: %s", r)
+	}
+	pub := strings.TrimSpace(readFile(key + ".pub"))
+	allowed := filepath.Join(e.Root, "allowed-signers")
+	must(t, os.WriteFile(allowed, []byte("test@example.com "+pub+"\n"), 0o644))
+	e.Git("config", "gpg.format", "ssh")
+	e.Git("config", "user.signingKey", key+".pub")
+	e.Git("config", "gpg.ssh.allowedSignersFile", allowed)
+	e.Git("config", "commit.gpgSign", "true")
+
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `echo one > one.txt`)
+	l := e.MustSandbox("land", "t1")
+	if !strings.Contains(l.Stderr, ", signed") {
+		t.Errorf("land does not say it signed:\n%s", l.Stderr)
+	}
+	if r := e.Run(e.Repo, nil, "git", "verify-commit", "main"); r.Code != 0 {
+		t.Errorf("git verify-commit of the landed commit (ssh): %s", r)
+	}
+
+	e.MustSandbox("start", "t2", "--agent", "shell", "--", "sh", "-c", `echo two > two.txt`)
+	e.MustSandbox("land", "t2", "--no-sign")
+	if r := e.Run(e.Repo, nil, "git", "verify-commit", "main"); r.Code == 0 {
+		t.Errorf("land --no-sign signed the commit")
+	}
+
+	// openpgp, with a key of a GnuPG home of the test's own.
+	gnupg, err := os.MkdirTemp("", "gpg")
+	must(t, err)
+	must(t, os.Chmod(gnupg, 0o700))
+	genv := []string{"GNUPGHOME=" + gnupg}
+	t.Cleanup(func() {
+		e.Run(e.Root, genv, "gpgconf", "--kill", "all")
+		_ = os.RemoveAll(gnupg)
+	})
+	if r := e.Run(e.Root, genv, "gpg", "--batch", "--passphrase", "", "--quick-gen-key", "Test User <test@example.com>", "ed25519", "sign", "never"); r.Code != 0 {
+		t.Fatalf("gpg --quick-gen-key: %s", r)
+	}
+	e.Git("config", "gpg.format", "openpgp")
+	e.Git("config", "user.signingKey", "test@example.com")
+	e.MustSandbox("start", "t3", "--agent", "shell", "--", "sh", "-c", `echo three > three.txt`)
+	if r := e.Run(e.Repo, genv, "git", "sandbox", "land", "t3"); r.Code != 0 {
+		t.Fatalf("land with an openpgp key: %s", r)
+	}
+	if r := e.Run(e.Repo, genv, "git", "verify-commit", "main"); r.Code != 0 {
+		t.Errorf("git verify-commit of the landed commit (openpgp): %s", r)
+	}
+
+	// A key that cannot sign refuses, and nothing lands.
+	e.Git("config", "user.signingKey", "nobody@example.com")
+	e.MustSandbox("start", "t4", "--agent", "shell", "--", "sh", "-c", `echo four > four.txt`)
+	before := e.Git("rev-parse", "main")
+	r := e.Run(e.Repo, genv, "git", "sandbox", "land", "t4")
+	if r.Code != 4 || !strings.Contains(r.Stderr, "cannot sign the commit") || !strings.Contains(r.Stderr, "--no-sign") {
+		t.Errorf("land with a key that cannot sign: %s", r)
+	}
+	if got := e.Git("rev-parse", "main"); got != before {
+		t.Errorf("main moved to %s", got)
+	}
+}
+
+// A bare repository with linked worktrees (a common layout for worktree
+// users) works from inside one of its worktrees: the sandbox starts from
+// that worktree's branch and land brings that worktree along.
+func TestBareRepositoryWithLinkedWorktrees(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	bare := filepath.Join(e.Root, "project.git")
+	e.GitIn(e.Root, "clone", "-q", "--bare", e.Repo, bare)
+	wt := filepath.Join(e.Root, "main-wt")
+	e.GitIn(bare, "worktree", "add", "-q", wt, "main")
+	t.Cleanup(func() { e.Run(wt, nil, "git", "sandbox", "rm", "--force", "t1") })
+
+	if r := e.Run(bare, nil, "git", "sandbox", "ps"); r.Code == 0 || !strings.Contains(r.Stderr, "is a bare repository") {
+		t.Errorf("ps in the bare repository itself: %s", r)
+	}
+	if r := e.Run(wt, nil, "git", "sandbox", "start", "t1", "--agent", "shell", "--", "sh", "-c", `echo from-bare > new.txt; echo changed > README.md`); r.Code != 0 {
+		t.Fatalf("start in a linked worktree of a bare repository: %s", r)
+	}
+	if r := e.Run(wt, nil, "git", "sandbox", "diff", "t1", "--name-only"); r.Code != 0 || strings.Join(strings.Fields(r.Stdout), " ") != "README.md new.txt" {
+		t.Errorf("diff: %s", r)
+	}
+	if r := e.Run(wt, nil, "git", "sandbox", "land", "t1"); r.Code != 0 || !strings.Contains(r.Stderr, "updated the checkout "+wt) {
+		t.Fatalf("land: %s", r)
+	}
+	if got := e.GitIn(bare, "show", "main:new.txt"); got != "from-bare" {
+		t.Errorf("main:new.txt = %q", got)
+	}
+	if st := e.GitIn(wt, "status", "--porcelain"); st != "" {
+		t.Errorf("the worktree is not clean after land:\n%s", st)
+	}
+	if got := readFile(filepath.Join(wt, "new.txt")); got != "from-bare\n" {
+		t.Errorf("the worktree's new.txt = %q", got)
+	}
+}
+
+// In a repository whose attributes route *.dat to Git LFS, the landed
+// commit holds an LFS pointer and the object is in the host's LFS store,
+// as git add would make them; attributes the agent wrote do not count.
+func TestLandStoresLFSPointers(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	if r := e.Run(e.Repo, nil, "git", "lfs", "install", "--skip-repo"); r.Code != 0 {
+		t.Fatalf("git lfs install: %s", r)
+	}
+	e.WriteFile(".gitattributes", "*.dat filter=lfs diff=lfs merge=lfs -text\n")
+	e.Git("add", ".gitattributes")
+	e.Git("commit", "-q", "-m", "lfs")
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `set -e
+printf 'data\000\001\002 from the agent\n' > new.dat
+echo '*.bin filter=lfs diff=lfs merge=lfs -text' >> .gitattributes
+echo raw > new.bin`)
+
+	// Without git-lfs on PATH, land refuses rather than commit raw content.
+	before := e.Git("rev-parse", "main")
+	r := e.Run(e.Repo, []string{"PATH=" + binDir + ":" + pathWithout(t, "git-lfs")}, "git", "sandbox", "land", "t1")
+	if r.Code != 4 || !strings.Contains(r.Stderr, "new.dat is stored with Git LFS here, but git-lfs is not installed") {
+		t.Errorf("land without git-lfs: %s", r)
+	}
+	if got := e.Git("rev-parse", "main"); got != before {
+		t.Errorf("main moved to %s", got)
+	}
+
+	e.MustSandbox("land", "t1")
+	if got := e.Git("lfs", "ls-files", "--name-only"); got != "new.dat" {
+		t.Errorf("git lfs ls-files = %q, want new.dat", got)
+	}
+	if blob := e.Git("cat-file", "blob", "main:new.dat"); !strings.HasPrefix(blob, "version https://git-lfs.github.com/spec/v1") {
+		t.Errorf("main:new.dat is not an LFS pointer:\n%s", blob)
+	}
+	if blob := e.Git("cat-file", "blob", "main:new.bin"); blob != "raw" {
+		t.Errorf("main:new.bin = %q: the agent's own attributes were applied", blob)
+	}
+	// new.bin was committed raw, and the .gitattributes that landed with
+	// it now routes it to LFS: git status says so, as it would after a
+	// user commits such an edit. Everything else is clean.
+	if st := e.Git("status", "--porcelain"); st != "M new.bin" {
+		t.Errorf("git status after land = %q, want only new.bin (routed to LFS by the agent's attributes)", st)
+	}
+	if got := readFile(filepath.Join(e.Repo, "new.dat")); got != "data\x00\x01\x02 from the agent\n" {
+		t.Errorf("the checkout's new.dat = %q", got)
+	}
+	if r := e.Run(e.Repo, nil, "git", "lfs", "fsck", "--objects"); r.Code != 0 {
+		t.Errorf("git lfs fsck: %s", r)
+	}
+}
+
+// pathWithout is a directory of links to every program on PATH but the
+// one named, for a PATH that lacks it.
+func pathWithout(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "bin")
+	must(t, os.MkdirAll(dir, 0o755))
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		entries, _ := os.ReadDir(d)
+		for _, en := range entries {
+			if en.Name() == name {
+				continue
+			}
+			link := filepath.Join(dir, en.Name())
+			if _, err := os.Lstat(link); err == nil {
+				continue
+			}
+			_ = os.Symlink(filepath.Join(d, en.Name()), link)
+		}
+	}
+	return dir
+}

@@ -358,6 +358,8 @@ type PsEntry struct {
 	Changes   int    `json:"changes"`
 	Network   string `json:"network"`
 	Denied    int    `json:"denied"`
+	TooLarge  int    `json:"too_large"`
+	Snapshot  string `json:"snapshot"`
 }
 
 // Ps returns ps --json.

@@ -45,6 +45,8 @@ type Plan struct {
 	Parents []gitcmd.Hash
 	// Message of the new commit.
 	Message string
+	// Sign signs the new commit (commit.gpgSign).
+	Sign bool
 	// Empty is set when there is nothing to land.
 	Empty bool
 }
@@ -64,6 +66,8 @@ type Options struct {
 	Forbidden string
 	// Sandbox is the sandbox's name, for the hints of a conflict.
 	Sandbox string
+	// Sign signs the commit, as git commit does with commit.gpgSign.
+	Sign bool
 }
 
 // Prepare computes the land without changing anything: the merged tree,
@@ -83,7 +87,7 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 		return nil, fmt.Errorf("land: read %s: %w", o.Ref, err)
 	}
 	tip, tipTree := ids[0], ids[1]
-	p := &Plan{Ref: o.Ref, Tip: tip, Baseline: o.Baseline, Final: o.Final, Message: o.Message}
+	p := &Plan{Ref: o.Ref, Tip: tip, Baseline: o.Baseline, Final: o.Final, Message: o.Message, Sign: o.Sign}
 	revs := []string{o.Baseline + "^{commit}", o.Baseline + "^{tree}", o.Final + "^{tree}"}
 	if o.Merge {
 		revs = append(revs, o.AgentHead+"^{commit}")
@@ -99,6 +103,17 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 	}
 	p.Tree, err = merge(ctx, g, baseline, tipTree, finalTree, o.Sandbox)
 	if err != nil {
+		return nil, err
+	}
+	p.Checkout, err = worktree.CheckedOutAt(ctx, g, o.Ref)
+	if err != nil {
+		return nil, err
+	}
+	workDir := g.GitDir
+	if p.Checkout != nil {
+		workDir = p.Checkout.Path
+	}
+	if p.Tree, err = cleanFilters(ctx, g, tipTree, p.Tree, workDir); err != nil {
 		return nil, err
 	}
 	if p.Tree == tipTree {
@@ -130,10 +145,6 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 	p.Parents = []gitcmd.Hash{tip}
 	if o.Merge {
 		p.Parents = append(p.Parents, ids[3])
-	}
-	p.Checkout, err = worktree.CheckedOutAt(ctx, g, o.Ref)
-	if err != nil {
-		return nil, err
 	}
 	if p.Checkout != nil {
 		p.CheckoutGitDir = gitDirOf(ctx, p.Checkout.Path)
@@ -239,7 +250,12 @@ var ErrMoved = errors.New("the base branch moved while landing")
 // compare-and-swap. When the ref moved in between, the checkout is put
 // back and nothing has changed.
 func Apply(ctx context.Context, g *gitcmd.Runner, p *Plan, reflog string) (gitcmd.Hash, error) {
-	commit, err := g.CommitTree(ctx, gitcmd.CommitTreeRequest{Tree: p.Tree, Parents: p.Parents, Message: p.Message})
+	commit, err := g.CommitTree(ctx, gitcmd.CommitTreeRequest{Tree: p.Tree, Parents: p.Parents, Message: p.Message, Sign: p.Sign})
+	if err != nil && p.Sign {
+		return "", usererr.Wrap(err, "cannot sign the commit (commit.gpgSign is set): %v", err).
+			Hint("nothing was landed; check user.signingKey and gpg.format, or land without a signature: git sandbox land --no-sign").
+			WithCode(usererr.ExitRefused)
+	}
 	if err != nil {
 		return "", fmt.Errorf("land: %w", err)
 	}

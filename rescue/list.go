@@ -75,6 +75,17 @@ func parseMessage(msg string) (Snapshot, bool) {
 			if p, err := strconv.Unquote(v); err == nil {
 				s.Skipped = append(s.Skipped, p)
 			}
+		case trailerInSubmod:
+			if p, err := strconv.Unquote(v); err == nil {
+				s.InSubmodule = append(s.InSubmodule, p)
+			}
+		case trailerTooLarge:
+			n, q, _ := strings.Cut(v, " ")
+			size, err1 := strconv.ParseInt(n, 10, 64)
+			p, err2 := strconv.Unquote(q)
+			if err1 == nil && err2 == nil {
+				s.TooLarge = append(s.TooLarge, LargeFile{Path: p, Size: size})
+			}
 		}
 	}
 	return s, s.Reason != "" && s.Branch != ""

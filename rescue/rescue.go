@@ -58,6 +58,8 @@ const (
 	trailerBaseline = "Sandbox-Baseline"
 	trailerHead     = "Sandbox-Agent-Head"
 	trailerSkipped  = "Sandbox-Skipped"
+	trailerTooLarge = "Sandbox-Too-Large"
+	trailerInSubmod = "Sandbox-In-Submodule"
 	trailerStart    = "Sandbox-Start"
 )
 
@@ -102,6 +104,11 @@ type Snapshotter struct {
 	// index tracks are snapshotted even when ignored (git add -f). Read
 	// with plain file reads only; may be "".
 	AgentGitDir string
+	// MaxFileSize, when positive, leaves out untracked files larger than
+	// this many bytes (judged by their size on disk, before anything is
+	// read, so a sparse file of many gigabytes costs nothing). Files the
+	// agent tracks are always kept.
+	MaxFileSize int64
 	// Start is the commit the sandbox branch began at.
 	Start string
 	// Baseline is the baseline snapshot, "" until it is taken.
@@ -133,8 +140,35 @@ type Snapshot struct {
 	Head     string    `json:"agent_head,omitempty"`
 	// Skipped are worktree paths git refused to store (for example .GIT/x).
 	Skipped []string `json:"skipped,omitempty"`
+	// TooLarge are untracked files left out for being larger than
+	// rescue.max_file_size.
+	TooLarge []LargeFile `json:"too_large,omitempty"`
+	// InSubmodule are submodule paths (gitlinks) the agent wrote files
+	// into; the snapshot keeps the gitlink and leaves those files out.
+	InSubmodule []string `json:"in_submodule,omitempty"`
 	// Ref is the chain ref the snapshot was found through (list only).
 	Ref string `json:"ref,omitempty"`
+}
+
+// LargeFile is a file left out of a snapshot for its size.
+type LargeFile struct {
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+}
+
+// added is what staging the worktree left out.
+type added struct {
+	skipped     []string
+	tooLarge    []LargeFile
+	inSubmodule []string
+}
+
+// tracked is what the agent tracks (its index and HEAD). When complete is
+// false only the gitlinks are known (of the start commit, before the
+// agent's repository exists).
+type tracked struct {
+	entries  []agentrepo.IndexEntry
+	complete bool
 }
 
 // Taken is the result of Take.
@@ -238,7 +272,7 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 	if s.AgentHead != nil {
 		head = s.AgentHead()
 	}
-	skipped, thawed, err := s.addFrozen(ctx, g, s.agentTracked(ctx, head))
+	left, thawed, err := s.addFrozen(ctx, g, s.agentTracked(ctx, head))
 	defer thawed()
 	if err != nil {
 		return nil, err
@@ -258,23 +292,23 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		// Same files and same facts about them: nothing to write. A moved
 		// baseline (land --keep) or a different set of skipped paths makes
 		// a new commit of the same tree, so what ps and rm read stays true.
-		if slices.Equal(snap.Skipped, skipped) && (isBaseline || snap.Baseline == s.Baseline) {
+		if slices.Equal(snap.Skipped, left.skipped) && slices.Equal(snap.TooLarge, left.tooLarge) && slices.Equal(snap.InSubmodule, left.inSubmodule) && (isBaseline || snap.Baseline == s.Baseline) {
 			return &Taken{Snapshot: *snap}, nil
 		}
 	}
 	if reason == ReasonStart {
 		prev = "" // a new chain (an ended one was moved aside at start)
 	}
-	return s.write(ctx, reason, tree, prev, skipped, head)
+	return s.write(ctx, reason, tree, prev, left, head)
 }
 
 // write commits tree as a snapshot whose first parent is prev (the start
 // commit when prev is ""), and moves the chain's ref to it.
-func (s *Snapshotter) write(ctx context.Context, reason Reason, tree string, prev gitcmd.Hash, skipped []string, head string) (*Taken, error) {
+func (s *Snapshotter) write(ctx context.Context, reason Reason, tree string, prev gitcmd.Hash, left added, head string) (*Taken, error) {
 	refs := Refs{s.Branch}
 	isBaseline := reason == ReasonStart || reason == ReasonSetup
 	now := s.now()
-	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: s.Start, Skipped: skipped, Head: head}
+	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: s.Start, Skipped: left.skipped, TooLarge: left.tooLarge, InSubmodule: left.inSubmodule, Head: head}
 	if !isBaseline {
 		snap.Baseline = s.Baseline
 	}
@@ -339,32 +373,32 @@ func (s *Snapshotter) Restamp(ctx context.Context, reason Reason) (*Taken, error
 	if err != nil {
 		return nil, err
 	}
-	return s.write(ctx, reason, tree.String(), prev, old.Skipped, old.Head)
+	return s.write(ctx, reason, tree.String(), prev, added{skipped: old.Skipped, tooLarge: old.TooLarge, inSubmodule: old.InSubmodule}, old.Head)
 }
 
 // addFrozen stages the worktree while the agent is frozen. The agent is
 // thawed as soon as git add is done, in the background; the returned
 // function waits for that, so the snapshot's other steps overlap it.
-func (s *Snapshotter) addFrozen(ctx context.Context, g *gitcmd.Runner, tracked []agentrepo.IndexEntry) ([]string, func(), error) {
+func (s *Snapshotter) addFrozen(ctx context.Context, g *gitcmd.Runner, tr tracked) (added, func(), error) {
 	noop := func() {}
 	if err := s.stripGitlinks(ctx, g); err != nil {
-		return nil, noop, err
+		return added{}, noop, err
 	}
 	if s.Freeze == nil {
-		skipped, err := s.addAll(ctx, g, tracked)
-		return skipped, noop, err
+		left, err := s.addAll(ctx, g, tr)
+		return left, noop, err
 	}
 	thaw, err := s.Freeze(ctx)
 	if err != nil {
-		return nil, noop, fmt.Errorf("snapshot: %w", err)
+		return added{}, noop, fmt.Errorf("snapshot: %w", err)
 	}
-	skipped, err := s.addAll(ctx, g, tracked)
+	left, err := s.addAll(ctx, g, tr)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		thaw()
 	}()
-	return skipped, func() { <-done }, err
+	return left, func() { <-done }, err
 }
 
 // gitlinksMarker is a file next to the private index that says the last
@@ -390,19 +424,141 @@ func (s *Snapshotter) stripGitlinks(ctx context.Context, g *gitcmd.Runner) error
 // refuses to store (a .GIT directory, unreadable files) are skipped and
 // returned, so one hostile file cannot stop every later snapshot. Paths the
 // agent tracks are staged even when ignored, as git add -f staged them.
-func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tracked []agentrepo.IndexEntry) ([]string, error) {
-	_, stderr, err := g.RunFull(ctx, nil, "add", "--all", "--ignore-errors", "--", ".")
+func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tr tracked) (added, error) {
+	large, err := s.tooLarge(ctx, g, tr)
+	if err != nil {
+		return added{}, err
+	}
+	spec := bytes.NewBufferString(".\x00")
+	for _, f := range large {
+		spec.WriteString(":(exclude,literal)" + f.Path + "\x00")
+	}
+	_, stderr, err := g.RunFull(ctx, spec, "add", "--all", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul")
 	if strings.Contains(string(stderr), "adding embedded git repository") {
 		if werr := os.WriteFile(s.gitlinksMarker(), nil, 0o600); werr != nil {
-			return nil, fmt.Errorf("snapshot: %w", werr)
+			return added{}, fmt.Errorf("snapshot: %w", werr)
 		}
 	}
 	skipped, err := skippedPaths(err)
 	if err != nil {
-		return nil, err
+		return added{}, err
 	}
-	more, err := s.addForced(ctx, g, tracked)
-	return append(skipped, more...), err
+	more, err := s.addForced(ctx, g, tr.entries)
+	if err != nil {
+		return added{}, err
+	}
+	inSub, err := s.addGitlinks(ctx, g, tr.entries)
+	return added{skipped: append(skipped, more...), tooLarge: large, inSubmodule: inSub}, err
+}
+
+// addGitlinks puts the agent's gitlinks (its submodules' commits) into
+// the private index exactly as it tracks them, without any git entering
+// the submodule. Whatever git add put at or under such a path is dropped
+// first; the paths where that was files the agent wrote are returned.
+func (s *Snapshotter) addGitlinks(ctx context.Context, g *gitcmd.Runner, entries []agentrepo.IndexEntry) ([]string, error) {
+	var links []agentrepo.IndexEntry
+	for _, e := range entries {
+		if e.Mode == "160000" {
+			links = append(links, e)
+		}
+	}
+	if len(links) == 0 {
+		return nil, nil
+	}
+	out, err := g.Run(ctx, nil, "ls-files", "-z", "--stage")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	var indexed []string
+	for _, rec := range gitcmd.SplitLines(out) {
+		if _, p, ok := strings.Cut(rec, "\t"); ok {
+			indexed = append(indexed, p)
+		}
+	}
+	var drop, add bytes.Buffer
+	var inSub []string
+	for _, l := range links {
+		wrote := false
+		for _, p := range indexed {
+			if p == l.Path {
+				drop.WriteString(p + "\x00")
+			} else if strings.HasPrefix(p, l.Path+"/") {
+				drop.WriteString(p + "\x00")
+				wrote = true
+			}
+		}
+		if wrote {
+			inSub = append(inSub, l.Path)
+		}
+		fmt.Fprintf(&add, "160000 %s 0\t%s\x00", l.ID, l.Path)
+	}
+	if drop.Len() > 0 {
+		if _, err := g.Run(ctx, &drop, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+	}
+	if _, err := g.Run(ctx, &add, "update-index", "-z", "--index-info"); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	// The next snapshot strips them before git add looks at the worktree.
+	if err := os.WriteFile(s.gitlinksMarker(), nil, 0o600); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	slices.Sort(inSub)
+	return inSub, nil
+}
+
+// tooLarge finds the untracked files larger than MaxFileSize — those the
+// private index lacks, and those an earlier snapshot took that the agent
+// does not track — and drops the latter from the private index. Sizes come
+// from lstat: no file is opened.
+func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked) ([]LargeFile, error) {
+	if s.MaxFileSize <= 0 {
+		return nil, nil
+	}
+	out, err := g.Run(ctx, nil, "ls-files", "-z", "--others", "--exclude-standard")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	candidates := gitcmd.SplitLines(out)
+	var inIndex map[string]bool
+	if tr.complete {
+		// Without the agent's list, every indexed file counts as tracked.
+		agent := map[string]bool{}
+		for _, e := range tr.entries {
+			agent[e.Path] = true
+		}
+		out, err := g.Run(ctx, nil, "ls-files", "-z", "--cached")
+		if err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+		inIndex = map[string]bool{}
+		for _, p := range gitcmd.SplitLines(out) {
+			if !agent[p] {
+				inIndex[p] = true
+				candidates = append(candidates, p)
+			}
+		}
+	}
+	var large []LargeFile
+	var drop bytes.Buffer
+	for _, p := range candidates {
+		fi, err := os.Lstat(filepath.Join(s.Worktree, p))
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() <= s.MaxFileSize {
+			continue
+		}
+		large = append(large, LargeFile{Path: p, Size: fi.Size()})
+		if inIndex[p] {
+			drop.WriteString(p + "\x00")
+		}
+	}
+	if drop.Len() > 0 {
+		if _, err := g.Run(ctx, &drop, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
+			return nil, fmt.Errorf("snapshot: %w", err)
+		}
+	}
+	slices.SortFunc(large, func(a, b LargeFile) int { return strings.Compare(a.Path, b.Path) })
+	return large, nil
 }
 
 // skippedPaths returns the paths a git add --ignore-errors could not
@@ -450,31 +606,53 @@ func refusedPaths(stderr string) []string {
 
 // agentTracked lists what the agent tracks: its index, and the tree of
 // its HEAD when that commit is in the user's store (checked by sync). The
-// index wins where both name a path.
-func (s *Snapshotter) agentTracked(ctx context.Context, head string) []agentrepo.IndexEntry {
+// index wins where both name a path. Before the agent's repository exists
+// (the baseline) only the start commit's gitlinks are known.
+func (s *Snapshotter) agentTracked(ctx context.Context, head string) tracked {
 	var out []agentrepo.IndexEntry
 	seen := map[string]bool{}
-	if s.AgentGitDir != "" {
-		entries, _ := agentrepo.Index(s.AgentGitDir)
-		for _, e := range entries {
+	if s.AgentGitDir == "" {
+		if s.Start == "" {
+			return tracked{}
+		}
+		for _, e := range s.treeEntries(ctx, s.Start) {
+			if e.Mode == "160000" {
+				out = append(out, e)
+			}
+		}
+		return tracked{entries: out}
+	}
+	entries, _ := agentrepo.Index(s.AgentGitDir)
+	for _, e := range entries {
+		seen[e.Path] = true
+		out = append(out, e)
+	}
+	if head == "" || !s.hasCommit(ctx, head) {
+		return tracked{entries: out, complete: len(out) > 0}
+	}
+	for _, e := range s.treeEntries(ctx, head) {
+		if !seen[e.Path] {
 			seen[e.Path] = true
 			out = append(out, e)
 		}
 	}
-	if head == "" || !s.hasCommit(ctx, head) {
-		return out
-	}
-	b, err := s.host().Run(ctx, nil, "ls-tree", "-r", "-z", "--full-tree", head)
+	return tracked{entries: out, complete: len(out) > 0}
+}
+
+// treeEntries lists a commit's tree from the user's store, every path
+// checked.
+func (s *Snapshotter) treeEntries(ctx context.Context, commit string) []agentrepo.IndexEntry {
+	b, err := s.host().Run(ctx, nil, "ls-tree", "-r", "-z", "--full-tree", commit)
 	if err != nil {
-		return out
+		return nil
 	}
+	var out []agentrepo.IndexEntry
 	for _, rec := range gitcmd.SplitLines(b) {
 		meta, p, ok := strings.Cut(rec, "\t")
 		f := strings.Fields(meta)
-		if !ok || len(f) != 3 || seen[p] || agentrepo.CheckPath(p) != nil {
+		if !ok || len(f) != 3 || agentrepo.CheckPath(p) != nil {
 			continue
 		}
-		seen[p] = true
 		out = append(out, agentrepo.IndexEntry{Path: p, Mode: f[0], ID: f[2]})
 	}
 	return out
@@ -484,8 +662,8 @@ func (s *Snapshotter) agentTracked(ctx context.Context, head string) []agentrepo
 // out because they are ignored (the agent's git add -f). Only regular
 // files and symlinks whose every parent is a real directory of the
 // worktree are added.
-func (s *Snapshotter) addForced(ctx context.Context, g *gitcmd.Runner, tracked []agentrepo.IndexEntry) ([]string, error) {
-	if len(tracked) == 0 {
+func (s *Snapshotter) addForced(ctx context.Context, g *gitcmd.Runner, entries []agentrepo.IndexEntry) ([]string, error) {
+	if len(entries) == 0 {
 		return nil, nil
 	}
 	out, err := g.Run(ctx, nil, "ls-files", "-z", "--cached")
@@ -497,7 +675,7 @@ func (s *Snapshotter) addForced(ctx context.Context, g *gitcmd.Runner, tracked [
 		have[p] = true
 	}
 	var list bytes.Buffer
-	for _, e := range tracked {
+	for _, e := range entries {
 		if e.Mode == "160000" || have[e.Path] || !plainFileIn(s.Worktree, e.Path) {
 			continue
 		}
@@ -573,6 +751,12 @@ func message(s Snapshot) string {
 	}
 	for _, p := range s.Skipped {
 		fmt.Fprintf(&b, "%s: %s\n", trailerSkipped, strconv.Quote(p))
+	}
+	for _, f := range s.TooLarge {
+		fmt.Fprintf(&b, "%s: %d %s\n", trailerTooLarge, f.Size, strconv.Quote(f.Path))
+	}
+	for _, p := range s.InSubmodule {
+		fmt.Fprintf(&b, "%s: %s\n", trailerInSubmod, strconv.Quote(p))
 	}
 	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -124,6 +125,11 @@ func (s *Snapshotter) Checkout(ctx context.Context, from, to string) error {
 	defer unlock()
 	if err := s.ensureScratch(); err != nil {
 		return err
+	}
+	// The tree's gitlinks come into the private index: the next snapshot
+	// strips them before git add (see stripGitlinks).
+	if err := os.WriteFile(s.gitlinksMarker(), nil, 0o600); err != nil {
+		return fmt.Errorf("checkout: %w", err)
 	}
 	return s.isolated().ReadTree(ctx, gitcmd.ReadTreeRequest{From: from, Tree: to, Update: true})
 }

@@ -27,8 +27,11 @@ type Repo struct {
 	GitDir string
 	// WorkTree is the top of the worktree the command runs in.
 	WorkTree string
-	// MainWorkTree is the repository's main worktree.
+	// MainWorkTree is the repository's main worktree; for a bare
+	// repository with linked worktrees, the worktree the command runs in.
 	MainWorkTree string
+	// Bare is set for a bare repository used through a linked worktree.
+	Bare bool
 	// ID is stable for every worktree of one repository and differs for two
 	// clones of the same name: the directory name plus a hash of CommonDir.
 	ID string
@@ -118,7 +121,9 @@ func Open(ctx context.Context, dir string, sandboxRoots ...string) (*Repo, error
 		return nil, usererr.Wrap(err, "cannot read the repository at %s: %v", top, err).
 			Hint("check it with git status there")
 	}
-	if info.Bare {
+	// A linked worktree of a bare repository has a work tree of its own:
+	// only the bare repository itself is refused.
+	if info.Bare && gitDir == commonDir {
 		return nil, errBare(top)
 	}
 	if info.ObjectFormat != "sha1" {
@@ -130,6 +135,19 @@ func Open(ctx context.Context, dir string, sandboxRoots ...string) (*Repo, error
 		return nil, err
 	}
 	r.Name = filepath.Base(r.MainWorkTree)
+	if r.MainWorkTree == "" {
+		if gitDir == commonDir {
+			return nil, errBare(commonDir)
+		}
+		// Bare, with linked worktrees: sandboxes branch from and land
+		// into the worktree in use; the name (and so the id) comes from
+		// the repository, the same from every worktree.
+		r.Bare, r.MainWorkTree = true, top
+		r.Name = strings.TrimSuffix(filepath.Base(commonDir), ".git")
+		if r.Name == "" {
+			r.Name = "repo"
+		}
+	}
 	r.ID = repoID(r.Name, commonDir)
 	return r, nil
 }
@@ -238,8 +256,11 @@ func mainWorkTree(ctx context.Context, r *Repo) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(list) == 0 || list[0].Bare {
+	if len(list) == 0 {
 		return "", errBare(r.CommonDir)
+	}
+	if list[0].Bare {
+		return "", nil
 	}
 	return list[0].Path, nil
 }

@@ -69,6 +69,8 @@ func (c *DiffCmd) Run(app *App) error {
 	for _, p := range final.Skipped {
 		app.UI.Warnf("%s cannot be stored by git and would not land", termsafe.String(p))
 	}
+	warnTooLarge(app, final.TooLarge, "would not land")
+	warnInSubmodule(app, final.InSubmodule, "would not land")
 	if len(changes) == 0 {
 		if len(c.Paths) > 0 {
 			app.UI.Infof("nothing to land at these paths: %s has no changes there since its baseline", sb.Display())

@@ -3,7 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
+
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/worktree"
 
 	"github.com/git-sandbox/git-sandbox/hooks"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
@@ -34,7 +39,7 @@ func hooksDir(app *App) (*sandbox.Env, string, bool, error) {
 
 // HooksInstallCmd is git sandbox hooks install.
 type HooksInstallCmd struct {
-	Force bool `help:"Install even if a copy of your hook from an interrupted install is in the way."`
+	Force bool `help:"Install even into a hooks directory inside a work tree, or when a copy of your hook from an interrupted install is in the way."`
 }
 
 // Help is hooks install's long help.
@@ -45,13 +50,20 @@ pre-push.git-sandbox-chained, and runs first; its refusal stops the push.
 
 On push the hook refuses refs/sandbox/*, a sandbox branch whose agent is still
 running, and one whose recorded verify failed; with verify_before_push = true in
-your config, every pushed commit is verified in a fresh container first.`
+your config, every pushed commit is verified in a fresh container first.
+
+A hooks directory inside a work tree (core.hooksPath = .husky, say) holds files
+the repository tracks or would commit: install refuses it, since the hook would
+be committed and pushed, and gone after a checkout. --force installs anyway.`
 }
 
 // Run installs the hook.
 func (c *HooksInstallCmd) Run(app *App) error {
-	_, dir, viaConfig, err := hooksDir(app)
+	env, dir, viaConfig, err := hooksDir(app)
 	if err != nil {
+		return err
+	}
+	if err := c.checkInWorkTree(app, env, dir); err != nil {
 		return err
 	}
 	before := hooks.Status(dir, viaConfig)
@@ -72,6 +84,39 @@ func (c *HooksInstallCmd) Run(app *App) error {
 	}
 	if _, err := proc.LookPath("git-sandbox"); err != nil {
 		app.UI.Warnf("git-sandbox is not on PATH, so the hook will refuse pushes until it is")
+	}
+	return nil
+}
+
+// checkInWorkTree refuses a hooks directory inside the repository's main
+// work tree or the current one (without --force; with it, warns), naming
+// the tracked hook files install would change.
+func (c *HooksInstallCmd) checkInWorkTree(app *App, env *sandbox.Env, dir string) error {
+	r := env.Repo
+	if worktree.Within(dir, r.CommonDir) || worktree.Within(dir, r.GitDir) {
+		return nil
+	}
+	for _, wt := range []struct{ path, gitDir string }{{r.MainWorkTree, r.CommonDir}, {r.WorkTree, r.GitDir}} {
+		if wt.path == "" || !worktree.Within(dir, wt.path) {
+			continue
+		}
+		rel, _ := filepath.Rel(wt.path, dir)
+		g := r.GitAt(wt.gitDir, wt.path)
+		tracked, _ := g.Lines(app.Ctx, "ls-files", "-z", "--",
+			filepath.ToSlash(filepath.Join(rel, "pre-push")), filepath.ToSlash(filepath.Join(rel, hooks.Chained)))
+		if !c.Force {
+			e := usererr.New("the hooks directory %s is inside the work tree %s: the hook would be committed, pushed, and gone after a checkout", termsafe.String(dir), termsafe.String(wt.path))
+			if len(tracked) > 0 {
+				e = e.Hint("%s is tracked: install would rewrite it", termsafe.String(tracked[0]))
+			}
+			return e.Hint("call git sandbox hook pre-push from a hook of your own there, or install anyway with git sandbox hooks install --force").
+				WithCode(usererr.ExitRefused)
+		}
+		app.UI.Warnf("%s is inside the work tree %s: the hook files installed there will show in git status and be committed by git commit -a", termsafe.String(dir), termsafe.String(wt.path))
+		for _, p := range tracked {
+			app.UI.Warnf("%s is tracked: installing changes it in your work tree", termsafe.String(p))
+		}
+		return nil
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ type LandCmd struct {
 	DryRun  bool   `help:"Show what would land and change nothing."`
 	Expect  string `help:"Land only if the work is this tree (as git sandbox diff printed it)." placeholder:"TREE"`
 	Update  bool   `help:"Run git sandbox update first; land only if it leaves no conflicts."`
+	NoSign  bool   `help:"Do not sign the commit, even with commit.gpgSign set."`
 }
 
 // Help is land's long help.
@@ -29,6 +30,10 @@ lands too and work present at start does not — onto the base branch's current
 tip with a 3-way merge, as one commit with trailers naming the sandbox, the
 agent and the baseline. The base ref moves by compare-and-swap; when the base is
 checked out, its files and index follow, and local changes elsewhere stay.
+The trailers join the message's own trailer block (Signed-off-by …); a land
+--force past a failed verify says so in a Sandbox-Forced trailer. With
+commit.gpgSign set the commit is signed as git commit signs (user.signingKey,
+gpg.format openpgp or ssh); --no-sign leaves it unsigned.
 
 With --expect TREE it lands only the tree you reviewed: git sandbox diff prints
 it, and work that changed since (an agent that noticed the review) is refused.
@@ -54,13 +59,20 @@ func (c *LandCmd) Run(app *App) error {
 	}
 	baseline := sb.Baseline
 	res, err := sb.Land(app.Ctx, sandbox.LandOptions{
-		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, Expect: c.Expect, Update: c.Update, IO: app.IO(),
+		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, Expect: c.Expect, Update: c.Update, NoSign: c.NoSign, IO: app.IO(),
 	})
 	if err != nil {
 		return err
 	}
 	p := res.Plan
 	onto := termsafe.String(strings.TrimPrefix(p.Ref, "refs/heads/"))
+	if c.DryRun || p.Empty {
+		warnTooLarge(app, res.Final.TooLarge, "would not land")
+		warnInSubmodule(app, res.Final.InSubmodule, "would not land")
+	} else {
+		warnTooLarge(app, res.Final.TooLarge, "was not landed")
+		warnInSubmodule(app, res.Final.InSubmodule, "were not landed")
+	}
 	if p.Empty {
 		app.UI.Infof("nothing to land: %s changes nothing on %s", sb.Display(), onto)
 		return nil
@@ -88,7 +100,11 @@ func (c *LandCmd) Run(app *App) error {
 		app.UI.Infof("%s %s on %s (%s): %d file(s); nothing was changed", verb, sb.Display(), onto, p.Tip.Short(), len(p.Changes))
 		return nil
 	}
-	app.UI.Infof("%s %s (tree %s) on %s as %s: %d file(s)", verb, sb.Display(), shortTree(res.Final.Tree), onto, res.Commit.Short(), len(p.Changes))
+	signed := ""
+	if p.Sign {
+		signed = ", signed"
+	}
+	app.UI.Infof("%s %s (tree %s) on %s as %s: %d file(s)%s", verb, sb.Display(), shortTree(res.Final.Tree), onto, res.Commit.Short(), len(p.Changes), signed)
 	if stat, err := review.Patch(app.Ctx, env.Git(), baseline, res.Final.ID, review.PatchOptions{Format: review.FormatStat}); err == nil {
 		_ = review.Render(app.UI.Writer(), stat, false)
 	} else {

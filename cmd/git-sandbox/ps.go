@@ -57,6 +57,12 @@ func (c *PsCmd) Run(app *App) error {
 		})
 	}
 	table(app.Stdout, rows)
+	for _, s := range list {
+		if s.TooLarge > 0 {
+			app.UI.Warnf("%s: %d untracked file(s) larger than rescue.max_file_size are not in its snapshots and would not land", termsafe.String(s.Branch), s.TooLarge)
+			app.UI.Hintf("git sandbox rescue show %s lists them", s.Snapshot[:min(12, len(s.Snapshot))])
+		}
+	}
 	return nil
 }
 

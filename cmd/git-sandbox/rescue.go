@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/docker/go-units"
 	"strconv"
 	"strings"
 	"time"
@@ -76,6 +77,9 @@ func (c *RescueListCmd) Run(app *App) error {
 		if len(s.Skipped) > 0 {
 			note = fmt.Sprintf("%d path(s) git cannot store were skipped", len(s.Skipped))
 		}
+		if len(s.TooLarge) > 0 {
+			note = strings.TrimSpace(note + fmt.Sprintf(" %d file(s) too large were skipped", len(s.TooLarge)))
+		}
 		if strings.Contains(s.Ref, "/ended/") {
 			note = strings.TrimSpace(note + " ended sandbox")
 		}
@@ -110,6 +114,12 @@ func (c *RescueShowCmd) Run(app *App) error {
 	fmt.Fprintf(w, "changes  %d files since the baseline\n", s.Changes)
 	for _, p := range s.Skipped {
 		fmt.Fprintf(w, "skipped  %s (git cannot store this path)\n", termsafe.String(p))
+	}
+	for _, p := range s.InSubmodule {
+		fmt.Fprintf(w, "skipped  %s/… (files written inside a submodule)\n", termsafe.String(p))
+	}
+	for _, f := range s.TooLarge {
+		fmt.Fprintf(w, "skipped  %s (%s, larger than rescue.max_file_size)\n", termsafe.String(f.Path), units.BytesSize(float64(f.Size)))
 	}
 	fmt.Fprintln(w)
 	format := review.FormatPatch
@@ -209,6 +219,7 @@ func (c *RescueSnapshotCmd) Run(app *App) error {
 	for _, p := range t.Skipped {
 		app.UI.Warnf("skipped %s: git cannot store this path", termsafe.String(p))
 	}
+	warnTooLarge(app, t.TooLarge, "is not in the snapshot")
 	fmt.Fprintln(app.Stdout, t.ID)
 	return nil
 }
@@ -252,4 +263,26 @@ func (c *RescuePruneCmd) Run(app *App) error {
 		app.UI.Infof("nothing to prune")
 	}
 	return nil
+}
+
+// warnTooLarge warns about the untracked files a snapshot left out for
+// their size; what says what that means for the command.
+func warnTooLarge(app *App, files []rescue.LargeFile, what string) {
+	for _, f := range files {
+		app.UI.Warnf("%s (%s) is larger than rescue.max_file_size and %s", termsafe.String(f.Path), units.BytesSize(float64(f.Size)), what)
+	}
+	if len(files) > 0 {
+		app.UI.Hintf("to keep such a file, have the agent commit it (git add -f), or raise rescue.max_file_size in your config")
+	}
+}
+
+// warnInSubmodule warns about files the agent wrote inside a submodule's
+// path: the snapshot keeps the submodule's commit (gitlink), not them.
+func warnInSubmodule(app *App, paths []string, what string) {
+	for _, p := range paths {
+		app.UI.Warnf("the agent wrote files inside the submodule %s: they belong to the submodule's own repository and %s", termsafe.String(p), what)
+	}
+	if len(paths) > 0 {
+		app.UI.Hintf("to change a submodule, commit in its own repository and update the submodule's commit")
+	}
 }

@@ -147,6 +147,9 @@ type Limits struct {
 type Rescue struct {
 	// Interval is the time between periodic snapshots, e.g. "2m".
 	Interval Duration `toml:"interval"`
+	// MaxFileSize is the largest untracked file a snapshot takes, such as
+	// "50m"; "0" takes every file.
+	MaxFileSize string `toml:"max_file_size"`
 }
 
 // Hooks configures the pre-push hook.
@@ -199,7 +202,7 @@ func Defaults() Config {
 			CPUs:   float64(runtime.NumCPU()),
 			Pids:   4096,
 		},
-		Rescue: Rescue{Interval: Duration{2 * time.Minute}},
+		Rescue: Rescue{Interval: Duration{2 * time.Minute}, MaxFileSize: "50m"},
 		Budget: Budget{SyncObject: "100m", Sync: "2g", Export: "2g"},
 	}
 }
@@ -395,6 +398,15 @@ func (l *Loaded) applyRepo(r Config) {
 	if r.Rescue.Interval.Duration > 0 && r.Rescue.Interval.Duration < l.Rescue.Interval.Duration {
 		l.Rescue.Interval = r.Rescue.Interval
 	}
+	if r.Rescue.MaxFileSize != "" {
+		rn, _ := FileSizeBytes(r.Rescue.MaxFileSize)
+		un, _ := FileSizeBytes(l.Rescue.MaxFileSize)
+		if rn > 0 && (un == 0 || rn < un) {
+			l.Rescue.MaxFileSize = r.Rescue.MaxFileSize
+		} else if rn != un {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("%s: rescue.max_file_size = %q ignored: a repository may only lower it", RepoFile, r.Rescue.MaxFileSize))
+		}
+	}
 }
 
 func tighterMemory(repo, user string) bool {
@@ -562,6 +574,7 @@ func checkValues(path string, c *Config, md toml.MetaData, repo bool) error {
 		{[]string{"limits", "pids"}, func() error { return CheckPids(path, "limits.pids", c.Limits.Pids) }},
 		{[]string{"limits", "memory"}, func() error { return CheckMemory(path, "limits.memory", c.Limits.Memory) }},
 		{[]string{"rescue", "interval"}, func() error { return CheckInterval(path, "rescue.interval", c.Rescue.Interval.Duration, repo) }},
+		{[]string{"rescue", "max_file_size"}, func() error { return CheckFileSize(path, "rescue.max_file_size", c.Rescue.MaxFileSize) }},
 		{[]string{"image"}, func() error { return checkImage(path, "image", c.Image) }},
 		{[]string{"base_image"}, func() error { return checkImage(path, "base_image", c.BaseImage) }},
 	}
@@ -584,4 +597,20 @@ func shortDuration(d time.Duration) string {
 		return fmt.Sprintf("%dm", d/time.Minute)
 	}
 	return d.String()
+}
+
+// MinFileSize is the smallest rescue.max_file_size.
+const MinFileSize = 1 << 10
+
+// FileSizeBytes parses rescue.max_file_size ("50m", "1g"; "0" is no limit).
+func FileSizeBytes(s string) (int64, error) { return MemoryBytes(s) }
+
+// CheckFileSize checks rescue.max_file_size: "0" (no limit) or at least
+// MinFileSize.
+func CheckFileSize(where, key, v string) error {
+	n, err := FileSizeBytes(v)
+	if err != nil || n < 0 || (n != 0 && n < MinFileSize) || (n == 0 && v != "0") {
+		return rangeError(where, key, strconv.Quote(v), "must be a size of at least 1k (such as 50m or 1g), or \"0\" to take every file")
+	}
+	return nil
 }

@@ -36,6 +36,10 @@ type CommitTreeRequest struct {
 	// Author and Committer, when set, replace the identity and time git
 	// would take from the configuration and the clock.
 	Author, Committer *Signature
+	// Sign signs the commit as git commit -S would: with user.signingKey
+	// (or the committer's identity) in gpg.format, by the program the
+	// user's configuration names.
+	Sign bool
 }
 
 // CommitTree writes a commit object (no ref moves) and returns its name.
@@ -46,6 +50,9 @@ func (r *Runner) CommitTree(ctx context.Context, req CommitTreeRequest) (Hash, e
 	args := []string{"commit-tree", req.Tree.String()}
 	for _, p := range req.Parents {
 		args = append(args, "-p", p.String())
+	}
+	if req.Sign {
+		args = append(args, "-S")
 	}
 	g := r
 	if req.Author != nil || req.Committer != nil {

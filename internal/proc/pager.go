@@ -1,6 +1,8 @@
 package proc
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -55,4 +57,44 @@ func (p *Pager) Write(b []byte) (int, error) { return p.in.Write(b) }
 func (p *Pager) Close() error {
 	_ = p.in.Close()
 	return p.cmd.Wait()
+}
+
+// FilterOptions describe one run of a git clean filter.
+type FilterOptions struct {
+	// Command is the filter's shell command line (filter.<driver>.clean,
+	// %f already replaced), from the user's configuration.
+	Command string
+	// Dir is its working directory; Env what is added to this process's
+	// environment.
+	Dir string
+	Env []string
+	// Stdin is the content to clean.
+	Stdin io.Reader
+}
+
+// RunFilter runs a clean filter as git would (sh -c), returning its
+// output; its stderr is kept in the error.
+func RunFilter(ctx context.Context, o FilterOptions) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "sh", "-c", o.Command)
+	cmd.Dir = o.Dir
+	// Inherited GIT_* variables are dropped, as gitcmd drops them: the
+	// caller says which repository the filter works for.
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, o.Env...)
+	cmd.Stdin = o.Stdin
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return nil, fmt.Errorf("%s: %w: %s", o.Command, err, msg)
+		}
+		return nil, fmt.Errorf("%s: %w", o.Command, err)
+	}
+	return out, nil
 }

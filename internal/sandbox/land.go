@@ -122,6 +122,8 @@ type LandOptions struct {
 	// Update runs git sandbox update first and lands only when it left no
 	// conflicts.
 	Update bool
+	// NoSign leaves the commit unsigned whatever commit.gpgSign says.
+	NoSign bool
 	// Verify runs the verify command when land has to (stdout/stderr of
 	// the caller receive its output).
 	IO IO
@@ -207,12 +209,14 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	if err != nil {
 		return nil, err
 	}
+	sign := !o.NoSign && s.env.signsCommits(ctx)
 	prepare := func() (*land.Plan, error) {
 		plan, err := land.Prepare(ctx, s.env.Git(), land.Options{
 			Ref: ref, Baseline: s.Baseline, Final: final.ID, AgentHead: sync.Head, Merge: o.Merge,
 			Message:   msg,
 			Forbidden: "refs/heads/" + s.Branch,
 			Sandbox:   s.Branch,
+			Sign:      sign,
 		})
 		if err == nil && plan.Checkout != nil && s.env.insideSandboxes(plan.Checkout.Path) {
 			return nil, usererr.New("%s is checked out in another sandbox", termsafe.String(ontoName)).
@@ -468,4 +472,11 @@ func checkExpect(x string) error {
 			Hint("give the tree git sandbox diff printed (at least 7 hex digits)")
 	}
 	return nil
+}
+
+// signsCommits reports whether the user's configuration asks git commit
+// to sign (commit.gpgSign).
+func (e *Env) signsCommits(ctx context.Context) bool {
+	out, err := e.Git().Output(ctx, "config", "--type=bool", "--get", "commit.gpgSign")
+	return err == nil && out == "true"
 }

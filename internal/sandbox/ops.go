@@ -46,8 +46,11 @@ type Status struct {
 	Changes   int       `json:"changes"`
 	// Network is the network mode; Denied counts the egress proxy's
 	// refusals (allowlist mode).
-	Network  string `json:"network,omitempty"`
-	Denied   int    `json:"denied"`
+	Network string `json:"network,omitempty"`
+	Denied  int    `json:"denied"`
+	// TooLarge counts the untracked files the newest snapshot left out
+	// for being larger than rescue.max_file_size.
+	TooLarge int    `json:"too_large,omitempty"`
 	Snapshot string `json:"snapshot"`
 	Prompt   string `json:"prompt,omitempty"`
 	Verify   string `json:"verify,omitempty"`
@@ -90,7 +93,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			}
 		}
 		if t, ok := tips[sb.Refs().Rescue()]; ok {
-			st.Changes, st.Snapshot = t.changes, t.id
+			st.Changes, st.Snapshot, st.TooLarge = t.changes, t.id, t.tooLarge
 		}
 		c, ok := byName[sb.Container]
 		switch {
@@ -122,8 +125,9 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 }
 
 type tip struct {
-	id      string
-	changes int
+	id       string
+	changes  int
+	tooLarge int
 }
 
 // rescueTips reads every sandbox's newest snapshot and its change count in
@@ -141,10 +145,25 @@ func (e *Env) rescueTips(ctx context.Context) map[string]tip {
 			continue
 		}
 		t := tip{id: f[1]}
-		if len(f) == 3 {
+		if len(f) >= 3 {
 			t.changes, _ = strconv.Atoi(f[2])
 		}
 		out[f[0]] = t
+	}
+	// A second call: git before 2.40 applies the options of one trailers
+	// atom to every other in the same format.
+	lines, err = e.Git().Lines(ctx, "for-each-ref",
+		"--format=%(refname) %(contents:trailers:key=Sandbox-Too-Large,valueonly,separator=%x01)", rescue.RefPrefix)
+	if err != nil {
+		return out
+	}
+	for _, line := range lines {
+		ref, large, _ := strings.Cut(line, " ")
+		if t, ok := out[ref]; ok && large != "" {
+			// Paths are quoted: \x01 only separates.
+			t.tooLarge = strings.Count(large, "\x01") + 1
+			out[ref] = t
+		}
 	}
 	return out
 }

@@ -437,7 +437,13 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 // already recorded for it is kept).
 func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int) error {
 	ctx = context.WithoutCancel(ctx)
-	t, err := sb.Snapshotter().Take(ctx, rescue.ReasonExit)
+	snap := sb.Snapshotter()
+	t, err := snap.Take(ctx, rescue.ReasonExit)
+	if err == nil && !t.New && t.Reason != rescue.ReasonExit {
+		// An interval snapshot taken after the agent died already holds
+		// these files: the exit is still recorded as such.
+		t, err = snap.Restamp(ctx, rescue.ReasonExit)
+	}
 	if err != nil {
 		return fmt.Errorf("final snapshot: %w", err)
 	}

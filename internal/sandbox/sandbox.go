@@ -145,6 +145,7 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit, containerName
 		Lock:         l.Lock(branch),
 		ExcludesFile: e.excludesFile(),
 		AgentGitDir:  privateGit,
+		MaxFileSize:  e.maxFileSize(),
 		Start:        start,
 		Baseline:     baseline,
 		Freeze:       e.freezer(containerName),
@@ -260,4 +261,16 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// maxFileSize is rescue.max_file_size in bytes (0: no limit).
+func (e *Env) maxFileSize() int64 {
+	if e.Config == nil {
+		return 0
+	}
+	n, err := config.FileSizeBytes(e.Config.Rescue.MaxFileSize)
+	if err != nil {
+		return 0
+	}
+	return n
 }
