@@ -2,7 +2,6 @@ package devcontainer
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -12,8 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"path"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/moby/patternmatcher"
@@ -120,84 +117,35 @@ func (t *tree) writeContext(ctx context.Context, w io.Writer, files []contextFil
 	return tw.Close()
 }
 
-func (t *tree) writeFiles(ctx context.Context, tw *tar.Writer, files []contextFile, epoch time.Time) (err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cmd := t.g.Command(ctx, "cat-file", "--batch")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return err
+func (t *tree) writeFiles(ctx context.Context, tw *tar.Writer, files []contextFile, epoch time.Time) error {
+	ids := make([]string, len(files))
+	for i, f := range files {
+		ids[i] = f.ID
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("git cat-file: %w", err)
-	}
-	go func() {
-		bw := bufio.NewWriter(stdin)
-		for _, f := range files {
-			if _, err := fmt.Fprintln(bw, f.ID); err != nil {
-				break
-			}
-		}
-		_ = bw.Flush()
-		_ = stdin.Close()
-	}()
-	defer func() {
-		if err != nil {
-			cancel()
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		if werr := cmd.Wait(); werr != nil && err == nil {
-			err = fmt.Errorf("git cat-file: %v: %s", werr, strings.TrimSpace(stderr.String()))
-		}
-	}()
-	br := bufio.NewReaderSize(stdout, 64<<10)
-	for _, f := range files {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return fmt.Errorf("git cat-file: %w", err)
-		}
-		fields := strings.Fields(line)
-		if len(fields) != 3 || fields[0] != f.ID || fields[1] != "blob" {
-			return fmt.Errorf("git cat-file: %s: unexpected answer %q", f.Path, strings.TrimSpace(line))
-		}
-		size, err := strconv.ParseInt(fields[2], 10, 64)
-		if err != nil {
-			return fmt.Errorf("git cat-file: %s: size %q", f.Path, fields[2])
-		}
+	return t.g.EachBlob(ctx, ids, func(i int, size int64, content io.Reader) error {
+		f := files[i]
 		h := &tar.Header{Name: f.Path, ModTime: epoch, Format: tar.FormatPAX}
 		if f.Mode == modeSymlink {
 			if size > maxLinkSize {
 				return fmt.Errorf("%s: a symbolic link of %d bytes", f.Path, size)
 			}
-			target := make([]byte, size)
-			if _, err := io.ReadFull(br, target); err != nil {
+			target, err := io.ReadAll(content)
+			if err != nil {
 				return fmt.Errorf("git cat-file: %w", err)
 			}
 			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, string(target), 0o777
-			if err := tw.WriteHeader(h); err != nil {
-				return err
-			}
-		} else {
-			h.Typeflag, h.Size, h.Mode = tar.TypeReg, size, 0o644
-			if f.Mode == modeExecutable {
-				h.Mode = 0o755
-			}
-			if err := tw.WriteHeader(h); err != nil {
-				return err
-			}
-			if _, err := io.CopyN(tw, br, size); err != nil {
-				return fmt.Errorf("%s: %w", f.Path, err)
-			}
+			return tw.WriteHeader(h)
 		}
-		if _, err := br.Discard(1); err != nil { // the newline after the content
-			return fmt.Errorf("git cat-file: %w", err)
+		h.Typeflag, h.Size, h.Mode = tar.TypeReg, size, 0o644
+		if f.Mode == modeExecutable {
+			h.Mode = 0o755
 		}
-	}
-	return nil
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := io.CopyN(tw, content, size); err != nil {
+			return fmt.Errorf("%s: %w", f.Path, err)
+		}
+		return nil
+	})
 }

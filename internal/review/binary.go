@@ -1,12 +1,11 @@
 package review
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"path"
-	"strconv"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
@@ -18,69 +17,19 @@ const binaryPeek = 8000
 // binaryBlobs reports, for each blob id, whether git's diff would show it
 // as binary: a NUL byte in its first 8000 bytes. Blobs are streamed through
 // one git cat-file; only their first bytes are kept.
-func binaryBlobs(ctx context.Context, g *gitcmd.Runner, ids []string) (_ map[string]bool, err error) {
+func binaryBlobs(ctx context.Context, g *gitcmd.Runner, ids []string) (map[string]bool, error) {
 	out := make(map[string]bool, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cmd := g.Command(ctx, "cat-file", "--batch")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("git cat-file: %w", err)
-	}
-	go func() {
-		bw := bufio.NewWriter(stdin)
-		for _, id := range ids {
-			if _, err := fmt.Fprintln(bw, id); err != nil {
-				break
-			}
-		}
-		_ = bw.Flush()
-		_ = stdin.Close()
-	}()
-	defer func() {
-		if err != nil {
-			cancel()
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		if werr := cmd.Wait(); werr != nil && err == nil {
-			err = fmt.Errorf("git cat-file: %v: %s", werr, strings.TrimSpace(stderr.String()))
-		}
-	}()
-	br := bufio.NewReaderSize(stdout, 64<<10)
 	head := make([]byte, binaryPeek)
-	for _, id := range ids {
-		line, err := br.ReadString('\n')
+	err := g.EachBlob(ctx, ids, func(i int, size int64, content io.Reader) error {
+		n, err := io.ReadFull(content, head[:min(size, binaryPeek)])
 		if err != nil {
-			return nil, fmt.Errorf("git cat-file: %w", err)
+			return fmt.Errorf("git cat-file: %w", err)
 		}
-		fields := strings.Fields(line)
-		if len(fields) != 3 || fields[0] != id || fields[1] != "blob" {
-			return nil, fmt.Errorf("git cat-file: %s: unexpected answer %q", id, strings.TrimSpace(line))
-		}
-		size, err := strconv.ParseInt(fields[2], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("git cat-file: %s: size %q", id, fields[2])
-		}
-		n := min(size, binaryPeek)
-		if _, err := io.ReadFull(br, head[:n]); err != nil {
-			return nil, fmt.Errorf("git cat-file: %w", err)
-		}
-		out[id] = strings.IndexByte(string(head[:n]), 0) >= 0
-		if _, err := io.CopyN(io.Discard, br, size-n+1); err != nil {
-			return nil, fmt.Errorf("git cat-file: %w", err)
-		}
+		out[ids[i]] = bytes.IndexByte(head[:n], 0) >= 0
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
