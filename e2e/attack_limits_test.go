@@ -229,7 +229,7 @@ func TestAttackHugeBlobSyncStaysSmall(t *testing.T) {
 		if rss >= maxRSS {
 			t.Errorf("git sandbox %s peaked at %d MiB of host memory (limit %d MiB)", strings.Join(cmd, " "), rss>>20, maxRSS>>20)
 		}
-		if res.Code == 0 || !strings.Contains(res.Stderr, "zeros.bin is 1.0 GiB, over the 100.0 MiB allowed (budget.sync_object)") ||
+		if res.Code == 0 || !strings.Contains(res.Stderr, "zeros.bin is 1GiB, over the 100MiB allowed (budget.sync_object)") ||
 			!strings.Contains(res.Stderr, "hint:") {
 			t.Errorf("git sandbox %s: no clear refusal of the huge file:\n%s", strings.Join(cmd, " "), res)
 		}
@@ -277,7 +277,7 @@ func TestAttackVerifyExportBudget(t *testing.T) {
 		t.Helper()
 		if x.Code == 0 {
 			t.Errorf("%s wrote the 2.1 GiB file out: %s", what, x)
-		} else if !strings.Contains(x.Stderr, "over the 2.0 GiB verify may write out (budget.export); the largest is big.bin (2.1 GiB)") ||
+		} else if !strings.Contains(x.Stderr, "over the 2GiB verify may write out (budget.export); the largest is big.bin (2.1GiB)") ||
 			!strings.Contains(x.Stderr, "hint:") {
 			t.Errorf("%s: no clear refusal: %s", what, x)
 		}

@@ -124,18 +124,9 @@ func (c *DiffCmd) Run(app *App) error {
 	}
 	// The tree shown, so land can refuse anything else: the agent may
 	// change its work between this review and land.
-	app.UI.Infof("this is tree %s", shortTree(final.Tree))
-	app.UI.Hintf("git sandbox land %s --expect %s lands exactly this", sb.Display(), shortTree(final.Tree))
+	app.UI.Infof("this is tree %s", gitcmd.Hash(final.Tree).Short())
+	app.UI.Hintf("git sandbox land %s --expect %s lands exactly this", sb.Display(), gitcmd.Hash(final.Tree).Short())
 	return nil
-}
-
-// shortTree is a tree id short enough to type and long enough to mean one
-// tree.
-func shortTree(t string) string {
-	if len(t) > 12 {
-		return t[:12]
-	}
-	return t
 }
 
 // startPager starts the user's pager when stdout is a terminal, chosen as

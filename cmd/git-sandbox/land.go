@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/review"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
@@ -104,7 +105,7 @@ func (c *LandCmd) Run(app *App) error {
 	if p.Sign {
 		signed = ", signed"
 	}
-	app.UI.Infof("%s %s (tree %s) on %s as %s: %d file(s)%s", verb, sb.Display(), shortTree(res.Final.Tree), onto, res.Commit.Short(), len(p.Changes), signed)
+	app.UI.Infof("%s %s (tree %s) on %s as %s: %d file(s)%s", verb, sb.Display(), gitcmd.Hash(res.Final.Tree).Short(), onto, res.Commit.Short(), len(p.Changes), signed)
 	if stat, err := review.Patch(app.Ctx, env.Git(), baseline, res.Final.ID, review.PatchOptions{Format: review.FormatStat}); err == nil {
 		_ = review.Render(app.UI.Writer(), stat, false)
 	} else {

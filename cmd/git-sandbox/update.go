@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -48,7 +49,7 @@ func (c *UpdateCmd) Run(app *App) error {
 		return nil
 	}
 	app.UI.Infof("updated %s to %s (%s); snapshots %s before, %s after",
-		sb.Display(), base, res.Tip.Short(), shortID(res.Before.ID), shortID(res.After.ID))
+		sb.Display(), base, res.Tip.Short(), gitcmd.Hash(res.Before.ID).Short(), gitcmd.Hash(res.After.ID).Short())
 	if len(res.Conflicts) == 0 {
 		return nil
 	}
@@ -63,11 +64,4 @@ func (c *UpdateCmd) Run(app *App) error {
 		Hint("resolve them in the sandbox: git sandbox exec %s, or a follow-up task with git sandbox start %s -p …", sb.Display(), sb.Display()).
 		Hint("then git sandbox land %s; it refuses while the markers remain", sb.Display()).
 		WithCode(usererr.ExitConflict)
-}
-
-func shortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }

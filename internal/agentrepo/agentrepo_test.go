@@ -319,11 +319,11 @@ func TestSyncBudget(t *testing.T) {
 	git(t, wt, nil, "commit", "-q", "-m", "big")
 	head := git(t, wt, nil, "rev-parse", "HEAD")
 	_, err := SyncWithin(context.Background(), host, priv, start, "", Budget{MaxObject: 1 << 20, ObjectSetting: "budget.sync_object"})
-	if err == nil || !strings.Contains(err.Error(), "the file big.bin is 3.0 MiB, over the 1.0 MiB allowed (budget.sync_object)") {
+	if err == nil || !strings.Contains(err.Error(), "the file big.bin is 3MiB, over the 1MiB allowed (budget.sync_object)") {
 		t.Fatalf("SyncWithin accepted a file over the budget: %v", err)
 	}
 	_, err = SyncWithin(context.Background(), host, priv, start, "", Budget{MaxTotal: 2 << 20, TotalSetting: "budget.sync"})
-	if err == nil || !strings.Contains(err.Error(), "more than 2.0 MiB of new objects") {
+	if err == nil || !strings.Contains(err.Error(), "more than 2MiB of new objects") {
 		t.Fatalf("SyncWithin went over the total budget: %v", err)
 	}
 	if exec.Command("git", "-C", hostDir, "cat-file", "-e", head).Run() == nil {

@@ -14,6 +14,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/docker/go-units"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -22,10 +26,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/format/objfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
-
-	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
-	"github.com/git-sandbox/git-sandbox/internal/termsafe"
-	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // maxObjects bounds how much one sync may bring back.
@@ -185,7 +185,7 @@ type walker struct {
 func (w *walker) add(h plumbing.Hash, size int64) error {
 	w.total += size
 	if w.budget.MaxTotal > 0 && w.total > w.budget.MaxTotal {
-		return &budgetError{fmt.Sprintf("the agent's commits hold more than %s of new objects, over the budget of one sync", humanSize(w.budget.MaxTotal)), w.budget.TotalSetting}
+		return &budgetError{fmt.Sprintf("the agent's commits hold more than %s of new objects, over the budget of one sync", units.BytesSize(float64(w.budget.MaxTotal))), w.budget.TotalSetting}
 	}
 	w.seen[h] = true
 	w.list = append(w.list, h)
@@ -522,7 +522,7 @@ func checkHistory(ctx context.Context, host *gitcmd.Runner, boundary []string, s
 		return nil
 	}
 	if len(boundary) == 0 {
-		return fmt.Errorf("the agent's history does not descend from the commit the sandbox started at (%s)", short(start))
+		return fmt.Errorf("the agent's history does not descend from the commit the sandbox started at (%s)", gitcmd.Hash(start).Short())
 	}
 	// Every commit the store had must be in the start's or the agent's
 	// earlier history.
@@ -539,7 +539,7 @@ func checkHistory(ctx context.Context, host *gitcmd.Runner, boundary []string, s
 		if refs, err := host.Lines(ctx, "for-each-ref", "--count=1", "--format=%(refname)", "--contains", foreign, "refs/sandbox/"); err == nil && len(refs) > 0 {
 			where = "a commit of another sandbox's snapshots (" + termsafe.String(refs[0]) + ")"
 		}
-		return fmt.Errorf("the agent's history includes %s, %s: landing or pushing it would bring in files the diff never showed", short(foreign), where)
+		return fmt.Errorf("the agent's history includes %s, %s: landing or pushing it would bring in files the diff never showed", gitcmd.Hash(foreign).Short(), where)
 	}
 	// And the start must be in the agent's history.
 	in = start + "\n^" + strings.Join(boundary, "\n^") + "\n"
@@ -548,16 +548,9 @@ func checkHistory(ctx context.Context, host *gitcmd.Runner, boundary []string, s
 		return fmt.Errorf("check the agent's history: %w", err)
 	}
 	if strings.TrimSpace(string(out)) != "" {
-		return fmt.Errorf("the agent's history does not descend from the commit the sandbox started at (%s)", short(start))
+		return fmt.Errorf("the agent's history does not descend from the commit the sandbox started at (%s)", gitcmd.Hash(start).Short())
 	}
 	return nil
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
 
 // size returns an object's size from its header, without inflating the
@@ -595,7 +588,7 @@ func (w *walker) checkSize(h plumbing.Hash, max int64, what, settingName string)
 		return 0, err
 	}
 	if max > 0 && size > max {
-		return 0, &budgetError{fmt.Sprintf("%s is %s, over the %s allowed", what, humanSize(size), humanSize(max)), settingName}
+		return 0, &budgetError{fmt.Sprintf("%s is %s, over the %s allowed", what, units.BytesSize(float64(size)), units.BytesSize(float64(max))), settingName}
 	}
 	return size, nil
 }
@@ -605,20 +598,6 @@ func setting(name string) string {
 		return ""
 	}
 	return " (" + name + ")"
-}
-
-// humanSize prints a byte count as git-sandbox's messages do: 1.0 GiB.
-func humanSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
 func dirName(dir string) string {

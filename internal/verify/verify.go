@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/docker/go-units"
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
@@ -291,30 +292,9 @@ func checkSize(ctx context.Context, g *gitcmd.Runner, tree string, max int64) er
 	}
 	if total > max {
 		return usererr.New("the files of tree %s total %s, over the %s verify may write out (budget.export); the largest is %s (%s)",
-			short(tree), humanSize(total), humanSize(max), termsafe.String(largestPath), humanSize(largest)).
+			gitcmd.Hash(tree).Short(), units.BytesSize(float64(total)), units.BytesSize(float64(max)), termsafe.String(largestPath), units.BytesSize(float64(largest))).
 			Hint("nothing was written; remove the file from the work, or raise budget.export in your config if it belongs").
 			WithCode(usererr.ExitRefused)
 	}
 	return nil
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
-
-// humanSize prints a byte count as 2.1 GiB.
-func humanSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
