@@ -142,6 +142,12 @@ func Remove(ctx context.Context, commonDir string, g *gitcmd.Runner, path string
 			return fmt.Errorf("remove worktree: %w", err)
 		}
 	}
+	return removeRecord(commonDir, path)
+}
+
+// removeRecord removes git's record of the linked worktree at path (its
+// directory under the common dir's worktrees/), if there is one.
+func removeRecord(commonDir, path string) error {
 	admin, err := adminDirFor(commonDir, path)
 	if err != nil || admin == "" {
 		return err
@@ -158,21 +164,10 @@ func Remove(ctx context.Context, commonDir string, g *gitcmd.Runner, path string
 // at once however many files the worktree holds; deleting them is left to
 // whoever empties trash.
 func MoveAside(commonDir, path, trash string) error {
-	if _, err := os.Lstat(path); err == nil {
-		if err := moveInto(path, trash); err != nil {
-			if err := os.RemoveAll(path); err != nil {
-				return fmt.Errorf("remove worktree: %w", err)
-			}
-		}
+	if err := MoveIntoTrash(path, trash); err != nil {
+		return fmt.Errorf("remove worktree: %w", err)
 	}
-	admin, err := adminDirFor(commonDir, path)
-	if err != nil || admin == "" {
-		return err
-	}
-	if err := os.RemoveAll(admin); err != nil {
-		return fmt.Errorf("remove worktree record: %w", err)
-	}
-	return nil
+	return removeRecord(commonDir, path)
 }
 
 // moveInto renames path into dir under a fresh name.
