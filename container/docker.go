@@ -72,7 +72,14 @@ func (d *Docker) Create(ctx context.Context, spec *Spec) (string, error) {
 		return "", fmt.Errorf("container spec: %w", err)
 	}
 	cfg, hc := spec.Docker()
+	asked := time.Now()
 	resp, err := d.api.ContainerCreate(ctx, cfg, hc, nil, nil, spec.Name)
+	if err != nil && ctx.Err() != nil {
+		// A cancel (Ctrl-C) stops the wait for the answer, not the
+		// creation: remove what the engine made all the same, and only
+		// that (a container of that name made before is left alone).
+		d.removeCreatedSince(context.WithoutCancel(ctx), spec.Name, asked)
+	}
 	if err != nil {
 		err = sdkErr(err)
 		if IsConflict(err) {
@@ -85,6 +92,21 @@ func (d *Docker) Create(ctx context.Context, spec *Spec) (string, error) {
 		return "", fmt.Errorf("create container: %w", err)
 	}
 	return resp.ID, nil
+}
+
+// removeCreatedSince removes the container called name if the engine
+// made it at or after since.
+func (d *Docker) removeCreatedSince(ctx context.Context, name string, since time.Time) {
+	info, err := d.api.ContainerInspect(ctx, name)
+	if err != nil {
+		return
+	}
+	created, err := time.Parse(time.RFC3339Nano, info.Created)
+	// Clocks: the engine's and ours may differ by a little.
+	if err != nil || created.Before(since.Add(-2*time.Second)) {
+		return
+	}
+	_ = d.Remove(ctx, info.ID)
 }
 
 // Start starts a created or stopped container.

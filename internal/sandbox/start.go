@@ -353,12 +353,6 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 	}
 	id, err := d.Create(ctx, &spec)
 	if err != nil {
-		// A Ctrl-C cancels the wait for the engine's answer, not the
-		// creation itself: remove by name whatever may have been made
-		// (never a container of that name that was there before).
-		if !errors.Is(err, container.ErrConflict) {
-			_ = d.Remove(cctx, spec.Name)
-		}
 		return nil, err
 	}
 	u.add(func() { _ = d.Remove(cctx, id) })

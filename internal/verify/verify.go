@@ -110,10 +110,6 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 	_ = d.Remove(context.WithoutCancel(ctx), o.Name)
 	id, err := d.Create(ctx, spec)
 	if err != nil {
-		// A Ctrl-C while the request was in flight cancels the wait for
-		// the answer, not the creation: the engine may have made the
-		// container all the same.
-		_ = d.Remove(context.WithoutCancel(ctx), o.Name)
 		return -1, err
 	}
 	defer d.Remove(context.WithoutCancel(ctx), id)
