@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -45,9 +46,9 @@ func (c *NetCmd) Run(app *App) error {
 	}
 	name := termsafe.String(c.Branch)
 	if sb.Egress == nil {
-		network := sb.Network
+		network := sb.Network()
 		if network == "" {
-			network = "open"
+			network = container.NetworkOpen // made before modes were recorded
 		}
 		return usererr.New("sandbox %s has no egress proxy: its network is %s", name, network).
 			Hint("the decision log exists in allowlist mode, the default for new sandboxes")

@@ -6,7 +6,7 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
@@ -31,20 +31,20 @@ func (c *PortsCmd) Run(app *App) error {
 		return err
 	}
 	if c.JSON {
-		ports := sb.Ports
+		ports := sb.Ports()
 		if ports == nil {
-			ports = []record.Port{}
+			ports = []container.Port{}
 		}
 		enc := json.NewEncoder(app.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(ports)
 	}
-	if len(sb.Ports) == 0 {
+	if len(sb.Ports()) == 0 {
 		app.UI.Infof("sandbox %s publishes no ports", termsafe.String(c.Branch))
 		app.UI.Hintf("start a sandbox with --publish PORT to reach a server in it from this machine")
 		return nil
 	}
-	for _, p := range sb.Ports {
+	for _, p := range sb.Ports() {
 		fmt.Fprintf(app.Stdout, "%d -> %s\n", p.Port, net.JoinHostPort(p.HostIP, strconv.Itoa(p.HostPort)))
 	}
 	return nil

@@ -123,7 +123,7 @@ func (c *StartCmd) Run(app *App) error {
 			verb = "resumed"
 		}
 		app.UI.Infof("%s sandbox %s (container %s)", verb, name, res.Sandbox.Container)
-		for _, p := range res.Sandbox.Ports {
+		for _, p := range res.Sandbox.Ports() {
 			app.UI.Infof("port %d published on %s:%d", p.Port, p.HostIP, p.HostPort)
 		}
 		app.UI.Hintf("git sandbox logs -f %s follows it; git sandbox wait %s waits for it", name, name)

@@ -53,24 +53,17 @@ type Record struct {
 	Verify  string   `json:"verify,omitempty"`
 	Setup   string   `json:"setup,omitempty"`
 	Carried bool     `json:"carried,omitempty"`
-	// Network, Runtime and Limits are what the sandbox's container was
-	// created with. Every later container of the sandbox (verify) runs
-	// with these or the current configuration's, whichever is stricter.
-	Network container.NetworkMode `json:"network,omitempty"`
-	Runtime string                `json:"runtime,omitempty"`
-	Limits  *container.Limits     `json:"limits,omitempty"`
 	// Egress is the allowlist mode's policy and what enforces it.
 	Egress *Egress `json:"egress,omitempty"`
-	// Ports are the container ports published on the host's loopback
-	// interface.
-	Ports []Port `json:"ports,omitempty"`
 	// Stopped is set by git sandbox stop and cleared when it runs again.
 	Stopped bool      `json:"stopped,omitempty"`
 	Created time.Time `json:"created"`
 	// Spec is the agent container as created: exec in a stopped sandbox
 	// and follow-up tasks make fresh containers from it (same image,
-	// mounts, hardening and limits). Absent for sandboxes made before it
-	// was recorded.
+	// mounts, hardening and limits), every later container of the sandbox
+	// (verify) runs with its network, runtime and limits or the current
+	// configuration's, whichever is stricter, and its ports are the ones
+	// published. Absent for sandboxes made before it was recorded.
 	Spec *container.Spec `json:"spec,omitempty"`
 	// UpdateConflicts are the paths git sandbox update last left with
 	// conflict markers; land refuses while any still holds them.
@@ -92,11 +85,22 @@ type Egress struct {
 	Proxy           string `json:"proxy"`
 }
 
-// Port is one published port: the container's Port on HostIP:HostPort.
-type Port struct {
-	HostIP   string `json:"host_ip"`
-	HostPort int    `json:"host_port"`
-	Port     int    `json:"port"`
+// Network is the network mode the sandbox's container was created with
+// ("" when the record predates the spec).
+func (r *Record) Network() container.NetworkMode {
+	if r.Spec == nil {
+		return ""
+	}
+	return r.Spec.Network
+}
+
+// Ports are the container ports published on the host's loopback
+// interface.
+func (r *Record) Ports() []container.Port {
+	if r.Spec == nil {
+		return nil
+	}
+	return r.Spec.Ports
 }
 
 // Verdict is the result of one verify run.

@@ -56,9 +56,9 @@ func TestStartAllowlistMakesNetworksAndProxy(t *testing.T) {
 	if !in.Internal || out.Internal || in.ID == "" || out.ID == "" {
 		t.Errorf("internal %+v egress %+v", in, out)
 	}
-	if sb.Network != "allowlist" || !slices.ContainsFunc(eg.Allow, func(r egress.Rule) bool { return r.Entry == "api.example.com" && r.Source == egress.FromUser }) ||
+	if sb.Network() != "allowlist" || !slices.ContainsFunc(eg.Allow, func(r egress.Rule) bool { return r.Entry == "api.example.com" && r.Source == egress.FromUser }) ||
 		len(eg.Remove) != 1 || eg.Remove[0].Source != egress.FromRepository {
-		t.Errorf("record: network %q egress %+v", sb.Network, eg)
+		t.Errorf("record: network %q egress %+v", sb.Network(), eg)
 	}
 
 	proxies := te.role("t1", container.RoleProxy)

@@ -55,7 +55,7 @@ type Status struct {
 	Prompt   string `json:"prompt,omitempty"`
 	Verify   string `json:"verify,omitempty"`
 	// Ports are the published ports (on the host's loopback interface).
-	Ports []record.Port `json:"ports,omitempty"`
+	Ports []container.Port `json:"ports,omitempty"`
 }
 
 // Statuses reports every sandbox of the repository. Records are the source
@@ -84,9 +84,9 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		st := Status{
 			Branch: sb.Branch, Agent: sb.Agent, Base: sb.Base, Created: sb.Created,
 			Worktree: sb.Worktree, Baseline: sb.Baseline, Container: sb.Container,
-			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports,
+			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports(),
 		}
-		st.Network = string(sb.Network)
+		st.Network = string(sb.Network())
 		if sb.Egress != nil {
 			if sum, err := egress.SummarizeFile(sb.NetLog()); err == nil {
 				st.Denied = sum.Denied + sum.Leaks

@@ -28,34 +28,25 @@ func ConfigSettings(cfg *config.Loaded) (RunSettings, error) {
 	}, nil
 }
 
-// recordSettings stamps the settings a sandbox started with into its record.
-func recordSettings(r *record.Record, s RunSettings) {
-	r.Network = s.Network
-	r.Runtime = s.Runtime
-	l := s.Limits
-	r.Limits = &l
-}
-
 // Stricter returns, setting by setting, the stricter of s and the
-// settings recorded when a sandbox started (a record made before they were
-// recorded adds nothing): the more closed network, the runtime the sandbox
+// settings of the sandbox's recorded container (a record made before it
+// was recorded adds nothing): the more closed network, the runtime the sandbox
 // started with (else s's), and the lower of each limit (0 is no limit).
 func (s RunSettings) Stricter(r *record.Record) RunSettings {
 	out := s
-	if r == nil {
+	if r == nil || r.Spec == nil {
 		return out
 	}
-	if r.Network != "" && r.Network.Validate() == nil && r.Network.AtMostAsOpenAs(out.Network) {
-		out.Network = r.Network
+	rec := r.Spec
+	if rec.Network != "" && rec.Network.Validate() == nil && rec.Network.AtMostAsOpenAs(out.Network) {
+		out.Network = rec.Network
 	}
-	if r.Runtime != "" {
-		out.Runtime = r.Runtime
+	if rec.Runtime != "" {
+		out.Runtime = rec.Runtime
 	}
-	if r.Limits != nil {
-		out.Limits.MemoryBytes = lowerLimit(out.Limits.MemoryBytes, r.Limits.MemoryBytes)
-		out.Limits.Pids = lowerLimit(out.Limits.Pids, r.Limits.Pids)
-		out.Limits.CPUs = lowerLimit(out.Limits.CPUs, r.Limits.CPUs)
-	}
+	out.Limits.MemoryBytes = lowerLimit(out.Limits.MemoryBytes, rec.Limits.MemoryBytes)
+	out.Limits.Pids = lowerLimit(out.Limits.Pids, rec.Limits.Pids)
+	out.Limits.CPUs = lowerLimit(out.Limits.CPUs, rec.Limits.CPUs)
 	return out
 }
 

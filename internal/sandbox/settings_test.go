@@ -20,37 +20,37 @@ func TestRunSettingsStricter(t *testing.T) {
 		{
 			"the record is stricter",
 			cfg,
-			&record.Record{Network: container.NetworkNone, Runtime: "runsc", Limits: &container.Limits{MemoryBytes: 1 << 30, CPUs: 1, Pids: 64}},
+			&record.Record{Spec: &container.Spec{Network: container.NetworkNone, Runtime: "runsc", Limits: container.Limits{MemoryBytes: 1 << 30, CPUs: 1, Pids: 64}}},
 			RunSettings{Network: container.NetworkNone, Runtime: "runsc", Limits: container.Limits{MemoryBytes: 1 << 30, CPUs: 1, Pids: 64}},
 		},
 		{
 			"the config is stricter",
 			RunSettings{Network: container.NetworkNone, Runtime: "runsc", Limits: container.Limits{MemoryBytes: 1 << 30, CPUs: 1, Pids: 64}},
-			&record.Record{Network: container.NetworkOpen, Limits: &container.Limits{MemoryBytes: 8 << 30, CPUs: 4, Pids: 4096}},
+			&record.Record{Spec: &container.Spec{Network: container.NetworkOpen, Limits: container.Limits{MemoryBytes: 8 << 30, CPUs: 4, Pids: 4096}}},
 			RunSettings{Network: container.NetworkNone, Runtime: "runsc", Limits: container.Limits{MemoryBytes: 1 << 30, CPUs: 1, Pids: 64}},
 		},
 		{
 			"no limit is the loosest",
 			RunSettings{Network: container.NetworkOpen},
-			&record.Record{Limits: &container.Limits{MemoryBytes: 1 << 30, Pids: 64}},
+			&record.Record{Spec: &container.Spec{Limits: container.Limits{MemoryBytes: 1 << 30, Pids: 64}}},
 			RunSettings{Network: container.NetworkOpen, Limits: container.Limits{MemoryBytes: 1 << 30, Pids: 64}},
 		},
 		{
 			"the record's runtime stays",
 			RunSettings{Network: container.NetworkOpen, Runtime: "kata-runtime"},
-			&record.Record{Runtime: "runsc"},
+			&record.Record{Spec: &container.Spec{Runtime: "runsc"}},
 			RunSettings{Network: container.NetworkOpen, Runtime: "runsc"},
 		},
 		{
 			"an allowlist sandbox never verifies in the open",
 			cfg,
-			&record.Record{Network: container.NetworkAllowlist},
+			&record.Record{Spec: &container.Spec{Network: container.NetworkAllowlist}},
 			RunSettings{Network: container.NetworkAllowlist, Limits: cfg.Limits},
 		},
 		{
 			"an invalid recorded network is ignored",
 			cfg,
-			&record.Record{Network: "host"},
+			&record.Record{Spec: &container.Spec{Network: "host"}},
 			cfg,
 		},
 	}

@@ -283,10 +283,8 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		Verify:        p.Verify,
 		Setup:         p.Setup,
 		Carried:       p.Carry,
-		Ports:         recordPorts(p.Container.Ports),
 		Created:       time.Now().UTC(),
 	}
-	recordSettings(rec, RunSettings{Network: p.Container.Network, Runtime: p.Container.Runtime, Limits: p.Container.Limits})
 	if eg := p.Egress; eg != nil {
 		rec.Egress = &record.Egress{
 			Allow: eg.Allow, Remove: eg.Remove,
@@ -413,14 +411,6 @@ func (e *Env) identity(ctx context.Context) (name, email string) {
 		email = "agent@git-sandbox.invalid"
 	}
 	return name, email
-}
-
-func recordPorts(ports []container.Port) []record.Port {
-	var out []record.Port
-	for _, p := range ports {
-		out = append(out, record.Port{HostIP: p.HostIP, HostPort: p.HostPort, Port: p.Port})
-	}
-	return out
 }
 
 func cloneMap(m map[string]string) map[string]string {
