@@ -50,9 +50,9 @@ func probeOf(t *testing.T, out string) map[string]string {
 func TestAttackVerifyKeepsTheSandboxSettings(t *testing.T) {
 	t.Parallel()
 	e, _, _ := atkEnv(t)
-	e.WriteConfig("base_image = %q\nnetwork = \"bridge\"\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 4096\n", baseImage)
+	e.WriteConfig("base_image = %q\nnetwork = \"open\"\nverify_allow = [\"verify.example.test\"]\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 4096\n", baseImage)
 	// Armed: the probe sees the config's network and limits in a sandbox
-	// started without flags.
+	// started without flags (and verify_allow would give verify a network).
 	open := probeOf(t, e.atkStart("open", atkProbe+"\necho AGENT-DONE").Stdout)
 	if open["pids"] != "4096" || !strings.Contains(open["net"], "eth") {
 		t.Fatalf("the probe does not see the config's settings: %v", open)
@@ -81,7 +81,7 @@ func TestAttackVerifyKeepsTheSandboxSettings(t *testing.T) {
 		t.Errorf("verify ran with the config's looser settings, not the sandbox's (pids 64, no network, 512m): %v", got)
 	}
 	// The config, tightened after start, is stricter than the record.
-	e.WriteConfig("base_image = %q\nnetwork = \"bridge\"\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"256m\"\npids = 32\n", baseImage)
+	e.WriteConfig("base_image = %q\nnetwork = \"open\"\nverify_allow = [\"verify.example.test\"]\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"256m\"\npids = 32\n", baseImage)
 	if got := verifyProbe("tighter"); got["pids"] != "32" || got["net"] != "lo," || got["mem"] != "268435456" {
 		t.Errorf("verify did not take the tightened config (pids 32, no network, 256m): %v", got)
 	}

@@ -169,6 +169,12 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 				return nil, err
 			}
 		}
+		name := container.Name(env.Repo.ID, env.Repo.Name, "push-verify-"+u.LocalSHA[:12])
+		network, netName, netEnv, cleanup, err := env.VerifyNetwork(ctx, d, name, "push-verify-"+u.LocalSHA[:12], cfg.Image, set, work)
+		if err != nil {
+			_ = os.RemoveAll(work)
+			return nil, err
+		}
 		p.Infof("verifying %s (%s) before the push: %s", termsafe.String(u.LocalRef), u.LocalSHA[:12], termsafe.String(cfg.Verify))
 		var output strings.Builder
 		code, err := verify.Run(ctx, verify.Options{
@@ -177,21 +183,24 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 			Tree:      u.LocalSHA,
 			Command:   cfg.Verify,
 			Image:     cfg.Image,
-			Name:      container.Name(env.Repo.ID, env.Repo.Name, "push-verify-"+u.LocalSHA[:12]),
+			Name:      name,
 			Labels: map[string]string{
 				container.LabelManaged: "1", container.LabelRepo: env.Repo.ID,
 				container.LabelRole: container.RoleVerify, container.LabelVersion: version.Version,
 			},
-			Network:  set.Network,
-			Runtime:  set.Runtime,
-			Limits:   set.Limits,
-			UID:      os.Getuid(),
-			GID:      os.Getgid(),
-			WorkDir:  work,
-			MaxBytes: maxBytes,
-			Stdout:   &output,
-			Stderr:   &output,
+			Network:     network,
+			NetworkName: netName,
+			Env:         netEnv,
+			Runtime:     set.Runtime,
+			Limits:      set.Limits,
+			UID:         os.Getuid(),
+			GID:         os.Getgid(),
+			WorkDir:     work,
+			MaxBytes:    maxBytes,
+			Stdout:      &output,
+			Stderr:      &output,
 		})
+		cleanup()
 		if err != nil {
 			return nil, err
 		}

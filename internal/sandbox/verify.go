@@ -75,31 +75,11 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 	if err != nil {
 		return nil, err
 	}
-	// Verify has no network unless the user's verify_allow lists hosts;
-	// then it gets networks and a proxy of its own, gone after the run.
-	network, netName := container.NetworkNone, ""
-	var env []string
-	cfg := s.env.Config
-	vp, err := VerifyPolicy(cfg)
+	network, netName, env, cleanup, err := s.env.VerifyNetwork(ctx, d, s.Container+"-verify", s.Branch, s.Image, set, s.env.Layout.Dir(s.Branch))
 	if err != nil {
 		return nil, err
 	}
-	// Never more than the sandbox itself was started with.
-	if vp != nil && set.Network != container.NetworkNone {
-		l := s.env.Layout
-		dir := l.Dir(s.Branch)
-		eg, err := s.env.planEgressFor(s.Container+"-verify", s.Branch, s.Image, set.Runtime, vp,
-			filepath.Join(dir, "verify-proxy"), filepath.Join(dir, "verify-net"))
-		if err != nil {
-			return nil, err
-		}
-		var u undo
-		defer func() { u.run() }()
-		if err := s.env.createEgress(ctx, d, s.Branch, eg, &u); err != nil {
-			return nil, err
-		}
-		network, netName, env = container.NetworkAllowlist, eg.InternalNetwork, proxyEnv(eg.ProxyURL)
-	}
+	defer cleanup()
 	maxBytes, err := ExportBudget(s.env.Config)
 	if err != nil {
 		return nil, err
@@ -132,4 +112,29 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 		return nil, err
 	}
 	return s.newVerdict(snap.Tree, code)
+}
+
+// VerifyNetwork gives a verify container its network: none, unless the
+// user's verify_allow lists hosts and set (the sandbox's own settings, or
+// the config's) allows a network at all; then networks and a proxy of its
+// own, made here and removed by cleanup. dir holds the proxy's files.
+func (e *Env) VerifyNetwork(ctx context.Context, d Engine, name, branch, image string, set RunSettings, dir string) (mode container.NetworkMode, netName string, env []string, cleanup func(), err error) {
+	none := func() {}
+	vp, err := VerifyPolicy(e.Config)
+	if err != nil {
+		return "", "", nil, none, err
+	}
+	if vp == nil || set.Network == container.NetworkNone {
+		return container.NetworkNone, "", nil, none, nil
+	}
+	eg, err := e.planEgressFor(name, branch, image, set.Runtime, vp, filepath.Join(dir, "verify-proxy"), filepath.Join(dir, "verify-net"))
+	if err != nil {
+		return "", "", nil, none, err
+	}
+	var u undo
+	if err := e.createEgress(ctx, d, branch, eg, &u); err != nil {
+		u.run()
+		return "", "", nil, none, err
+	}
+	return container.NetworkAllowlist, eg.InternalNetwork, proxyEnv(eg.ProxyURL), u.run, nil
 }
