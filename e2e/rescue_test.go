@@ -163,7 +163,9 @@ func TestDestructiveAgentCannotLoseSnapshottedWork(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(wt, "precious.txt")); !os.IsNotExist(err) {
 		t.Fatalf("the agent did not wipe its worktree")
 	}
-	snap := e.snapshotWith("wipe", "precious.txt", "precious\n")
+	// bin.dat is written after precious.txt: a snapshot taken between the
+	// two writes holds only the first.
+	snap := e.snapshotWith("wipe", "deep/dir/bin.dat", "keep\x00me")
 	if snap == "" {
 		t.Fatal("no snapshot holds the agent's work")
 	}
