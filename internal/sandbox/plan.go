@@ -520,6 +520,11 @@ func (e *Env) devImage(ctx context.Context, d Engine, p *Plan, adapter agent.Ada
 		return err
 	}
 	p.in, p.Container = in, spec
+	if p.Egress != nil && p.Egress.Proxy != nil {
+		// The proxy runs from the sandbox's image too (it was planned
+		// before the image had a name).
+		p.Egress.Proxy.Image = img.Tag
+	}
 	return nil
 }
 
