@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -558,7 +559,12 @@ func checkHistory(ctx context.Context, host *gitcmd.Runner, boundary []string, s
 // agent's alternates reach) from the user's store.
 func (w *walker) size(h plumbing.Hash) (int64, error) {
 	hex := h.String()
-	if f, err := w.fs.Open(path.Join("objects", hex[:2], hex[2:])); err == nil {
+	f, err := w.fs.Open(path.Join("objects", hex[:2], hex[2:]))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		// Not a regular file (a FIFO), unreadable: say so, not "missing".
+		return 0, fmt.Errorf("read object %s: %w", hex, err)
+	}
+	if err == nil {
 		defer f.Close()
 		r, err := objfile.NewReader(f)
 		if err != nil {
