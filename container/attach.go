@@ -98,9 +98,11 @@ func rawTerminal(ctx context.Context, fd int, resize func(h, w uint) error) func
 			_ = resize(uint(h), uint(w))
 		}
 	}
-	sync1()
+	// Listen before reading the size: a resize between the two would
+	// otherwise be lost (SIGWINCH is ignored until Notify).
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)
+	sync1()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
