@@ -44,6 +44,10 @@ func (l Layout) RepoDir() string { return filepath.Join(l.Root, l.RepoID) }
 // component that starts with a dot).
 func (l Layout) Trash() string { return filepath.Join(l.RepoDir(), ".trash") }
 
+// ForecastCache keeps the conflict forecast's merge results (a file, so
+// listing the sandboxes never mistakes it for one).
+func (l Layout) ForecastCache() string { return filepath.Join(l.RepoDir(), ".forecast.json") }
+
 // Dir is one sandbox's state directory. The branch is escaped into a single
 // path element ('%' → %25, '/' → %2F), so a sandbox is one directory entry
 // and listing the repository's sandboxes is one ReadDir.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
@@ -19,7 +20,13 @@ type PsCmd struct {
 func (c *PsCmd) Help() string {
 	return `One row per sandbox of this repository: branch, state (running, exited with its
 code, stopped, container missing; unknown while Docker is unreachable), agent,
-base branch, age, files changed since the baseline, and worktree.`
+base branch, age, files changed since the baseline and how old the snapshot
+that count comes from is (a running agent is snapshotted every
+rescue.interval), denied egress, the conflict forecast, and worktree.
+
+CONFLICTS forecasts landing from the newest snapshots: "base" when landing
+now would conflict with the base branch's tip, and the other sandboxes it
+would conflict with if both landed. git sandbox conflicts lists the paths.`
 }
 
 // Run lists sandboxes.
@@ -45,7 +52,7 @@ func (c *PsCmd) Run(app *App) error {
 		app.UI.Hintf("git sandbox start BRANCH -p \"TASK\" creates one")
 		return nil
 	}
-	rows := [][]string{{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "DENIED", "WORKTREE"}}
+	rows := [][]string{{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "SNAPSHOT", "DENIED", "CONFLICTS", "WORKTREE"}}
 	for _, s := range list {
 		state := s.State
 		if s.State == sandbox.StateExited && s.ExitCode != nil {
@@ -53,7 +60,7 @@ func (c *PsCmd) Run(app *App) error {
 		}
 		rows = append(rows, []string{
 			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
-			age(time.Since(s.Created)), strconv.Itoa(s.Changes), denied(s), s.Worktree,
+			age(time.Since(s.Created)), strconv.Itoa(s.Changes), snapshotAge(s), denied(s), conflictNames(s), s.Worktree,
 		})
 	}
 	table(app.Stdout, rows)
@@ -64,6 +71,30 @@ func (c *PsCmd) Run(app *App) error {
 		}
 	}
 	return nil
+}
+
+// snapshotAge is how old the snapshot CHANGES counts is, "-" without one.
+func snapshotAge(s sandbox.Status) string {
+	if s.SnapshotTime.IsZero() {
+		return "-"
+	}
+	return age(time.Since(s.SnapshotTime))
+}
+
+// conflictNames is ps's CONFLICTS: "base" and the other sandboxes, "-"
+// for none, "?" when no forecast could be made.
+func conflictNames(s sandbox.Status) string {
+	if s.Conflicts == nil {
+		return "?"
+	}
+	names := s.Conflicts.Names()
+	if len(names) == 0 {
+		return "-"
+	}
+	for i, n := range names {
+		names[i] = termsafe.String(n)
+	}
+	return strings.Join(names, ",")
 }
 
 // denied is ps's count of egress refusals, "-" without a proxy.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/forecast"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/record"
@@ -52,6 +53,13 @@ type Status struct {
 	// for being larger than rescue.max_file_size.
 	TooLarge int    `json:"too_large,omitempty"`
 	Snapshot string `json:"snapshot"`
+	// SnapshotTime is when the newest snapshot (where Changes comes from)
+	// was taken.
+	SnapshotTime time.Time `json:"snapshot_time"`
+	// Conflicts is the conflict forecast: the paths that would conflict
+	// with the base's tip and with other sandboxes if both landed (nil
+	// when it could not be made).
+	Conflicts *forecast.Result `json:"conflicts"`
 	Prompt   string `json:"prompt,omitempty"`
 	Verify   string `json:"verify,omitempty"`
 	// Ports are the published ports (on the host's loopback interface).
@@ -94,6 +102,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		}
 		if t, ok := tips[sb.Refs().Rescue()]; ok {
 			st.Changes, st.Snapshot, st.TooLarge = t.changes, t.id, t.tooLarge
+			st.SnapshotTime = t.time
 		}
 		c, ok := byName[sb.Container]
 		switch {
@@ -121,11 +130,20 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		}
 		out = append(out, st)
 	}
+	if fc, err := e.forecast(ctx, sbs, tips); err != nil {
+		e.UI.Warnf("conflict forecast: %v", err)
+	} else {
+		for i := range out {
+			out[i].Conflicts = fc[out[i].Branch]
+		}
+	}
 	return out, nil
 }
 
 type tip struct {
 	id       string
+	tree     string
+	time     time.Time
 	changes  int
 	tooLarge int
 }
@@ -135,7 +153,7 @@ type tip struct {
 func (e *Env) rescueTips(ctx context.Context) map[string]tip {
 	out := map[string]tip{}
 	lines, err := e.Git().Lines(ctx, "for-each-ref",
-		"--format=%(refname) %(objectname) %(contents:trailers:key=Sandbox-Changes,valueonly,separator=)", rescue.RefPrefix)
+		"--format=%(refname) %(objectname) %(tree) %(committerdate:unix) %(contents:trailers:key=Sandbox-Changes,valueonly,separator=)", rescue.RefPrefix)
 	if err != nil {
 		return out
 	}
@@ -145,8 +163,14 @@ func (e *Env) rescueTips(ctx context.Context) map[string]tip {
 			continue
 		}
 		t := tip{id: f[1]}
-		if len(f) >= 3 {
-			t.changes, _ = strconv.Atoi(f[2])
+		if len(f) >= 4 {
+			t.tree = f[2]
+			if sec, err := strconv.ParseInt(f[3], 10, 64); err == nil {
+				t.time = time.Unix(sec, 0)
+			}
+		}
+		if len(f) >= 5 {
+			t.changes, _ = strconv.Atoi(f[4])
 		}
 		out[f[0]] = t
 	}
