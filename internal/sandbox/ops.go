@@ -60,8 +60,8 @@ type Status struct {
 	// with the base's tip and with other sandboxes if both landed (nil
 	// when it could not be made).
 	Conflicts *forecast.Result `json:"conflicts"`
-	Prompt   string `json:"prompt,omitempty"`
-	Verify   string `json:"verify,omitempty"`
+	Prompt    string           `json:"prompt,omitempty"`
+	Verify    string           `json:"verify,omitempty"`
 	// Ports are the published ports (on the host's loopback interface).
 	Ports []container.Port `json:"ports,omitempty"`
 }
