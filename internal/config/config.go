@@ -106,6 +106,9 @@ type Config struct {
 	// Budget bounds the host memory and disk spent on what an agent hands
 	// back.
 	Budget Budget `toml:"budget"`
+	// Notify is how the supervisor tells the user about a sandbox's events
+	// (user config only): "desktop", a shell command, or "" for nothing.
+	Notify string `toml:"notify"`
 }
 
 // Budget bounds what git sandbox spends on the host for an agent's work.
@@ -338,6 +341,7 @@ var repoRefused = map[string]string{
 	"verify_before_push": "pre-push settings",
 	"allowed_images":     "allowing images",
 	"budget":             "the host's memory and disk budgets",
+	"notify":             "running a command on the host when a sandbox's state changes",
 	"privileged":         "privileged containers (never allowed anywhere)",
 	"cap_add":            "adding capabilities (never allowed anywhere)",
 	"devices":            "host devices",

@@ -67,6 +67,10 @@ type Options struct {
 	CacheFile string
 	// Workers is how many merges run at once (default: the CPUs).
 	Workers int
+	// Partial says the sandboxes are some of the live ones: the cached
+	// results of the others are kept (a full run drops what it did not
+	// use).
+	Partial bool
 }
 
 // Result is one sandbox's forecast.
@@ -224,7 +228,7 @@ func Compute(ctx context.Context, o Options, sbs []Sandbox) (map[string]*Result,
 		}
 	}
 	if o.CacheFile != "" {
-		if err := c.save(o.CacheFile); err != nil {
+		if err := c.save(o.CacheFile, o.Partial); err != nil {
 			return out, fmt.Errorf("forecast cache: %w", err)
 		}
 	}
@@ -613,12 +617,23 @@ func (c *cache) put(k string, e entry) {
 	c.changed = true
 }
 
-// save writes the cache atomically when it changed.
-func (c *cache) save(path string) error {
-	if !c.changed && len(c.used) == len(c.old) {
+// save writes the cache atomically when it changed; keep keeps the
+// entries this run did not use.
+func (c *cache) save(path string, keep bool) error {
+	if !c.changed && (keep || len(c.used) == len(c.old)) {
 		return nil
 	}
-	b, err := json.Marshal(cacheFile{Version: cacheVersion, Merges: c.used})
+	merges := c.used
+	if keep {
+		merges = make(map[string]entry, len(c.old)+len(c.used))
+		for k, e := range c.old {
+			merges[k] = e
+		}
+		for k, e := range c.used {
+			merges[k] = e
+		}
+	}
+	b, err := json.Marshal(cacheFile{Version: cacheVersion, Merges: merges})
 	if err != nil {
 		return err
 	}

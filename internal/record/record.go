@@ -70,6 +70,9 @@ type Record struct {
 	UpdateConflicts []string `json:"update_conflicts,omitempty"`
 	// Verdicts are verify results keyed by the tree id they verified.
 	Verdicts map[string]Verdict `json:"verdicts,omitempty"`
+	// Notified names the events already announced (notify), newest last,
+	// so each fires once however many supervisors see it.
+	Notified []string `json:"notified,omitempty"`
 }
 
 // Egress is a sandbox's allow list, as it was at start, and the engine

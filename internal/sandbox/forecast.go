@@ -10,7 +10,8 @@ import (
 // forecast predicts every sandbox's conflicts with its base's tip and with
 // the other sandboxes, from their newest snapshots (see package forecast).
 // tips are the rescue refs' tips as rescueTips read them.
-func (e *Env) forecast(ctx context.Context, sbs []*Sandbox, tips map[string]tip) (map[string]*forecast.Result, error) {
+// partial says sbs are not all of the repository's sandboxes.
+func (e *Env) forecast(ctx context.Context, sbs []*Sandbox, tips map[string]tip, partial bool) (map[string]*forecast.Result, error) {
 	if len(sbs) == 0 {
 		return nil, nil
 	}
@@ -47,5 +48,5 @@ func (e *Env) forecast(ctx context.Context, sbs []*Sandbox, tips map[string]tip)
 			Baseline: gitcmd.Hash(sb.Baseline), BaselineTree: blTree, Final: gitcmd.Hash(t.tree),
 		})
 	}
-	return forecast.Compute(ctx, forecast.Options{Git: e.Git(), Tips: heads, CacheFile: e.Layout.ForecastCache()}, list)
+	return forecast.Compute(ctx, forecast.Options{Git: e.Git(), Tips: heads, CacheFile: e.Layout.ForecastCache(), Partial: partial}, list)
 }

@@ -130,7 +130,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		}
 		out = append(out, st)
 	}
-	if fc, err := e.forecast(ctx, sbs, tips); err != nil {
+	if fc, err := e.forecast(ctx, sbs, tips, false); err != nil {
 		e.UI.Warnf("conflict forecast: %v", err)
 	} else {
 		for i := range out {
@@ -584,4 +584,66 @@ func (s *Sandbox) execFresh(ctx context.Context, d Engine, argv []string, io IO)
 		s.env.UI.Warnf("snapshot after the command failed: %v", err)
 	}
 	return code, nil
+}
+
+// WaitAny blocks until the first of the sandboxes' agents exits (one that
+// has exited already counts at once, the first listed winning) and returns
+// it with its exit code. A timeout of 0 waits for ever.
+func (e *Env) WaitAny(ctx context.Context, sbs []*Sandbox, timeout time.Duration) (*Sandbox, int, error) {
+	if len(sbs) == 0 {
+		return nil, -1, usererr.New("wait --any needs at least one sandbox")
+	}
+	d, err := e.Engine(ctx)
+	if err != nil {
+		return nil, -1, err
+	}
+	// Already exited: the first in the order given, without waiting.
+	for _, sb := range sbs {
+		st, err := d.Inspect(ctx, sb.Container)
+		if container.IsNotFound(err) {
+			return nil, -1, errMissing(sb)
+		}
+		if err != nil {
+			return nil, -1, fmt.Errorf("inspect container: %w", err)
+		}
+		if st.Status == "created" {
+			return nil, -1, usererr.New("sandbox %s has not started", sb.Display()).
+				Hint("git sandbox start %s runs it", sb.Display())
+		}
+		if !st.Running {
+			return sb, st.ExitCode, sb.exitSnapshot(ctx)
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if timeout > 0 {
+		wctx, cancel = context.WithTimeout(wctx, timeout)
+		defer cancel()
+	}
+	type done struct {
+		sb  *Sandbox
+		res container.WaitResult
+	}
+	ch := make(chan done, len(sbs))
+	for _, sb := range sbs {
+		go func() {
+			ch <- done{sb, <-d.WaitExit(wctx, sb.Container, container.WaitNotRunning)}
+		}()
+	}
+	for range sbs {
+		r := <-ch
+		if r.res.Err == nil {
+			return r.sb, r.res.Code, r.sb.exitSnapshot(ctx)
+		}
+		if wctx.Err() != nil {
+			break
+		}
+		return nil, -1, fmt.Errorf("wait for %s: %w", r.sb.Display(), r.res.Err)
+	}
+	if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		return nil, -1, usererr.New("no sandbox's agent exited within %s", timeout).
+			Hint("wait again, or stop them with git sandbox stop BRANCH").
+			WithCode(usererr.ExitTimeout)
+	}
+	return nil, -1, ctx.Err()
 }
