@@ -1,9 +1,15 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agent"
 
 	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/notify"
@@ -78,4 +84,66 @@ func (e *Env) notifyConflict(ctx context.Context, sb *Sandbox) {
 	}
 	tip, _ := e.Git().RevParse(ctx, sb.BaseRef)
 	e.notify(ctx, sb, notify.LandConflict, nil, tips[sb.Refs().Rescue()].tree+" "+tip.String())
+}
+
+// usageTail is how much of the end of a run's output is read for the
+// agent's usage report.
+const (
+	usageTailLines = "20"
+	usageTailBytes = 1 << 20
+)
+
+// recordUsage reads the usage the agent reported at the end of its output,
+// if its adapter knows how, and keeps it in the record under the run.
+func (e *Env) recordUsage(ctx context.Context, sb *Sandbox, run string) {
+	if _, ok := agentReports(sb.Agent); !ok {
+		return
+	}
+	d, err := e.Engine(ctx)
+	if err != nil {
+		return
+	}
+	w := &capped{max: usageTailBytes}
+	if err := d.Logs(ctx, sb.Container, container.LogsOptions{Tail: usageTailLines, Stdout: w, Stderr: io.Discard}); err != nil {
+		e.UI.Warnf("read the agent's usage: %v", err)
+		return
+	}
+	u, ok := agent.ParseUsage(sb.Agent, w.buf.Bytes())
+	if !ok {
+		return
+	}
+	if err := sb.Update(func(r *record.Record) error {
+		if r.Usage == nil {
+			r.Usage = map[string]agent.Usage{}
+		}
+		r.Usage[run] = u
+		return nil
+	}); err != nil {
+		e.UI.Warnf("record the agent's usage: %v", err)
+		return
+	}
+	e.UI.Infof("%s agent reported %s", time.Now().Format(time.RFC3339), u)
+}
+
+func agentReports(name string) (agent.UsageReporter, bool) {
+	a, err := agent.Get(name)
+	if err != nil {
+		return nil, false
+	}
+	r, ok := a.(agent.UsageReporter)
+	return r, ok
+}
+
+// capped keeps the first max bytes written to it and drops the rest
+// without failing the writer.
+type capped struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room > 0 {
+		c.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/forecast"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
@@ -60,8 +61,11 @@ type Status struct {
 	// with the base's tip and with other sandboxes if both landed (nil
 	// when it could not be made).
 	Conflicts *forecast.Result `json:"conflicts"`
-	Prompt    string           `json:"prompt,omitempty"`
-	Verify    string           `json:"verify,omitempty"`
+	// Usage is what the agent reported spending (tokens, cost), summed
+	// over its runs; absent when it reported nothing.
+	Usage  *agent.Usage `json:"usage,omitempty"`
+	Prompt string       `json:"prompt,omitempty"`
+	Verify string       `json:"verify,omitempty"`
 	// Ports are the published ports (on the host's loopback interface).
 	Ports []container.Port `json:"ports,omitempty"`
 }
@@ -95,6 +99,9 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports(),
 		}
 		st.Network = string(sb.Network())
+		if u := sb.TotalUsage(); !u.IsZero() {
+			st.Usage = &u
+		}
 		if sb.Egress != nil {
 			if sum, err := egress.SummarizeFile(sb.NetLog()); err == nil {
 				st.Denied = sum.Denied + sum.Leaks

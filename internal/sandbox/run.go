@@ -453,6 +453,7 @@ func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int, run str
 		return fmt.Errorf("final snapshot: %w", err)
 	}
 	e.UI.Infof("%s agent exited with code %d; snapshot %s", time.Now().Format(time.RFC3339), code, shortID(t.ID))
+	e.recordUsage(ctx, sb, run)
 	e.notify(ctx, sb, notify.Exited, &code, run)
 	e.notifyDenied(ctx, sb, run)
 	if sb.Verify != "" {
