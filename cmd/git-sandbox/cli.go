@@ -45,6 +45,7 @@ type CLI struct {
 
 	Start     StartCmd     `cmd:"" help:"Create a sandbox and run an agent in it (or resume one)."`
 	Ps        PsCmd        `cmd:"" help:"List this repository's sandboxes."`
+	Dash      DashCmd      `cmd:"" help:"A live, interactive view of this repository's sandboxes."`
 	Conflicts ConflictsCmd `cmd:"" help:"Forecast which sandboxes conflict with their base or each other."`
 	Wait      WaitCmd      `cmd:"" help:"Wait for a sandbox's agent to exit; exit with its code."`
 	Ports     PortsCmd     `cmd:"" help:"Show the ports a sandbox publishes on 127.0.0.1."`

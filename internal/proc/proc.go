@@ -93,3 +93,17 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 	return err
 }
+
+// Self returns the command that runs this program's own binary with args
+// in dir, with this process's environment; the caller connects its
+// streams and runs it (the dashboard runs its actions this way, through
+// the same command line a user would type).
+func Self(dir string, args ...string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Dir = dir
+	return cmd, nil
+}

@@ -54,6 +54,13 @@ type Status struct {
 	// for being larger than rescue.max_file_size.
 	TooLarge int    `json:"too_large,omitempty"`
 	Snapshot string `json:"snapshot"`
+	// SnapshotTree is the newest snapshot's tree: what land would take
+	// now (land --expect accepts it).
+	SnapshotTree string `json:"snapshot_tree,omitempty"`
+	// Verdict is verify's verdict on that tree: "passed", "failed",
+	// "stale" (verify ran on an older tree only), "none", or "" without a
+	// verify command.
+	Verdict string `json:"verdict,omitempty"`
 	// SnapshotTime is when the newest snapshot (where Changes comes from)
 	// was taken.
 	SnapshotTime time.Time `json:"snapshot_time"`
@@ -109,8 +116,9 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		}
 		if t, ok := tips[sb.Refs().Rescue()]; ok {
 			st.Changes, st.Snapshot, st.TooLarge = t.changes, t.id, t.tooLarge
-			st.SnapshotTime = t.time
+			st.SnapshotTime, st.SnapshotTree = t.time, t.tree
 		}
+		st.Verdict = verdictOf(sb, st.SnapshotTree)
 		c, ok := byName[sb.Container]
 		switch {
 		case !dockerUp:
@@ -145,6 +153,23 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		}
 	}
 	return out, nil
+}
+
+// verdictOf names verify's verdict on tree for ps.
+func verdictOf(sb *Sandbox, tree string) string {
+	if sb.Verify == "" {
+		return ""
+	}
+	if v, ok := sb.Verdicts[tree]; ok && tree != "" {
+		if v.OK {
+			return "passed"
+		}
+		return "failed"
+	}
+	if len(sb.Verdicts) > 0 {
+		return "stale"
+	}
+	return "none"
 }
 
 type tip struct {
