@@ -662,14 +662,13 @@ func (e *Env) WaitAny(ctx context.Context, sbs []*Sandbox, timeout time.Duration
 			ch <- done{sb, <-d.WaitExit(wctx, sb.Container, container.WaitNotRunning)}
 		}()
 	}
-	for range sbs {
-		r := <-ch
-		if r.res.Err == nil {
-			return r.sb, r.res.Code, r.sb.exitSnapshot(ctx)
-		}
-		if wctx.Err() != nil {
-			break
-		}
+	// The first answer decides: an exit, or the wait failing (every
+	// waiter fails alike when the timeout or ctx ends).
+	r := <-ch
+	if r.res.Err == nil {
+		return r.sb, r.res.Code, r.sb.exitSnapshot(ctx)
+	}
+	if wctx.Err() == nil {
 		return nil, -1, fmt.Errorf("wait for %s: %w", r.sb.Display(), r.res.Err)
 	}
 	if errors.Is(wctx.Err(), context.DeadlineExceeded) {
