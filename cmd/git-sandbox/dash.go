@@ -19,7 +19,7 @@ egress, the conflict forecast — redrawn when a container changes state
 
 Keys: enter attach, d diff (in the pager), l land (asks first, and lands only
 the tree shown), u update, s stop, x rm (asks first), e shell in the sandbox,
-r rescue list, n new sandbox (branch, agent, prompt; detached), ? help,
+r rescue list, c count the changes now (a snapshot), n new sandbox (branch, agent, prompt; detached), ? help,
 q quit. Each runs the same git sandbox command you would type.
 
 Needs a terminal; git sandbox ps --watch is the plain live table. NO_COLOR

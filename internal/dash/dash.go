@@ -307,6 +307,10 @@ func (m *model) key(k tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case "s":
 		m.status = "git sandbox stop " + termsafe.String(branch) + " …"
 		return m, m.run([]string{"stop", "--", branch}, false)
+	case "c":
+		// CHG is as old as the newest snapshot: take one now.
+		m.status = "git sandbox rescue snapshot " + termsafe.String(branch) + " …"
+		return m, m.run([]string{"rescue", "snapshot", "--", branch}, false)
 	}
 	return m, nil
 }
@@ -398,13 +402,15 @@ var helpLines = []string{
 	"x      remove the sandbox (asks first; snapshots are kept)",
 	"e      a shell in the sandbox",
 	"r      rescue list: the selected sandbox's snapshots",
+	"c      count the changes now (takes a snapshot; CHG is otherwise as",
+	"       old as SNAP)",
 	"n      new sandbox (branch, agent, prompt; runs detached)",
 	"j/k    move; ?  this help; q  quit",
 	"",
 	"CONFLICTS: base = landing now conflicts with the base branch;",
 	"names = the sandboxes it would conflict with if both landed.",
-	"SNAP is the age of the snapshot CHG counts; it is refreshed every",
-	"rescue.interval while the agent runs.",
+	"SNAP is the age of the snapshot CHG counts; a running agent is",
+	"snapshotted every rescue.interval, or now with c.",
 }
 
 // View draws the screen.

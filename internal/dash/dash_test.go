@@ -104,13 +104,13 @@ func TestLandAsksAndPassesTheTreeShown(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	m, ran := testModel(t, true)
-	for _, k := range []string{"j", "enter", "d", "e", "s", "u", "x", "y"} {
+	for _, k := range []string{"j", "enter", "d", "e", "s", "u", "c", "x", "y"} {
 		m.Update(key(k))
 	}
 	b := "beta\x1b]0;pwn\x07"
 	want := [][]string{
 		{"i", "attach", "--", b}, {"i", "diff", "--", b}, {"i", "exec", "--", b},
-		{"", "stop", "--", b}, {"", "update", "--", b}, {"", "rm", "--", b},
+		{"", "stop", "--", b}, {"", "update", "--", b}, {"", "rescue", "snapshot", "--", b}, {"", "rm", "--", b},
 	}
 	if !reflect.DeepEqual(*ran, want) {
 		t.Errorf("ran %q, want %q", *ran, want)
