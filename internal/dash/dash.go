@@ -445,7 +445,7 @@ func (m *model) View() string {
 	rows := m.rows()
 	widths := columnWidths(rows, w)
 	b.WriteString(m.style(bold, renderRow(rows[0], widths, w)) + "\n")
-	body := h - 3
+	body := h - 4
 	first := 0
 	if m.cursor >= body {
 		first = m.cursor - body + 1
@@ -462,9 +462,10 @@ func (m *model) View() string {
 	if len(m.list) == 0 {
 		b.WriteString(fit("no sandboxes — n starts one", w) + "\n")
 	}
-	for i := len(m.list); i < body-1 && len(m.list) > 0; i++ {
+	for i := max(1, len(m.list)); i < body; i++ {
 		b.WriteString("\n")
 	}
+	b.WriteString(m.style(dim, fit(m.detail(), w)) + "\n")
 	footer := "enter attach  d diff  l land  u update  s stop  x rm  e shell  r rescue  n new  ? help  q quit"
 	switch {
 	case m.mode == modeConfirm:
@@ -476,6 +477,23 @@ func (m *model) View() string {
 	}
 	b.WriteString(fit(footer, w))
 	return b.String()
+}
+
+// detail is the selected sandbox's line under the table: its base, the
+// tree land would take, and what the agent reported spending.
+func (m *model) detail() string {
+	s, ok := m.selected()
+	if !ok {
+		return ""
+	}
+	d := termsafe.String(s.Branch) + " → " + termsafe.String(s.Base)
+	if s.SnapshotTree != "" {
+		d += "  tree " + s.SnapshotTree[:min(12, len(s.SnapshotTree))]
+	}
+	if s.Usage != nil {
+		d += fmt.Sprintf("  usage $%.4f, %d in / %d out tokens", s.Usage.CostUSD, s.Usage.InputTokens, s.Usage.OutputTokens)
+	}
+	return d
 }
 
 // rows is the header and one row per sandbox, every cell escaped.

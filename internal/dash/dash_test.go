@@ -9,6 +9,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/forecast"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 )
@@ -24,7 +25,7 @@ func testModel(t *testing.T, noColor bool) (*model, *[][]string) {
 	code := 0
 	list := []sandbox.Status{
 		{Branch: "alpha", State: sandbox.StateExited, ExitCode: &code, Agent: "shell", Base: "main", Created: time.Now().Add(-time.Hour),
-			Changes: 3, SnapshotTime: time.Now().Add(-2 * time.Minute), SnapshotTree: strings.Repeat("a", 40), Verdict: "passed",
+			Changes: 3, Usage: &agent.Usage{InputTokens: 12, OutputTokens: 250, CostUSD: 0.0421}, SnapshotTime: time.Now().Add(-2 * time.Minute), SnapshotTree: strings.Repeat("a", 40), Verdict: "passed",
 			Conflicts: &forecast.Result{With: map[string][]string{"beta": {"f"}}}},
 		{Branch: "beta\x1b]0;pwn\x07", State: sandbox.StateRunning, Agent: "claude", Base: "main", Created: time.Now(), Network: "allowlist", Denied: 2,
 			Conflicts: &forecast.Result{Base: []string{"f"}}},
@@ -69,7 +70,10 @@ func TestViewFits80x24AndEscapes(t *testing.T) {
 			t.Errorf("raw control character: %q", l)
 		}
 	}
-	for _, want := range []string{"alpha", `beta\x1b]0;pwn\x07`, "exited(0)", "passed", "base", "2m"} {
+	if len(lines) != 24 {
+		t.Errorf("%d lines, want the whole 24", len(lines))
+	}
+	for _, want := range []string{"alpha", `beta\x1b]0;pwn\x07`, "exited(0)", "passed", "base", "2m", "usage $0.0421, 12 in / 250 out tokens"} {
 		if !strings.Contains(v, want) {
 			t.Errorf("view lacks %q:\n%s", want, v)
 		}
