@@ -113,7 +113,7 @@ func TestDashboard(t *testing.T) {
 	// and the terminal is in its normal (cooked, echoing) mode.
 	x.keys("q")
 	x.waitScreen(10*time.Second, "the dashboard to quit", func(string) bool {
-		return strings.TrimSpace(x.run("display-message", "-p", "-t", "dash", "#{alternate_on}")) == "0"
+		return strings.TrimSpace(x.run("display-message", "-p", "-t", "dash", "#{alternate_on} #{pane_current_command}")) == "0 sh"
 	})
 	stty := filepath.Join(e.Root, "stty.txt")
 	x.keys("stty -a > "+stty, "Enter")
