@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -423,5 +424,37 @@ func TestSuperviseRecordsUsageForLand(t *testing.T) {
 	}
 	if got := te.find("t1").TotalUsage(); got != want {
 		t.Errorf("usage after a second supervisor %+v, want %+v", got, want)
+	}
+}
+
+func TestSuperviseNotifiesOncePerEvent(t *testing.T) {
+	te := newTestEnv(t)
+	log := filepath.Join(t.TempDir(), "notify.log")
+	te.env.Config.Notify = `echo "$SANDBOX $EVENT $EXIT_CODE" >> ` + log
+	te.env.Config.Verify = "make check"
+	sb := te.start("t1")
+	te.writeIn(sb.Worktree, "work.txt", "1\n")
+	te.fake.OnStart = func(c enginefake.Container) (int, bool) {
+		if c.Spec.Labels[container.LabelRole] == container.RoleVerify {
+			return 2, true
+		}
+		return 0, false
+	}
+	done := make(chan error, 1)
+	go func() { done <- te.env.Supervise(context.Background(), "t1", time.Hour) }()
+	te.fake.Exit(sb.Container, 7)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// A second supervisor finds the same exit.
+	if err := te.env.Supervise(context.Background(), "t1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), "t1 exited 7\nt1 verify-failed 2\n"; got != want {
+		t.Errorf("notify log %q, want %q", got, want)
 	}
 }
