@@ -184,7 +184,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Batch(m.refresh(), m.waitChange())
 	case streamEndMsg:
 		if msg.err != nil {
-			m.status = "live updates stopped: " + msg.err.Error() + " (r… refreshes every tick)"
+			m.status = "live updates stopped (" + termsafe.String(msg.err.Error()) + "); refreshing every " + m.o.Tick.String()
 		}
 		return m, nil
 	case tickMsg:
