@@ -164,7 +164,7 @@ func prepareRepo(ctx context.Context, o CommitHooksOptions, files, objects strin
 		return fmt.Errorf("hooks: %w", err)
 	}
 	index := filepath.Join(o.WorkDir, "hooks-index")
-	scratch, err := os.MkdirTemp(o.WorkDir, "scratch-")
+	scratch, err := scratchGitDir(o.WorkDir)
 	if err != nil {
 		return fmt.Errorf("hooks: %w", err)
 	}

@@ -188,19 +188,11 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 // or highly compressible file costs nothing to measure), and a tree over
 // maxBytes (0: no bound) is refused before anything is written.
 func Export(ctx context.Context, commonDir, tree, dir, scratchParent string, maxBytes int64) error {
-	scratch, err := os.MkdirTemp(scratchParent, "scratch-")
+	scratch, err := scratchGitDir(scratchParent)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer os.RemoveAll(scratch)
-	for _, d := range []string{"objects", "refs", "empty"} {
-		if err := os.MkdirAll(filepath.Join(scratch, d), 0o700); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(scratch, "HEAD"), []byte("ref: refs/heads/none\n"), 0o600); err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
 	g := &gitcmd.Runner{
 		GitDir:    scratch,
 		WorkTree:  filepath.Join(scratch, "empty"),
@@ -229,6 +221,26 @@ func Export(ctx context.Context, commonDir, tree, dir, scratchParent string, max
 		return fmt.Errorf("export: git archive: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return exErr
+}
+
+// scratchGitDir makes an empty git directory of this process's own under
+// parent, with an empty work tree beside its files ("empty").
+func scratchGitDir(parent string) (string, error) {
+	scratch, err := os.MkdirTemp(parent, "scratch-")
+	if err != nil {
+		return "", err
+	}
+	for _, d := range []string{"objects", "refs", "empty"} {
+		if err := os.MkdirAll(filepath.Join(scratch, d), 0o700); err != nil {
+			os.RemoveAll(scratch)
+			return "", err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(scratch, "HEAD"), []byte("ref: refs/heads/none\n"), 0o600); err != nil {
+		os.RemoveAll(scratch)
+		return "", err
+	}
+	return scratch, nil
 }
 
 func extract(r io.Reader, dir string) error {

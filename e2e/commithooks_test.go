@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeHook writes an executable hook into the repository's hooks
+// directory.
+func (e *Env) writeHook(name, script string) {
+	e.t.Helper()
+	dir := filepath.Join(e.Repo, ".git", "hooks")
+	must(e.t, os.MkdirAll(dir, 0o755))
+	must(e.t, os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755))
+}
+
+// The user's pre-commit and commit-msg hooks run for the landed commit in
+// a container, on a copy of the landed tree that is a repository of its
+// own; a failing hook refuses, --no-verify skips and says so in the commit.
+func TestLandRunsCommitHooksInAContainer(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	onHost := filepath.Join(e.Root, "hook-ran-on-host")
+	e.writeHook("pre-commit", `#!/bin/sh
+touch '`+onHost+`' 2>/dev/null
+inside=no; [ -f /.dockerenv ] && [ "$GIT_SANDBOX" = 1 ] && inside=yes
+echo "pre-commit: inside=$inside branch=$(git symbolic-ref --short HEAD) staged=$(git diff --cached --name-only | tr '\n' ' ')"
+if [ -e forbidden.txt ]; then echo "pre-commit: forbidden.txt is not allowed"; exit 1; fi
+`)
+	e.writeHook("commit-msg", `#!/bin/sh
+touch '`+onHost+`' 2>/dev/null
+inside=no; [ -f /.dockerenv ] && [ "$GIT_SANDBOX" = 1 ] && inside=yes
+echo "commit-msg: inside=$inside"
+head -1 "$1" | grep -q '^feat' || { echo "commit-msg: the subject must start with feat" >&2; exit 1; }
+git interpret-trailers --in-place --trailer "Reviewed-by: the hook" "$1"
+`)
+	tip := e.Git("rev-parse", "main")
+
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `echo good > good.txt`)
+	r := e.Sandbox("land", "t1", "-m", "fix: not a feature")
+	if r.Code != 4 || !strings.Contains(r.Stderr, "the subject must start with feat") || !strings.Contains(r.Stderr, "commit-msg hook refused the land") {
+		t.Fatalf("land past a failing commit-msg hook: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "commit-msg: inside=yes") || !strings.Contains(r.Stderr, "pre-commit: inside=yes branch=main staged=good.txt ") {
+		t.Errorf("the hooks did not run in a container on the landed tree: %s", r)
+	}
+	if _, err := os.Stat(onHost); err == nil {
+		t.Errorf("a hook ran on the host")
+	}
+	if got := e.Git("rev-parse", "main"); got != tip {
+		t.Errorf("main moved although the hook refused")
+	}
+
+	r = e.MustSandbox("land", "t1", "-m", "feat: good\n\nSigned-off-by: Test User <test@example.com>")
+	if !strings.Contains(r.Stderr, "running your pre-commit and commit-msg hook(s)") {
+		t.Errorf("land did not say it ran the hooks: %s", r)
+	}
+	got := e.parsedTrailers("main")
+	for _, want := range []string{"Signed-off-by: Test User <test@example.com>\n", "Reviewed-by: the hook\n", "Sandbox: t1\n", "Sandbox-Snapshot: "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("trailers of the landed commit lack %q:\n%s", want, got)
+		}
+	}
+	if subj := e.Git("log", "-1", "--format=%s", "main"); subj != "feat: good" {
+		t.Errorf("subject = %q", subj)
+	}
+	if st := e.Git("status", "--porcelain"); st != "" {
+		t.Errorf("checkout not clean after land:\n%s", st)
+	}
+
+	// A failing pre-commit refuses; --no-verify lands and says so.
+	e.MustSandbox("start", "t2", "--agent", "shell", "--", "sh", "-c", `echo no > forbidden.txt`)
+	tip = e.Git("rev-parse", "main")
+	if r := e.Sandbox("land", "t2", "-m", "feat: forbidden"); r.Code != 4 || !strings.Contains(r.Stderr, "forbidden.txt is not allowed") || !strings.Contains(r.Stderr, "pre-commit hook refused the land") || !strings.Contains(r.Stderr, "--no-verify") {
+		t.Fatalf("land past a failing pre-commit hook: %s", r)
+	}
+	if got := e.Git("rev-parse", "main"); got != tip {
+		t.Errorf("main moved although pre-commit refused")
+	}
+	r = e.MustSandbox("land", "t2", "-m", "feat: forbidden", "--no-verify")
+	if strings.Contains(r.Stderr, "running your") {
+		t.Errorf("--no-verify ran the hooks: %s", r)
+	}
+	if got := e.parsedTrailers("main"); !strings.Contains(got, "Sandbox-No-Verify: pre-commit, commit-msg skipped\n") || strings.Contains(got, "Reviewed-by") {
+		t.Errorf("trailers after --no-verify:\n%s", got)
+	}
+	if _, err := os.Stat(onHost); err == nil {
+		t.Errorf("a hook ran on the host")
+	}
+
+	// Without hooks nothing runs.
+	must(t, os.Remove(filepath.Join(e.Repo, ".git", "hooks", "pre-commit")))
+	must(t, os.Chmod(filepath.Join(e.Repo, ".git", "hooks", "commit-msg"), 0o644)) // not executable: git ignores it
+	e.MustSandbox("start", "t3", "--agent", "shell", "--", "sh", "-c", `echo three > three.txt`)
+	r = e.MustSandbox("land", "t3", "-m", "fix: three", "--no-verify")
+	if strings.Contains(r.Stderr, "running your") || strings.Contains(e.parsedTrailers("main"), "No-Verify") {
+		t.Errorf("land without hooks: %s\n%s", r, e.parsedTrailers("main"))
+	}
+	if _, err := os.Stat(filepath.Join(e.State, e.RepoID(), "t1", "commit-hooks")); err == nil {
+		t.Errorf("the hooks' scratch directory is left")
+	}
+}
