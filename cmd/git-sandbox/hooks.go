@@ -204,7 +204,7 @@ func (c *HookPrePushCmd) Run(app *App) error {
 	if !env.Config.VerifyBeforePush {
 		return nil
 	}
-	refused, err := hooks.VerifyPushed(ctx, env, updates, hooks.VerifyOptions{Config: env.Config, UI: app.UI})
+	refused, err := hooks.VerifyPushed(ctx, env, updates, hooks.VerifyOptions{Config: env.Config, Remote: c.Remote, UI: app.UI})
 	if err != nil {
 		return err
 	}
