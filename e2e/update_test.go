@@ -54,6 +54,13 @@ func TestUpdateConflictResolveLand(t *testing.T) {
 		t.Fatalf("land while markers remain: want exit 3 naming lines.txt, got %s", r)
 	}
 	mainBefore := e.Git("rev-parse", "main")
+	// ps shows the sandbox as conflicted, naming the path.
+	if ps := e.PsOf("t2"); !slices.Equal(ps.Conflicts, []string{"lines.txt"}) {
+		t.Errorf("ps --json conflicts = %q, want lines.txt", ps.Conflicts)
+	}
+	if r := e.MustSandbox("ps"); !strings.Contains(r.Stdout, ", 1 conflicted") || !strings.Contains(r.Stderr, "conflict markers in lines.txt") {
+		t.Errorf("ps does not show the conflict: %s", r)
+	}
 
 	r = e.MustSandbox("exec", "t2", "--", "sh", "-c", `printf 'one\nTWO from t1 and t2\nthree\n' > lines.txt; echo resolved`)
 	if !strings.Contains(r.Stdout, "resolved") {
@@ -61,6 +68,9 @@ func TestUpdateConflictResolveLand(t *testing.T) {
 	}
 	if got := e.Git("rev-parse", "main"); got != mainBefore {
 		t.Fatalf("main moved before land")
+	}
+	if r := e.MustSandbox("ps"); strings.Contains(r.Stdout, "conflicted") || len(e.PsOf("t2").Conflicts) != 0 {
+		t.Errorf("ps still shows a resolved conflict: %s", r)
 	}
 	e.MustSandbox("land", "t2")
 	if got := e.Git("show", "main:lines.txt"); got != "one\nTWO from t1 and t2\nthree" {

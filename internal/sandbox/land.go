@@ -5,7 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
@@ -452,6 +456,40 @@ func (s *Sandbox) markersLeft(ctx context.Context, snapshot string) ([]string, e
 		}
 	}
 	return left, nil
+}
+
+// maxMarkerScan bounds how much of a file ps reads looking for markers.
+const maxMarkerScan = 16 << 20
+
+// ConflictsInWorktree lists the paths the last update left conflicted that
+// still hold conflict markers in the worktree now. The files are the
+// agent's: each is opened beneath the worktree, not through a link, only if
+// it is a regular file, and at most maxMarkerScan bytes of it are read.
+func (s *Sandbox) ConflictsInWorktree() []string {
+	if len(s.UpdateConflicts) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(s.Worktree)
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	var left []string
+	for _, p := range s.UpdateConflicts {
+		f, err := root.OpenFile(filepath.FromSlash(p), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		fi, err := f.Stat()
+		if err == nil && fi.Mode().IsRegular() {
+			b, err := io.ReadAll(io.LimitReader(f, maxMarkerScan))
+			if err == nil && hasMarkers(b) {
+				left = append(left, p)
+			}
+		}
+		f.Close()
+	}
+	return left
 }
 
 // hasMarkers reports whether content holds a conflict's opening and closing
