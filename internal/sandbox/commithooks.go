@@ -13,6 +13,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/verify"
 	"github.com/git-sandbox/git-sandbox/internal/version"
 	"github.com/git-sandbox/git-sandbox/land"
+	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
 // CommitHooks finds the user's pre-commit and commit-msg hooks where git
@@ -83,6 +84,7 @@ func (s *Sandbox) runCommitHooks(ctx context.Context, plan *land.Plan, dir strin
 		},
 		HooksDir: dir,
 		Hooks:    names,
+		Also:     hooksAlso(s.env, dir),
 		Branch:   plan.Ref,
 		Tip:      plan.Tip,
 		Message:  plan.Message,
@@ -101,6 +103,19 @@ func (s *Sandbox) runCommitHooks(ctx context.Context, plan *land.Plan, dir strin
 			WithCode(usererr.ExitRefused)
 	}
 	return res.Message, nil
+}
+
+// hooksAlso lists what hooks in dir read besides dir: husky (v9) sets
+// core.hooksPath to .husky/_, whose hooks run the user's scripts one level
+// up (.husky/pre-commit), so that directory is mounted too when it is in
+// the user's own work tree. Without it they would find no script and pass.
+func hooksAlso(e *Env, dir string) []string {
+	parent := filepath.Dir(dir)
+	wt := e.Repo.MainWorkTree
+	if filepath.Base(dir) != "_" || wt == "" || parent == wt || !worktree.Within(parent, wt) {
+		return nil
+	}
+	return []string{parent}
 }
 
 // sandboxTrailer matches a trailer line of the sandbox's own keys.

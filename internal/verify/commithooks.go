@@ -50,6 +50,9 @@ type CommitHooksOptions struct {
 	// repository's hooks), and Hooks the hooks in it to run.
 	HooksDir string
 	Hooks    []string
+	// Also are more directories of the user's the hooks read, mounted
+	// read-only where they are on the host.
+	Also []string
 	// Branch is the branch committed on (refs/heads/…) and Tip its commit:
 	// the HEAD the hooks see.
 	Branch string
@@ -109,6 +112,9 @@ func RunCommitHooks(ctx context.Context, o CommitHooksOptions) (*CommitHooksResu
 	run.Argv = []string{"/bin/sh", "-c", hookScript, "sh", o.HooksDir, flag(PreCommit), flag(CommitMsg)}
 	run.Env = append([]string{"GIT_INDEX_FILE=" + container.Workspace + "/.git/index", "GIT_EDITOR=:", "GIT_SANDBOX_HOOK=1"}, run.Env...)
 	run.Mounts = append(run.Mounts, container.Mount{Source: o.HooksDir, Target: o.HooksDir, Why: "your hooks, read-only"})
+	for _, d := range o.Also {
+		run.Mounts = append(run.Mounts, container.Mount{Source: d, Target: d, Why: "files your hooks run, read-only"})
+	}
 	for _, h := range o.Hooks {
 		p := filepath.Join(o.HooksDir, h)
 		target, err := filepath.EvalSymlinks(p)
