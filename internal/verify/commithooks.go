@@ -225,12 +225,20 @@ func readMessage(files string) (string, error) {
 			Hint("nothing was landed; the message must be plain text of at most %d KiB; fix the hook, or land with --no-verify", MaxMessage>>10).
 			WithCode(usererr.ExitRefused)
 	}
-	f, err := root.OpenFile(".git/COMMIT_EDITMSG", os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	// The container is gone: nothing changes the file between the Lstat
+	// and the open (os.Root follows links inside the root, O_NOFOLLOW or
+	// not, so the Lstat is what refuses one).
+	const name = ".git/COMMIT_EDITMSG"
+	lfi, err := root.Lstat(name)
+	if err != nil || !lfi.Mode().IsRegular() {
+		return "", notPlain("it is not a file that can be opened (a link, a directory, a FIFO, or gone)")
+	}
+	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", notPlain("it is not a file that can be opened")
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() || !os.SameFile(fi, lfi) {
 		return "", notPlain("it is not a regular file")
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxMessage+1))
