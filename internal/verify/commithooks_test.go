@@ -16,10 +16,10 @@ import (
 
 func TestCleanupMessage(t *testing.T) {
 	for in, want := range map[string]string{
-		"subject":                        "subject\n",
+		"subject":                         "subject\n",
 		"\n\nsubject  \n\n\n\nbody\t\n\n": "subject\n\nbody\n",
-		"  \n\t\n":                       "",
-		"a\n\n\nb\nc\n":                  "a\n\nb\nc\n",
+		"  \n\t\n":                        "",
+		"a\n\n\nb\nc\n":                   "a\n\nb\nc\n",
 	} {
 		if got := CleanupMessage(in); got != want {
 			t.Errorf("CleanupMessage(%q) = %q, want %q", in, got, want)
