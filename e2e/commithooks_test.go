@@ -102,3 +102,40 @@ git interpret-trailers --in-place --trailer "Reviewed-by: the hook" "$1"
 		t.Errorf("the hooks' scratch directory is left")
 	}
 }
+
+// husky's layout (core.hooksPath = .husky/_, whose hooks run the tracked
+// scripts one level up): the user's own scripts run, not the agent's
+// edits of them.
+func TestLandRunsHuskyHooksFromTheUsersCheckout(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.WriteFile(".husky/pre-commit", "echo \"husky pre-commit ran\"\ntest ! -e bad.txt\n")
+	e.Git("add", ".husky/pre-commit")
+	e.Git("commit", "-qm", "husky")
+	must(t, os.MkdirAll(filepath.Join(e.Repo, ".husky", "_"), 0o755))
+	must(t, os.WriteFile(filepath.Join(e.Repo, ".husky", "_", ".gitignore"), []byte("*\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(e.Repo, ".husky", "_", "h"), []byte(`#!/usr/bin/env sh
+n=$(basename "$0")
+s=$(dirname "$(dirname "$0")")/$n
+[ ! -f "$s" ] && exit 0
+export PATH="node_modules/.bin:$PATH"
+sh -e "$s" "$@"
+c=$?
+[ $c != 0 ] && echo "husky - $n script failed (code $c)"
+exit $c
+`), 0o644))
+	must(t, os.WriteFile(filepath.Join(e.Repo, ".husky", "_", "pre-commit"), []byte("#!/usr/bin/env sh\n. \"$(dirname \"$0\")/h\"\n"), 0o755))
+	e.Git("config", "core.hooksPath", ".husky/_")
+
+	// The agent disarms the tracked script in its copy and adds what it
+	// forbids.
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `echo 'exit 0' > .husky/pre-commit; echo bad > bad.txt`)
+	tip := e.Git("rev-parse", "main")
+	r := e.Sandbox("land", "t1", "-m", "feat: bad")
+	if r.Code != 4 || !strings.Contains(r.Stderr, "husky pre-commit ran") || !strings.Contains(r.Stderr, "pre-commit hook refused the land") {
+		t.Fatalf("land past the user's husky pre-commit: %s", r)
+	}
+	if e.Git("rev-parse", "main") != tip {
+		t.Errorf("main moved")
+	}
+}
