@@ -476,6 +476,10 @@ func (s *Sandbox) ConflictsInWorktree() []string {
 	defer root.Close()
 	var left []string
 	for _, p := range s.UpdateConflicts {
+		// os.Root follows a link that stays beneath it, O_NOFOLLOW or not.
+		if fi, err := root.Lstat(filepath.FromSlash(p)); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
 		f, err := root.OpenFile(filepath.FromSlash(p), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			continue
