@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // writeHook writes an executable hook into the repository's hooks
@@ -98,9 +101,6 @@ git interpret-trailers --in-place --trailer "Reviewed-by: the hook" "$1"
 	if strings.Contains(r.Stderr, "running your") || strings.Contains(e.parsedTrailers("main"), "No-Verify") {
 		t.Errorf("land without hooks: %s\n%s", r, e.parsedTrailers("main"))
 	}
-	if _, err := os.Stat(filepath.Join(e.State, e.RepoID(), "t1", "commit-hooks")); err == nil {
-		t.Errorf("the hooks' scratch directory is left")
-	}
 }
 
 // husky's layout (core.hooksPath = .husky/_, whose hooks run the tracked
@@ -138,4 +138,41 @@ exit $c
 	if e.Git("rev-parse", "main") != tip {
 		t.Errorf("main moved")
 	}
+}
+
+// Ctrl-C while the hooks run leaves no container, no copy of the tree, and
+// the base where it was; the sandbox can land later.
+func TestInterruptedLandHooksLeaveNothing(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.writeHook("pre-commit", "#!/bin/sh\nsleep 120\n")
+	e.MustSandbox("start", "t1", "--agent", "shell", "--", "sh", "-c", `echo x > x.txt`)
+	tip := e.Git("rev-parse", "main")
+	cmd := exec.Command("git", "sandbox", "land", "t1", "-m", "x")
+	cmd.Dir = e.Repo
+	cmd.Env = e.vars
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 10 * time.Second
+	must(t, cmd.Start())
+	hooking := func() string {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=git-sandbox.repo="+e.RepoID(), "--filter", "label=git-sandbox.role=hooks").Output()
+		return strings.TrimSpace(string(out))
+	}
+	Eventually(t, 60*time.Second, "the hooks container", func() bool { return hooking() != "" })
+	must(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
+	if err := cmd.Wait(); err == nil {
+		t.Errorf("the interrupted land succeeded")
+	}
+	Eventually(t, 30*time.Second, "the hooks container to go", func() bool { return hooking() == "" })
+	if _, err := os.Stat(filepath.Join(e.State, e.RepoID(), "t1", "record.json")); err != nil {
+		t.Fatalf("the sandbox's state directory is not where the test looks: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.State, e.RepoID(), "t1", "commit-hooks")); !os.IsNotExist(err) {
+		t.Errorf("the hooks' copy of the tree is left: %v", err)
+	}
+	if e.Git("rev-parse", "main") != tip {
+		t.Errorf("main moved")
+	}
+	must(t, os.Remove(filepath.Join(e.Repo, ".git", "hooks", "pre-commit")))
+	e.MustSandbox("land", "t1", "-m", "x")
 }

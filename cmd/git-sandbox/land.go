@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
+	"syscall"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/review"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
@@ -64,6 +67,11 @@ Afterwards the container, worktree, branch and agent repository are removed
 
 // Run lands.
 func (c *LandCmd) Run(app *App) error {
+	// Ctrl-C while verify or your hooks run must still remove their
+	// container and files.
+	ctx, stop := sigstack.NotifyContext(app.Ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	app.Ctx = ctx
 	env, sb, err := app.Find(c.Branch)
 	if err != nil {
 		return err
