@@ -76,6 +76,9 @@ git interpret-trailers --in-place --trailer "Reviewed-by: the hook" "$1"
 	// A failing pre-commit refuses; --no-verify lands and says so.
 	e.MustSandbox("start", "t2", "--agent", "shell", "--", "sh", "-c", `echo no > forbidden.txt`)
 	tip = e.Git("rev-parse", "main")
+	if r := e.MustSandbox("land", "t2", "--dry-run"); !strings.Contains(r.Stderr, "your pre-commit and commit-msg hook(s) would run") || strings.Contains(r.Stderr, "running your") {
+		t.Errorf("land --dry-run does not name the hooks, or runs them: %s", r)
+	}
 	if r := e.Sandbox("land", "t2", "-m", "feat: forbidden"); r.Code != 4 || !strings.Contains(r.Stderr, "forbidden.txt is not allowed") || !strings.Contains(r.Stderr, "pre-commit hook refused the land") || !strings.Contains(r.Stderr, "--no-verify") {
 		t.Fatalf("land past a failing pre-commit hook: %s", r)
 	}
