@@ -5,11 +5,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -99,5 +102,32 @@ func TestLandRefusedByAHook(t *testing.T) {
 	}
 	if msg := te.git("log", "-1", "--format=%B", res.Commit.String()); !strings.Contains(msg, "Sandbox-No-Verify: commit-msg skipped") || *runs != 1 {
 		t.Errorf("%d runs; message = %q", *runs, msg)
+	}
+}
+
+// ps's conflict check reads regular files only, never through a link or
+// from a FIFO.
+func TestConflictsInWorktree(t *testing.T) {
+	te := newTestEnv(t)
+	sb := te.finished("t1")
+	markers := "<<<<<<< sandbox t1\nours\n=======\ntheirs\n>>>>>>> main abc\n"
+	te.writeIn(sb.Worktree, "conflicted.txt", markers)
+	te.writeIn(sb.Worktree, "resolved.txt", "both\n")
+	te.writeIn(sb.Worktree, "other.txt", markers)
+	if err := os.Symlink("other.txt", filepath.Join(sb.Worktree, "link.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(sb.Worktree, "fifo.txt"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := sb.Update(func(r *record.Record) error {
+		r.UpdateConflicts = []string{"conflicted.txt", "resolved.txt", "link.txt", "fifo.txt", "gone.txt"}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sb.ConflictsInWorktree(); !slices.Equal(got, []string{"conflicted.txt"}) {
+		t.Errorf("ConflictsInWorktree = %q, want conflicted.txt only", got)
 	}
 }
