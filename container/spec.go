@@ -48,6 +48,8 @@ const (
 	RoleExec = "exec"
 	// RoleProxy is a sandbox's egress proxy; its networks carry it too.
 	RoleProxy = "proxy"
+	// RoleHooks runs the user's pre-commit and commit-msg hooks at land.
+	RoleHooks = "hooks"
 )
 
 // Workspace is where the worktree appears inside the container.

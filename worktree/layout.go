@@ -94,6 +94,12 @@ func (l Layout) VerifyDir(branch string) string {
 	return filepath.Join(l.Dir(branch), "verify")
 }
 
+// CommitHooksDir is the scratch directory land runs the user's commit hooks
+// in; it is removed after each run.
+func (l Layout) CommitHooksDir(branch string) string {
+	return filepath.Join(l.Dir(branch), "commit-hooks")
+}
+
 // RescueIndex is the private index snapshots are written through.
 func (l Layout) RescueIndex(branch string) string {
 	return filepath.Join(l.Dir(branch), "rescue.index")

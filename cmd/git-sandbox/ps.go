@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
@@ -19,7 +20,10 @@ type PsCmd struct {
 func (c *PsCmd) Help() string {
 	return `One row per sandbox of this repository: branch, state (running, exited with its
 code, stopped, container missing; unknown while Docker is unreachable), agent,
-base branch, age, files changed since the baseline, and worktree.`
+base branch, age, files changed since the baseline, and worktree. A sandbox
+whose last git sandbox update left files with conflict markers says how many in
+its state ("exited (0), 2 conflicted"), and the paths are named below the table
+(and in --json as "conflicts").`
 }
 
 // Run lists sandboxes.
@@ -51,6 +55,9 @@ func (c *PsCmd) Run(app *App) error {
 		if s.State == sandbox.StateExited && s.ExitCode != nil {
 			state = "exited (" + strconv.Itoa(*s.ExitCode) + ")"
 		}
+		if len(s.Conflicts) > 0 {
+			state += ", " + strconv.Itoa(len(s.Conflicts)) + " conflicted"
+		}
 		rows = append(rows, []string{
 			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
 			age(time.Since(s.Created)), strconv.Itoa(s.Changes), denied(s), s.Worktree,
@@ -58,6 +65,10 @@ func (c *PsCmd) Run(app *App) error {
 	}
 	table(app.Stdout, rows)
 	for _, s := range list {
+		if len(s.Conflicts) > 0 {
+			app.UI.Warnf("%s: git sandbox update left conflict markers in %s", termsafe.String(s.Branch), strings.Join(escaped(s.Conflicts), ", "))
+			app.UI.Hintf("resolve them in the sandbox (git sandbox exec %s, or a follow-up task); land refuses until then", termsafe.String(s.Branch))
+		}
 		if s.TooLarge > 0 {
 			app.UI.Warnf("%s: %d untracked file(s) larger than rescue.max_file_size are not in its snapshots and would not land", termsafe.String(s.Branch), s.TooLarge)
 			app.UI.Hintf("git sandbox rescue show %s lists them", s.Snapshot[:min(12, len(s.Snapshot))])
@@ -85,4 +96,13 @@ func age(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%dd", int(d.Hours()/24))
 	}
+}
+
+// escaped escapes paths for a message.
+func escaped(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = termsafe.String(p)
+	}
+	return out
 }

@@ -56,6 +56,9 @@ type Status struct {
 	Verify   string `json:"verify,omitempty"`
 	// Ports are the published ports (on the host's loopback interface).
 	Ports []container.Port `json:"ports,omitempty"`
+	// Conflicts are the paths the last git sandbox update left conflicted
+	// that still hold conflict markers in the worktree.
+	Conflicts []string `json:"conflicts,omitempty"`
 }
 
 // Statuses reports every sandbox of the repository. Records are the source
@@ -87,6 +90,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports(),
 		}
 		st.Network = string(sb.Network())
+		st.Conflicts = sb.ConflictsInWorktree()
 		if sb.Egress != nil {
 			if sum, err := egress.SummarizeFile(sb.NetLog()); err == nil {
 				st.Denied = sum.Denied + sum.Leaks

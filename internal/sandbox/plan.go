@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -159,7 +158,7 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 		{in.HostHooks, in.HostHooks, true, "the user's hooks, read-only, used as the agent repository's hooks path", true, false},
 		{in.AgentHome, container.Home, false, "the agent's home: login and settings persist across sandboxes", false, false},
 	}
-	for _, alt := range alternates(in.HostObjects) {
+	for _, alt := range gitcmd.Alternates(in.HostObjects) {
 		mounts = append(mounts, m{alt, alt, true, "an alternate object store of the host repository, read-only", true, false})
 	}
 	for _, em := range in.ExtraMounts {
@@ -188,27 +187,6 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 		return nil, err
 	}
 	return spec, nil
-}
-
-// alternates lists the object stores the host's store borrows from (a
-// clone made with --reference or --shared), which the agent's git needs too.
-func alternates(objects string) []string {
-	b, err := os.ReadFile(filepath.Join(objects, "info", "alternates"))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if !filepath.IsAbs(line) {
-			line = filepath.Join(objects, line)
-		}
-		out = append(out, filepath.Clean(line))
-	}
-	return out
 }
 
 // Plan is what start will do, printed by --dry-run (as Redacted returns
