@@ -56,6 +56,7 @@ type CLI struct {
 	Diff   DiffCmd   `cmd:"" help:"Show exactly what land would apply, with review flags."`
 	Land   LandCmd   `cmd:"" help:"Land the sandbox's work as one commit on its base branch."`
 	Update UpdateCmd `cmd:"" help:"Bring the base branch's new commits into a sandbox (3-way merge)."`
+	Fleet  FleetCmd  `cmd:"" help:"Many sandboxes from one tasks file: start, ps, wait, stop, rm, land."`
 	Sync   SyncCmd   `cmd:"" help:"Bring the agent's commits back onto the sandbox branch."`
 	Verify VerifyCmd `cmd:"" help:"Run the verify command on the sandbox's work now."`
 	Rescue RescueCmd `cmd:"" help:"Snapshots: list, show, restore, snapshot, prune."`
@@ -71,6 +72,7 @@ type CLI struct {
 	Man       ManCmd       `cmd:"" name:"__man" hidden:"" help:"Print the man page."`
 	Purge     PurgeCmd     `cmd:"" name:"__purge" hidden:"" help:"Delete what removed sandboxes left."`
 	Proxy     ProxyCmd     `cmd:"" name:"__proxy" hidden:"" help:"Run a sandbox's egress proxy (started in its proxy container)."`
+	FleetRun  FleetRunCmd  `cmd:"" name:"__fleet-run" hidden:"" help:"Run a fleet's runner (started by fleet start)."`
 }
 
 // App is what every command's Run receives: the process's streams, the

@@ -204,7 +204,7 @@ func (s *Store) Resolve(name string) (string, error) {
 		return names[0], nil
 	}
 	return "", usererr.New("this repository has %d fleets: %v", len(names), names).
-		Hint("name one: git sandbox fleet … --fleet NAME")
+		Hint("name one (git sandbox fleet ps lists them)")
 }
 
 // Remove deletes a fleet's state.
