@@ -171,7 +171,7 @@ limits = { memory = "1k" }
 		"bad.toml:10: unknown key colour",
 		"bad.toml:13: branch ok-1 is also the branch of the task at line 3",
 		"bad.toml:16: [[task]] 4: branch taken exists already",
-		"bad.toml:22: [[task]] 5: limits.memory",
+		"bad.toml:23: [[task]] 5: limits.memory",
 	} {
 		if !strings.Contains(r.Stderr, want) {
 			t.Errorf("the refusal does not say %q:\n%s", want, r.Stderr)

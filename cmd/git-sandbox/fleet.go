@@ -351,7 +351,7 @@ func (c *FleetLandCmd) Run(app *App) error {
 	fl.SB.Out = app.UI.Writer()
 	st, err := q.Run(context.WithoutCancel(app.Ctx), order, c.Continue)
 	if st != nil {
-		for _, l := range st.Landed {
+		for _, l := range st.Landed[st.First:] {
 			if l.Commit == "" {
 				app.UI.Infof("%s: nothing to land", termsafe.String(l.Branch))
 				continue
@@ -368,7 +368,7 @@ func (c *FleetLandCmd) Run(app *App) error {
 	if err != nil {
 		return err
 	}
-	app.UI.Infof("landed %d sandbox(es)", len(st.Landed))
+	app.UI.Infof("landed %d sandbox(es)", len(st.Landed)-st.First)
 	return nil
 }
 

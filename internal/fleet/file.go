@@ -90,6 +90,16 @@ func (p *Problems) err() error {
 // repository: unknown keys, duplicate branches, values out of range, a
 // command for an agent other than shell. path names the file in messages.
 func Parse(path string, data []byte) (*File, error) {
+	f, probs := parse(path, data)
+	if err := probs.err(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// parse is Parse keeping the decoded file beside its problems, so Load
+// can check the rest too and report everything at once.
+func parse(path string, data []byte) (*File, *Problems) {
 	probs := &Problems{Path: path}
 	var f File
 	md, err := toml.Decode(string(data), &f)
@@ -100,7 +110,7 @@ func Parse(path string, data []byte) (*File, error) {
 		} else {
 			probs.add(0, "%v", err)
 		}
-		return nil, probs.err()
+		return nil, probs
 	}
 	loc := newLocator(data)
 	for i := range f.Tasks {
@@ -134,10 +144,7 @@ func Parse(path string, data []byte) (*File, error) {
 	for i := range f.Tasks {
 		checkTask(probs, loc, i, &f.Tasks[i], seen)
 	}
-	if err := probs.err(); err != nil {
-		return nil, err
-	}
-	return &f, nil
+	return &f, probs
 }
 
 func checkTask(probs *Problems, loc *locator, i int, t *Task, seen map[string]int) {
@@ -206,6 +213,11 @@ type Checker interface {
 // reported, not only the first.
 func Check(path string, f *File, c Checker) error {
 	probs := &Problems{Path: path}
+	check(probs, f, c)
+	return probs.err()
+}
+
+func check(probs *Problems, f *File, c Checker) {
 	for i, t := range f.Tasks {
 		n := i + 1
 		if t.Branch != "" {
@@ -233,7 +245,6 @@ func Check(path string, f *File, c Checker) error {
 			}
 		}
 	}
-	return probs.err()
 }
 
 // Load reads, parses and checks a tasks file.
@@ -242,11 +253,11 @@ func Load(path string, c Checker) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the tasks file: %w", err)
 	}
-	f, err := Parse(path, b)
-	if err != nil {
-		return nil, err
+	f, probs := parse(path, b)
+	if f != nil {
+		check(probs, f, c)
 	}
-	if err := Check(path, f, c); err != nil {
+	if err := probs.err(); err != nil {
 		return nil, err
 	}
 	return f, nil

@@ -103,7 +103,7 @@ func (f *Fleets) Wait(ctx context.Context, name string, timeout time.Duration) (
 			active = active || r.Active()
 			queued = queued || r.Status == Queued || r.Status == Starting
 		}
-		if !active {
+		if !active && !rep.Runner {
 			return rep, nil
 		}
 		if queued && !rep.Runner {

@@ -39,6 +39,9 @@ type QueueState struct {
 	Stopped string    `json:"stopped,omitempty"`
 	Reason  string    `json:"reason,omitempty"`
 	Time    time.Time `json:"time"`
+	// First is the index in Landed of the first land of this run (a
+	// continued queue's earlier lands come before it).
+	First int `json:"-"`
 }
 
 // Rest is what the queue has not landed, the stopped one first.
@@ -149,6 +152,7 @@ func (q *Queue) Run(ctx context.Context, order []string, cont bool) (*QueueState
 		}
 		st = &QueueState{Order: order}
 	}
+	st.First = len(st.Landed)
 	retries := q.Retries
 	if retries <= 0 {
 		retries = 3
