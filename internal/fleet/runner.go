@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"time"
 
@@ -134,6 +135,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	poll := r.Poll
 	if poll <= 0 {
 		poll = 2 * time.Second
+	}
+	if _, err := r.Store.Update(r.Name, func(st *State) error {
+		st.RunnerPID = os.Getpid()
+		return nil
+	}); err != nil {
+		return err
 	}
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
@@ -183,11 +184,29 @@ func SpawnRunner(env *sandbox.Env, store *Store, name string) error {
 		return err
 	}
 	defer logf.Close()
-	return proc.SpawnDetached(proc.SpawnOptions{
+	err = proc.SpawnDetached(proc.SpawnOptions{
 		Path:   exe,
 		Args:   []string{"git-sandbox", RunnerCommand, "--", name},
 		Dir:    env.Repo.MainWorkTree,
 		Env:    append(os.Environ(), "GIT_SANDBOX_STATE_DIR="+env.Layout.Root),
 		Output: logf,
 	})
+	if err != nil {
+		return err
+	}
+	// Returning once the runner is in charge makes fleet ps and fleet
+	// wait right after start see it.
+	for end := time.Now().Add(runnerStartWait); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		st, err := store.Load(name)
+		if err != nil {
+			return err
+		}
+		if st.RunnerPID != 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("the runner did not start within %s (its log: %s)", runnerStartWait, store.Log(name))
 }
+
+// runnerStartWait is how long fleet start waits for its runner.
+const runnerStartWait = 30 * time.Second

@@ -41,12 +41,15 @@ func (t TaskState) Active() bool {
 
 // State is a fleet's state file.
 type State struct {
-	Name        string      `json:"name"`
-	File        string      `json:"file"`
-	MaxParallel int         `json:"max_parallel"`
-	Created     time.Time   `json:"created"`
-	Stopping    bool        `json:"stopping,omitempty"`
-	Tasks       []TaskState `json:"tasks"`
+	Name        string    `json:"name"`
+	File        string    `json:"file"`
+	MaxParallel int       `json:"max_parallel"`
+	Created     time.Time `json:"created"`
+	Stopping    bool      `json:"stopping,omitempty"`
+	// RunnerPID is the runner's process id, written once it holds the
+	// runner lock (fleet start waits for it).
+	RunnerPID int         `json:"runner_pid,omitempty"`
+	Tasks     []TaskState `json:"tasks"`
 }
 
 // Counts returns how many tasks are in each state.
