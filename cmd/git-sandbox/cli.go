@@ -35,8 +35,10 @@ const exitStatusHelp = `EXIT STATUS
   2    the command line could not be parsed
   3    land: the change conflicts with the base branch; nothing was changed
        update: conflicts remain, marked in the sandbox's files
+       fleet land: the queue stopped at a conflict
   4    refused: the sandbox is running, verify failed or is stale, or unlanded work would be lost
-  124  wait: the timeout passed
+       fleet land: the queue stopped at a running sandbox or a failed verify of the merged tree
+  124  wait, fleet wait: the timeout passed
   start (attached) and wait exit with the agent's own exit code.`
 
 // CLI is the command line of git sandbox.
