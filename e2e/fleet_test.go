@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -288,5 +289,75 @@ prompt = "add c"
 	}
 	if r := e.Sandbox("fleet", "land", "--continue"); r.Code == 0 {
 		t.Errorf("--continue with nothing stopped: %s", r)
+	}
+}
+
+// The runner is its own process: killed, it leaves the fleet as it was
+// (fleet wait says so), fleet resume starts a new one, and fleet stop
+// cancels the queued tasks and stops the running agent, keeping its work.
+func TestFleetRunnerKilledResumedAndStopped(t *testing.T) {
+	e := NewEnv(t)
+	e.fleetConfig()
+	tasks := e.writeTasks("slow.toml", `max_parallel = 1
+
+[[task]]
+branch = "s1"
+command = ["sh", "-c", "echo kept > kept.txt; sleep 300"]
+
+[[task]]
+branch = "s2"
+command = ["true"]
+
+[[task]]
+branch = "s3"
+command = ["true"]
+`)
+	e.MustSandbox("fleet", "start", tasks)
+	Eventually(t, time.Minute, "s1 to run", func() bool { return e.runningAgents(t) == 1 })
+	state := filepath.Join(e.State, e.RepoID(), ".fleet", "slow", "fleet.json")
+	var st struct {
+		RunnerPID int `json:"runner_pid"`
+	}
+	must(t, json.Unmarshal([]byte(readFile(state)), &st))
+	if st.RunnerPID <= 0 {
+		t.Fatalf("no runner pid in %s", state)
+	}
+	must(t, syscall.Kill(st.RunnerPID, syscall.SIGKILL))
+	Eventually(t, 10*time.Second, "the runner to be gone", func() bool { return !e.fleetPs(t)[0].Runner })
+	r := e.Sandbox("fleet", "wait", "slow", "--timeout", "30s")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "ended with tasks still queued") || !strings.Contains(r.Stderr, "git sandbox fleet resume slow") {
+		t.Errorf("fleet wait after the runner was killed: %s", r)
+	}
+	e.MustSandbox("fleet", "resume")
+	if rep := e.fleetPs(t)[0]; !rep.Runner {
+		t.Errorf("no runner after fleet resume: %+v", rep)
+	}
+	if r := e.Sandbox("fleet", "wait", "--timeout", "2s"); r.Code != 124 {
+		t.Errorf("fleet wait --timeout with s1 running: want exit 124, got %s", r)
+	}
+	r = e.MustSandbox("fleet", "stop")
+	if !strings.Contains(r.Stderr, "stopped s1") {
+		t.Errorf("fleet stop does not name s1:\n%s", r.Stderr)
+	}
+	Eventually(t, 30*time.Second, "the runner to end", func() bool { return !e.fleetPs(t)[0].Runner })
+	states := map[string]string{}
+	for _, task := range e.fleetPs(t)[0].Tasks {
+		states[task.Branch] = task.Status
+	}
+	if states["s1"] != "stopped" || states["s2"] != "cancelled" || states["s3"] != "cancelled" {
+		t.Errorf("after fleet stop: %v", states)
+	}
+	if e.runningAgents(t) != 0 {
+		t.Error("an agent still runs after fleet stop")
+	}
+	if got := readFile(filepath.Join(e.Worktree("s1"), "kept.txt")); got != "kept\n" {
+		t.Errorf("s1's work: %q", got)
+	}
+	if r := e.Sandbox("fleet", "rm"); r.Code != 4 || !strings.Contains(r.Stderr, "the fleet is kept") {
+		t.Errorf("fleet rm of unlanded work without -f: %s", r)
+	}
+	e.MustSandbox("fleet", "rm", "-f")
+	if ps := e.Ps(); len(ps) != 0 {
+		t.Errorf("sandboxes left: %+v", ps)
 	}
 }

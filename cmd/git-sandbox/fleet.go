@@ -18,12 +18,13 @@ import (
 
 // FleetCmd groups the fleet commands.
 type FleetCmd struct {
-	Start FleetStartCmd `cmd:"" help:"Start one sandbox per [[task]] of a tasks file, at most max_parallel at once."`
-	Ps    FleetPsCmd    `cmd:"" help:"List a fleet's tasks: queued, running, exited."`
-	Wait  FleetWaitCmd  `cmd:"" help:"Wait until no task of a fleet is queued or running."`
-	Stop  FleetStopCmd  `cmd:"" help:"Cancel a fleet's queued tasks and stop its running agents."`
-	Rm    FleetRmCmd    `cmd:"" help:"Remove a fleet and its sandboxes (their snapshots are kept)."`
-	Land  FleetLandCmd  `cmd:"" help:"Land finished sandboxes one after another, verifying each merged tree."`
+	Start  FleetStartCmd  `cmd:"" help:"Start one sandbox per [[task]] of a tasks file, at most max_parallel at once."`
+	Ps     FleetPsCmd     `cmd:"" help:"List a fleet's tasks: queued, running, exited."`
+	Wait   FleetWaitCmd   `cmd:"" help:"Wait until no task of a fleet is queued or running."`
+	Stop   FleetStopCmd   `cmd:"" help:"Cancel a fleet's queued tasks and stop its running agents."`
+	Resume FleetResumeCmd `cmd:"" help:"Start a new runner for a fleet whose runner ended with tasks queued."`
+	Rm     FleetRmCmd     `cmd:"" help:"Remove a fleet and its sandboxes (their snapshots are kept)."`
+	Land   FleetLandCmd   `cmd:"" help:"Land finished sandboxes one after another, verifying each merged tree."`
 }
 
 // Help is fleet's long help.
@@ -268,6 +269,31 @@ func (c *FleetStopCmd) Run(app *App) error {
 		return err
 	}
 	app.UI.Infof("fleet %s: queued tasks cancelled, %d agent(s) stopped; their work is kept", names[0], len(stopped))
+	return nil
+}
+
+// FleetResumeCmd is git sandbox fleet resume.
+type FleetResumeCmd struct {
+	Fleet string `arg:"" optional:"" help:"The fleet (default: the only one)."`
+}
+
+// Run starts a new runner.
+func (c *FleetResumeCmd) Run(app *App) error {
+	fl, env, err := app.fleets()
+	if err != nil {
+		return err
+	}
+	names, err := fleetNames(fl, c.Fleet, false)
+	if err != nil {
+		return err
+	}
+	if err := fl.Resume(names[0]); err != nil {
+		return err
+	}
+	if err := fleet.SpawnRunner(env, fl.Store, names[0]); err != nil {
+		return fmt.Errorf("start the fleet's runner: %w", err)
+	}
+	app.UI.Infof("fleet %s: a new runner starts its queued tasks", names[0])
 	return nil
 }
 

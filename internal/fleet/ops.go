@@ -110,7 +110,7 @@ func (f *Fleets) Wait(ctx context.Context, name string, timeout time.Duration) (
 			// The runner may have ended between the two reads.
 			if again, err := f.Store.Load(name); err == nil && stillQueued(again) && !f.Store.RunnerAlive(name) {
 				return rep, usererr.New("the runner of fleet %s ended with tasks still queued", name).
-					Hint("its log is %s; git sandbox fleet rm %s cleans up", f.Store.Log(name), name)
+					Hint("its log is %s; git sandbox fleet resume %s starts a new one", f.Store.Log(name), name)
 			}
 		}
 		if !deadline.IsZero() && time.Now().After(deadline) {
@@ -261,4 +261,35 @@ func (f *Fleets) LandOrder(name string) ([]string, error) {
 			Hint("git sandbox fleet ps %s shows its tasks", name)
 	}
 	return out, nil
+}
+
+// Resume prepares a fleet whose runner ended with tasks left (killed, or
+// the machine restarted) for a new runner: a task the dead runner was
+// starting is queued again, or counted as running when its sandbox was
+// made. The caller spawns the runner.
+func (f *Fleets) Resume(name string) error {
+	if f.Store.RunnerAlive(name) {
+		return usererr.New("the runner of fleet %s is running", name).
+			Hint("git sandbox fleet ps %s shows its tasks", name)
+	}
+	_, err := f.Store.Update(name, func(st *State) error {
+		if !stillQueued(st) {
+			return usererr.New("fleet %s has no queued tasks: there is nothing to resume", name).
+				Hint("git sandbox fleet ps %s shows its tasks", name)
+		}
+		st.RunnerPID = 0
+		for i := range st.Tasks {
+			t := &st.Tasks[i]
+			if t.Status != Starting {
+				continue
+			}
+			if f.SB.SandboxExists(t.Branch) {
+				t.Status = Running
+			} else {
+				t.Status = Queued
+			}
+		}
+		return nil
+	})
+	return err
 }
