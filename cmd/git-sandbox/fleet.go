@@ -76,13 +76,13 @@ func (c *FleetStartCmd) Run(app *App) error {
 		return err
 	}
 	f, err := fleet.Load(c.File, fl.SB)
+	if err == nil {
+		err = fl.SB.Resolve(app.Ctx, c.File, f)
+	}
 	if p, ok := errors.AsType[*fleet.Problems](err); ok {
 		return usererr.Wrap(p, "%s", p.Error()).Hint("fix the file (tasks.toml.example documents every key) and start it again")
 	}
 	if err != nil {
-		return err
-	}
-	if err := fl.SB.Resolve(app.Ctx, f); err != nil {
 		return usererr.Wrap(err, "%v", err).Hint("nothing was started")
 	}
 	n, fromFile := f.MaxParallel, f.MaxParallel > 0

@@ -84,22 +84,31 @@ func (s *Sandboxes) Allow(entry string) error {
 }
 
 // Resolve fills in what a task leaves to the moment it is given: the
-// base (the current branch now, not when the runner gets to the task).
-func (s *Sandboxes) Resolve(ctx context.Context, f *File) error {
+// base (the current branch now, not when the runner gets to the task)
+// and the agent (the config's now). path names the file in messages.
+func (s *Sandboxes) Resolve(ctx context.Context, path string, f *File) error {
 	cur, err := worktree.CurrentBranch(ctx, s.Env.Git())
 	if err != nil {
 		return err
 	}
+	probs := &Problems{Path: path}
 	for i := range f.Tasks {
-		if f.Tasks[i].Base != "" {
+		t := &f.Tasks[i]
+		if t.Agent == "" {
+			t.Agent = s.Env.Config.Agent
+			if t.Agent == "shell" {
+				probs.add(t.Line, "[[task]] %d: your config's agent is shell, which needs a command (command = [\"sh\", \"-c\", \"…\"])", i+1)
+			}
+		}
+		if t.Base != "" {
 			continue
 		}
 		if cur == "" {
 			return fmt.Errorf("HEAD is detached: give each task a base, or check out the branch the fleet starts from")
 		}
-		f.Tasks[i].Base = cur
+		t.Base = cur
 	}
-	return nil
+	return probs.err()
 }
 
 // Start implements the runner's Start: git sandbox start -d with the
