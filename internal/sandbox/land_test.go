@@ -317,3 +317,37 @@ func TestLandVerifyMergedJudgesTheMergedTree(t *testing.T) {
 		})
 	}
 }
+
+// A land elsewhere while the merged tree is verified makes another merged
+// tree: it is verified too before the base moves, and the commit holds
+// exactly the tree verified last.
+func TestLandVerifyMergedVerifiesAgainWhenTheBaseMoves(t *testing.T) {
+	te := newTestEnv(t)
+	te.env.Config.Verify = "make check"
+	sb := te.finished("t1")
+	first := true
+	runs := te.onVerify(0, func() {
+		if first {
+			first = false
+			te.write("other.txt", "landed meanwhile\n")
+			te.git("add", "other.txt")
+			te.git("commit", "-q", "-m", "meanwhile")
+		}
+	})
+	o := landOpts()
+	o.VerifyMerged = true
+	res, err := sb.Land(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *runs != 2 {
+		t.Errorf("verify ran %d times, want twice (the base moved during the first)", *runs)
+	}
+	landed := te.git("rev-parse", res.Commit.String()+"^{tree}")
+	if res.Verdict == nil || res.Verdict.Tree != landed {
+		t.Errorf("landed tree %s, last verified %+v", landed, res.Verdict)
+	}
+	if got := te.git("show", res.Commit.String()+":other.txt"); got != "landed meanwhile" {
+		t.Errorf("the land in between was lost: %q", got)
+	}
+}
