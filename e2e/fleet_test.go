@@ -115,6 +115,11 @@ sample:
 	if reps[0].Runner {
 		t.Error("the runner is still running after every task ended")
 	}
+	table := e.MustSandbox("fleet", "ps")
+	if !strings.Contains(table.Stdout, "FLEET") || !strings.Contains(table.Stdout, "f6") || strings.Count(table.Stdout, "exited (0)") != 6 ||
+		!strings.Contains(table.Stderr, "fleet tasks: max_parallel 2, runner ended") {
+		t.Errorf("fleet ps:\n%s", table)
+	}
 	for i := 1; i <= 6; i++ {
 		got := readFile(filepath.Join(e.Worktree(fmt.Sprintf("f%d", i)), fmt.Sprintf("out%d.txt", i)))
 		if got != fmt.Sprintf("%d\n", i) {
