@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -193,7 +192,10 @@ func (c *FleetPsCmd) Run(app *App) error {
 		if rep.Runner {
 			runner = "running"
 		}
-		app.UI.Infof("fleet %s: max_parallel %d, runner %s%s", rep.Name, rep.MaxParallel, runner, map[bool]string{true: ", stopping", false: ""}[rep.Stopping])
+		if rep.Stopping {
+			runner += ", stopping"
+		}
+		app.UI.Infof("fleet %s: max_parallel %d, runner %s", rep.Name, rep.MaxParallel, runner)
 	}
 	return nil
 }
@@ -374,8 +376,9 @@ func (c *FleetLandCmd) Run(app *App) error {
 			return err
 		}
 	}
-	fl.SB.Out = app.UI.Writer()
-	st, err := q.Run(context.WithoutCancel(app.Ctx), order, c.Continue)
+	// Interrupted, the land under way undoes itself and the queue keeps
+	// its place for --continue.
+	st, err := q.Run(app.Ctx, order, c.Continue)
 	if st != nil {
 		for _, l := range st.Landed[st.First:] {
 			if l.Commit == "" {
