@@ -130,6 +130,12 @@ func (s *Sandboxes) Land(ctx context.Context, branch string) (string, error) {
 		return "", err
 	}
 	res, err := sb.Land(ctx, sandbox.LandOptions{VerifyMerged: true, IO: s.io()})
+	if err != nil && res != nil && res.Commit != "" {
+		// Landed; only the clean-up after it failed. The queue goes on:
+		// the base holds the commit, and landing it again would not.
+		s.Env.UI.Warnf("%s landed as %s, but: %v", sb.Display(), res.Commit.Short(), err)
+		return res.Commit.String(), nil
+	}
 	if errors.Is(err, land.ErrMoved) {
 		return "", errors.Join(ErrMoved, err)
 	}
