@@ -43,7 +43,7 @@ func (a *App) fleets() (*fleet.Fleets, *sandbox.Env, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &fleet.Fleets{Store: fleet.NewStore(env.Layout.RepoDir()), SB: &fleet.Sandboxes{Env: env, Out: a.UI.Writer()}}, env, nil
+	return &fleet.Fleets{Store: fleet.NewStore(env.Layout.FleetDir()), SB: &fleet.Sandboxes{Env: env, Out: a.UI.Writer()}}, env, nil
 }
 
 // FleetStartCmd is git sandbox fleet start.

@@ -62,15 +62,13 @@ func (s *State) Counts() map[string]int {
 }
 
 // Store is where a repository's fleets are kept: one directory per fleet
-// under <state>/<repo-id>/.fleet (no branch escapes to a name that starts
-// with a dot, so no sandbox's directory can be it).
+// under Dir (worktree.Layout.FleetDir), and the landing queue's file.
 type Store struct {
 	Dir string
 }
 
-// NewStore returns the store of the repository whose state directory is
-// repoDir.
-func NewStore(repoDir string) *Store { return &Store{Dir: filepath.Join(repoDir, ".fleet")} }
+// NewStore returns the store kept in dir.
+func NewStore(dir string) *Store { return &Store{Dir: dir} }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
