@@ -366,3 +366,33 @@ command = ["true"]
 		t.Errorf("sandboxes left: %+v", ps)
 	}
 }
+
+// The queue stops at a conflict too (exit 3), in the order given, leaving
+// the conflicting sandbox as it was.
+func TestFleetLandStopsAtAConflict(t *testing.T) {
+	e := NewEnv(t)
+	e.fleetConfig()
+	tasks := e.writeTasks("pair.toml", `[[task]]
+branch = "c1"
+command = ["sh", "-c", "echo one > README.md"]
+
+[[task]]
+branch = "c2"
+command = ["sh", "-c", "echo two > README.md"]
+`)
+	r := e.MustSandbox("fleet", "start", tasks)
+	if !strings.Contains(r.Stderr, "from free memory and the memory limit") {
+		t.Errorf("the default max_parallel is not explained:\n%s", r.Stderr)
+	}
+	e.MustSandbox("fleet", "wait", "--timeout", "4m")
+	r = e.Sandbox("fleet", "land", "c2", "c1")
+	if r.Code != 3 || !strings.Contains(r.Stderr, "landed c2 as") || !strings.Contains(r.Stderr, "stopped at c1; not landed: c1") || !strings.Contains(r.Stderr, "conflicts with the base branch in 1 path(s): README.md") {
+		t.Fatalf("fleet land c2 c1: want c2 landed and a conflict at c1 (exit 3), got %s", r)
+	}
+	if got := e.Git("show", "main:README.md"); got != "two" {
+		t.Errorf("main:README.md = %q", got)
+	}
+	if got := readFile(filepath.Join(e.Worktree("c1"), "README.md")); got != "one\n" {
+		t.Errorf("c1 was touched: %q", got)
+	}
+}
