@@ -144,6 +144,14 @@ func parse(path string, data []byte) (*File, *Problems) {
 	for i := range f.Tasks {
 		checkTask(probs, loc, i, &f.Tasks[i], seen)
 	}
+	// git cannot hold both a and a/b as branches.
+	for _, a := range f.Tasks {
+		for _, b := range f.Tasks {
+			if a.Branch != "" && strings.HasPrefix(b.Branch, a.Branch+"/") {
+				probs.add(b.Line, "branch %s cannot exist beside branch %s (task at line %d)", termsafe.String(b.Branch), termsafe.String(a.Branch), a.Line)
+			}
+		}
+	}
 	return &f, probs
 }
 

@@ -89,6 +89,13 @@ limits = { cpus = 0.001, pids = 2 }
 	}
 }
 
+func TestParseRefusesBranchesGitCannotHoldTogether(t *testing.T) {
+	_, err := Parse("t.toml", []byte("[[task]]\nbranch = \"a\"\ncommand = [\"true\"]\n[[task]]\nbranch = \"a/b\"\ncommand = [\"true\"]\n"))
+	if err == nil || !strings.Contains(err.Error(), "t.toml:4: branch a/b cannot exist beside branch a (task at line 1)") {
+		t.Errorf("err = %v", err)
+	}
+}
+
 func TestParseSyntaxAndDuplicateKeysNameTheLine(t *testing.T) {
 	_, err := Parse("t.toml", []byte("[[task]]\nbranch = \"a\"\nbranch = \"b\"\n"))
 	if err == nil || !strings.Contains(err.Error(), "t.toml:3:") {
