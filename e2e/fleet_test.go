@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fleetConfig is the test user's config for fleets: no network, so no
@@ -326,6 +328,11 @@ command = ["true"]
 	must(t, json.Unmarshal([]byte(readFile(state)), &st))
 	if st.RunnerPID <= 0 {
 		t.Fatalf("no runner pid in %s", state)
+	}
+	// The runner leads a session of its own: the terminal that started
+	// the fleet closing (SIGHUP to its session) does not reach it.
+	if sid, err := unix.Getsid(st.RunnerPID); err != nil || sid != st.RunnerPID {
+		t.Errorf("the runner %d is in session %d (%v), want a session of its own", st.RunnerPID, sid, err)
 	}
 	must(t, syscall.Kill(st.RunnerPID, syscall.SIGKILL))
 	Eventually(t, 10*time.Second, "the runner to be gone", func() bool { return !e.fleetPs(t)[0].Runner })
