@@ -6,13 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // fleetConfig is the test user's config for fleets: no network, so no
@@ -331,8 +330,8 @@ command = ["true"]
 	}
 	// The runner leads a session of its own: the terminal that started
 	// the fleet closing (SIGHUP to its session) does not reach it.
-	if sid, err := unix.Getsid(st.RunnerPID); err != nil || sid != st.RunnerPID {
-		t.Errorf("the runner %d is in session %d (%v), want a session of its own", st.RunnerPID, sid, err)
+	if sid := sessionOf(t, st.RunnerPID); sid != st.RunnerPID {
+		t.Errorf("the runner %d is in session %d, want a session of its own", st.RunnerPID, sid)
 	}
 	must(t, syscall.Kill(st.RunnerPID, syscall.SIGKILL))
 	Eventually(t, 10*time.Second, "the runner to be gone", func() bool { return !e.fleetPs(t)[0].Runner })
@@ -402,4 +401,18 @@ command = ["sh", "-c", "echo two > README.md"]
 	if got := readFile(filepath.Join(e.Worktree("c1"), "README.md")); got != "one\n" {
 		t.Errorf("c1 was touched: %q", got)
 	}
+}
+
+// sessionOf reads a process's session id from /proc/PID/stat (the sixth
+// field; the second, the command name, may hold spaces but ends at ')').
+func sessionOf(t *testing.T, pid int) int {
+	t.Helper()
+	stat := readFile(fmt.Sprintf("/proc/%d/stat", pid))
+	fields := strings.Fields(stat[strings.LastIndex(stat, ")")+1:])
+	if len(fields) < 4 {
+		t.Fatalf("/proc/%d/stat = %q", pid, stat)
+	}
+	sid, err := strconv.Atoi(fields[3])
+	must(t, err)
+	return sid
 }
