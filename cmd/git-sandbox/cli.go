@@ -58,7 +58,7 @@ type CLI struct {
 	Diff   DiffCmd   `cmd:"" help:"Show exactly what land would apply, with review flags."`
 	Land   LandCmd   `cmd:"" help:"Land the sandbox's work as one commit on its base branch."`
 	Update UpdateCmd `cmd:"" help:"Bring the base branch's new commits into a sandbox (3-way merge)."`
-	Fleet  FleetCmd  `cmd:"" help:"Many sandboxes from one tasks file: start, ps, wait, stop, rm, land."`
+	Fleet  FleetCmd  `cmd:"" help:"Many sandboxes from one tasks file: start, ps, wait, stop, resume, rm, land."`
 	Sync   SyncCmd   `cmd:"" help:"Bring the agent's commits back onto the sandbox branch."`
 	Verify VerifyCmd `cmd:"" help:"Run the verify command on the sandbox's work now."`
 	Rescue RescueCmd `cmd:"" help:"Snapshots: list, show, restore, snapshot, prune."`
