@@ -44,6 +44,10 @@ func (l Layout) RepoDir() string { return filepath.Join(l.Root, l.RepoID) }
 // component that starts with a dot).
 func (l Layout) Trash() string { return filepath.Join(l.RepoDir(), ".trash") }
 
+// FleetDir holds the repository's fleets and its landing queue (a dot
+// name, like Trash, so no sandbox's directory can be it).
+func (l Layout) FleetDir() string { return filepath.Join(l.RepoDir(), ".fleet") }
+
 // Dir is one sandbox's state directory. The branch is escaped into a single
 // path element ('%' → %25, '/' → %2F), so a sandbox is one directory entry
 // and listing the repository's sandboxes is one ReadDir.

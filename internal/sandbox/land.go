@@ -131,6 +131,11 @@ type LandOptions struct {
 	// NoVerify skips the user's pre-commit and commit-msg hooks (as git
 	// commit --no-verify does); the commit records it in a trailer.
 	NoVerify bool
+	// VerifyMerged runs verify on the merged tree — exactly the tree the
+	// base will hold — instead of applying the verdict rules to the
+	// sandbox's own final tree (the landing queue's mode). A failure
+	// refuses whatever Force says.
+	VerifyMerged bool
 	// Verify runs the verify command when land has to (stdout/stderr of
 	// the caller receive its output).
 	IO IO
@@ -250,6 +255,24 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	if plan.Empty {
 		return res, nil
 	}
+	if o.VerifyMerged {
+		verdict, ran, next, err := s.verifyMerged(ctx, plan, prepare, o)
+		res.Verdict, res.VerifyRan = verdict, ran
+		if err != nil {
+			return res, err
+		}
+		res.Plan, plan = next, next
+		if !o.NoVerify {
+			res.Hooks = hookNames
+		}
+		if plan.Empty || o.DryRun {
+			return res, nil
+		}
+		if err := s.landHooks(ctx, res, plan, hooksDir, final, skipped, o); err != nil {
+			return nil, err
+		}
+		return s.apply(ctx, res, plan, final, o)
+	}
 	verdict, ran, err := s.verifyForLand(ctx, final, o)
 	if err != nil {
 		return nil, err
@@ -278,20 +301,34 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	if o.DryRun {
 		return res, nil
 	}
-	if len(res.Hooks) > 0 {
-		// Last, on exactly the tree and message that land: git commit runs
-		// them on what it commits. The base moving meanwhile is caught by
-		// Apply's compare-and-swap.
-		hooked, err := s.runCommitHooks(ctx, plan, hooksDir, res.Hooks, o.IO)
-		if err != nil {
-			return nil, err
-		}
-		if hooked != plan.Message {
-			if plan.Message, err = withOwnTrailers(ctx, s, hooked, s.landTrailers(final.ID, res.Forced, skipped)); err != nil {
-				return nil, err
-			}
+	if err := s.landHooks(ctx, res, plan, hooksDir, final, skipped, o); err != nil {
+		return nil, err
+	}
+	return s.apply(ctx, res, plan, final, o)
+}
+
+// landHooks runs the user's commit hooks (res.Hooks) last, on exactly the
+// tree and message that land: git commit runs them on what it commits. The
+// base moving meanwhile is caught by Apply's compare-and-swap.
+func (s *Sandbox) landHooks(ctx context.Context, res *LandResult, plan *land.Plan, hooksDir string, final *rescue.Taken, skipped []string, o LandOptions) error {
+	if len(res.Hooks) == 0 {
+		return nil
+	}
+	hooked, err := s.runCommitHooks(ctx, plan, hooksDir, res.Hooks, o.IO)
+	if err != nil {
+		return err
+	}
+	if hooked != plan.Message {
+		if plan.Message, err = withOwnTrailers(ctx, s, hooked, s.landTrailers(final.ID, res.Forced, skipped)); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// apply moves the base to the planned commit and cleans up (or, with
+// Keep, moves the baseline).
+func (s *Sandbox) apply(ctx context.Context, res *LandResult, plan *land.Plan, final *rescue.Taken, o LandOptions) (*LandResult, error) {
 	commit, err := land.Apply(ctx, s.env.Git(), plan, "git sandbox land "+s.Branch)
 	if err != nil {
 		return nil, err
@@ -322,6 +359,59 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	}
 	res.Cleaned = true
 	return res, nil
+}
+
+// mergedVerifyRounds bounds how often verifyMerged verifies again because
+// the base moved while it verified.
+const mergedVerifyRounds = 3
+
+// verifyMerged runs verify on the plan's merged tree (a verdict recorded
+// for that tree is reused: verdicts are keyed by tree, whoever made it),
+// then plans again; when the base moved meanwhile, the new merged tree is
+// verified too. It returns the plan to apply.
+func (s *Sandbox) verifyMerged(ctx context.Context, plan *land.Plan, prepare func() (*land.Plan, error), o LandOptions) (*record.Verdict, bool, *land.Plan, error) {
+	if s.Verify == "" || o.DryRun {
+		return nil, false, plan, nil
+	}
+	ran := false
+	for range mergedVerifyRounds {
+		v, did, err := s.verifyTree(ctx, plan.Tree.String(), o.IO)
+		ran = ran || did
+		if err != nil {
+			return nil, ran, nil, err
+		}
+		onto := termsafe.String(strings.TrimPrefix(plan.Ref, "refs/heads/"))
+		if !v.OK {
+			return v, ran, nil, usererr.New("verify failed (exit code %d) on the merged tree %s: %s's work on %s as it is now (%s); nothing was landed", v.ExitCode, shortID(plan.Tree.String()), s.Display(), onto, plan.Tip.Short()).
+				Hint("bring the base in with git sandbox update %s, fix the work there (git sandbox exec %s, or a follow-up task), then land again", s.Display(), s.Display()).
+				WithCode(usererr.ExitRefused)
+		}
+		next, err := prepare()
+		if err != nil {
+			return v, ran, nil, err
+		}
+		if next.Empty || next.Tree == plan.Tree {
+			return v, ran, next, nil
+		}
+		plan = next
+	}
+	return nil, ran, nil, usererr.New("the base of %s kept moving while its merged tree was verified; nothing was landed", s.Display()).
+		Hint("land again")
+}
+
+// verifyTree returns the verdict for tree, running verify when none is
+// recorded.
+func (s *Sandbox) verifyTree(ctx context.Context, tree string, io IO) (*record.Verdict, bool, error) {
+	unlock, err := s.lockVerify()
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
+	if v, ok := s.Verdicts[tree]; ok {
+		return &v, false, nil
+	}
+	v, err := s.runVerifyLocked(ctx, &rescue.Taken{Snapshot: rescue.Snapshot{Tree: tree}}, io)
+	return v, err == nil, err
 }
 
 // verifyForLand applies the verify rules: no verify configured, nothing to
