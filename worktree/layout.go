@@ -115,6 +115,14 @@ func (l Layout) ProxyDir(branch string) string {
 	return filepath.Join(l.Dir(branch), "proxy")
 }
 
+// TrustDir holds the certificates the agent's container trusts when the
+// sandbox has secrets: the sandbox CA's certificate (never its key, which
+// stays in ProxyDir) and a bundle of this machine's roots plus that CA.
+// Mounted read-only into the agent's container.
+func (l Layout) TrustDir(branch string) string {
+	return filepath.Join(l.Dir(branch), "trust")
+}
+
 // NetLogDir holds the egress decision log, mounted read-write into the
 // proxy's container only; NetLog is the log itself (JSON lines).
 func (l Layout) NetLogDir(branch string) string {

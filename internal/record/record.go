@@ -83,6 +83,19 @@ type Egress struct {
 	InternalNetwork string `json:"internal_network"`
 	EgressNetwork   string `json:"egress_network"`
 	Proxy           string `json:"proxy"`
+	// Secrets are the credentials given to the agent as placeholders: the
+	// placeholder stays the same on every resume (the container's
+	// environment holds it), the hosts are those of the start, and the
+	// value is read again from the user's config each time the proxy is
+	// made. No value is ever recorded.
+	Secrets []Secret `json:"secrets,omitempty"`
+}
+
+// Secret is a credential of the sandbox, without its value.
+type Secret struct {
+	Name        string   `json:"name"`
+	Hosts       []string `json:"hosts"`
+	Placeholder string   `json:"placeholder"`
 }
 
 // Network is the network mode the sandbox's container was created with

@@ -130,7 +130,7 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 	default:
 		e.UI.Infof("resuming %s", sb.Display())
 	}
-	if err := e.restartProxy(ctx, d, sb); err != nil {
+	if err := e.restartProxy(ctx, d, sb, o.IO); err != nil {
 		return nil, err
 	}
 	code, err := e.run(ctx, d, sb, o.Detach, o.IO)

@@ -289,6 +289,7 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		rec.Egress = &record.Egress{
 			Allow: eg.Allow, Remove: eg.Remove,
 			InternalNetwork: eg.InternalNetwork, EgressNetwork: eg.EgressNetwork, Proxy: eg.Proxy.Name,
+			Secrets: recordSecrets(eg.secrets),
 		}
 	}
 	if p.Base != "" {
@@ -342,6 +343,11 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		spec.Mounts[i].Source = src
 	}
 	if p.Egress != nil {
+		if len(p.Egress.secrets) > 0 {
+			if err := writeTrust(p.Egress.configDir, l.TrustDir(p.Branch), p.Egress.secrets); err != nil {
+				return nil, err
+			}
+		}
 		if err := e.createEgress(ctx, d, p.Branch, p.Egress, &u); err != nil {
 			return nil, err
 		}
