@@ -61,11 +61,19 @@ func networkWithSuffix(t *testing.T, names []string, suffix string) string {
 // names and returns its container's name and its address there.
 func startUpstream(t *testing.T, network string, aliases ...string) (string, string) {
 	t.Helper()
+	return startUpstreamWith(t, network, nil, aliases...)
+}
+
+// startUpstreamWith is startUpstream with more docker run arguments (a
+// TLS certificate, say).
+func startUpstreamWith(t *testing.T, network string, extra []string, aliases ...string) (string, string) {
+	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	name := "git-sandbox-e2e-upstream-" + hex.EncodeToString(b)
 	args := []string{"run", "-d", "--name", name, "--network", network, "--user", "65534:65534",
 		"-e", "UPSTREAM_NAME=" + aliases[0], "-v", filepath.Join(binDir, "test-upstream") + ":/upstream:ro"}
+	args = append(args, extra...)
 	for _, a := range aliases {
 		args = append(args, "--network-alias", a)
 	}
