@@ -113,7 +113,9 @@ func TestSecretsWiring(t *testing.T) {
 	if err != nil || len(pc.Secrets) != 1 || pc.Secrets[0].Value != testSecretValue || pc.Secrets[0].Placeholder != ph || pc.CAKey == "" {
 		t.Fatalf("proxy config secrets = %+v, %v", pc, err)
 	}
-	if !slices.ContainsFunc(pc.Allow, func(r egress.Rule) bool { return r.Entry == "api.secret.test" && r.Source == egress.SecretSource("API_KEY") }) {
+	if !slices.ContainsFunc(pc.Allow, func(r egress.Rule) bool {
+		return r.Entry == "api.secret.test" && r.Source == egress.SecretSource("API_KEY")
+	}) {
 		t.Errorf("secret host not allowed: %+v", pc.Allow)
 	}
 	proxies := te.role("t1", container.RoleProxy)
