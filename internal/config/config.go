@@ -114,7 +114,17 @@ type Config struct {
 	// Budget bounds the host memory and disk spent on what an agent hands
 	// back.
 	Budget Budget `toml:"budget"`
+	// AgentHome says where an agent's login persists: AgentHomePerAgent
+	// (one login per agent, shared by every repository) or
+	// AgentHomePerRepo (one per agent and repository). User config only.
+	AgentHome string `toml:"agent_home"`
 }
+
+// Values of agent_home.
+const (
+	AgentHomePerAgent = "per-agent"
+	AgentHomePerRepo  = "per-repo"
+)
 
 // Budget bounds what git sandbox spends on the host for an agent's work.
 // Each is a size such as "2g"; "0" means no bound.
@@ -240,7 +250,8 @@ func Defaults() Config {
 			Pids:   4096,
 		},
 		Rescue: Rescue{Interval: Duration{2 * time.Minute}, MaxFileSize: "50m"},
-		Budget: Budget{SyncObject: "100m", Sync: "2g", Export: "2g"},
+		Budget:    Budget{SyncObject: "100m", Sync: "2g", Export: "2g"},
+		AgentHome: AgentHomePerAgent,
 	}
 }
 
@@ -368,6 +379,7 @@ var repoRefused = map[string]string{
 	"verify_allow":       "network access for verify",
 	"secret":             "credentials (a secret and the hosts it may go to are yours to name)",
 	"upstream_ca":        "certificate authorities the egress proxy trusts",
+	"agent_home":         "where agent logins are kept",
 	"mount":              "mounts of host paths",
 	"env":                "passing host environment variables",
 	"runtime":            "choosing the container runtime",
@@ -496,6 +508,9 @@ func (l *Loaded) validate(file string) error {
 		if _, err := egress.ParseEntry(entry, egress.FromRepository); err != nil {
 			return usererr.Wrap(err, "%s: deny: %v", where, err).Hint("entries look like api.example.com, *.example.com, example.com:8443 or 192.0.2.7")
 		}
+	}
+	if l.AgentHome != AgentHomePerAgent && l.AgentHome != AgentHomePerRepo {
+		return usererr.New("%s: agent_home = %q: must be %q or %q", where, l.AgentHome, AgentHomePerAgent, AgentHomePerRepo)
 	}
 	if err := checkSecrets(where, l.Secrets); err != nil {
 		return err

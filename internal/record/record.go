@@ -53,6 +53,9 @@ type Record struct {
 	Verify  string   `json:"verify,omitempty"`
 	Setup   string   `json:"setup,omitempty"`
 	Carried bool     `json:"carried,omitempty"`
+	// LoginStore is where the agent's login is copied from before it runs
+	// and back to after ("" for sandboxes that mount the old shared home).
+	LoginStore string `json:"login_store,omitempty"`
 	// Egress is the allowlist mode's policy and what enforces it.
 	Egress *Egress `json:"egress,omitempty"`
 	// Stopped is set by git sandbox stop and cleared when it runs again.

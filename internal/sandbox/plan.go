@@ -170,7 +170,7 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 		{in.PrivateGitDir, in.PrivateGitDir, false, "the agent's own repository (alternates to the host object store)", false, false},
 		{in.HostObjects, in.HostObjects, true, "the host object store, read-only", false, false},
 		{in.HostHooks, in.HostHooks, true, "the user's hooks, read-only, used as the agent repository's hooks path", true, false},
-		{in.AgentHome, container.Home, false, "the agent's home: login and settings persist across sandboxes", false, false},
+		{in.AgentHome, container.Home, false, "the sandbox's own home, new for this sandbox (only the agent's login is copied in)", false, false},
 	}
 	if in.TrustDir != "" {
 		mounts = append(mounts,
@@ -376,7 +376,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		PrivateGitDir: l.PrivateGitDir(o.Branch),
 		HostObjects:   e.Repo.ObjectsDir(),
 		HostHooks:     hooksDir,
-		AgentHome:     l.AgentHome(adapter.Name()),
+		AgentHome:     l.Home(o.Branch),
 		ExtraMounts:   e.Config.Mounts,
 		Caches:        cacheTargets(e.Config.Caches),
 		Ports:         ports,
