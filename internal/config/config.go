@@ -249,7 +249,7 @@ func Defaults() Config {
 			CPUs:   float64(runtime.NumCPU()),
 			Pids:   4096,
 		},
-		Rescue: Rescue{Interval: Duration{2 * time.Minute}, MaxFileSize: "50m"},
+		Rescue:    Rescue{Interval: Duration{2 * time.Minute}, MaxFileSize: "50m"},
 		Budget:    Budget{SyncObject: "100m", Sync: "2g", Export: "2g"},
 		AgentHome: AgentHomePerAgent,
 	}
