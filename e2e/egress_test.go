@@ -396,3 +396,31 @@ printf 'GET http://api.allowed.test/ HTTP/1.1\r\nHost: api.allowed.test\r\nConne
 	}
 	_ = exec.Command("docker", "rm", "-f", upstream).Run()
 }
+
+// TestDeniedCLIHostHint: when the agent's own CLI is denied a host of its
+// domain, the attached start prints a hint naming --allow, and net does
+// too; a host of no agent's gets the generic hint only.
+func TestDeniedCLIHostHint(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	img := fakeClaudeImage(t)
+	r := e.MustSandbox("start", "hint", "--agent", "claude", "--image", img, "-p", `p=${http_proxy#http://}
+for h in telemetry.anthropic.com example.org; do
+exec 3<>/dev/tcp/${p%:*}/${p##*:}; printf 'GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' $h $h >&3; timeout 10 head -n 1 <&3; exec 3<&-
+done`)
+	if strings.Count(r.Stdout, " 403 ") != 2 {
+		t.Fatalf("requests not denied:\n%s", r)
+	}
+	for _, want := range []string{"warning: the claude CLI was denied telemetry.anthropic.com:80 (not in the allow list)", "hint: a new sandbox reaches it with git sandbox start NEW-BRANCH --allow telemetry.anthropic.com"} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("start's output lacks %q:\n%s", want, r)
+		}
+	}
+	if strings.Contains(r.Stderr, "denied example.org") {
+		t.Errorf("a host the CLI does not need got the hint:\n%s", r)
+	}
+	r = e.MustSandbox("net", "hint")
+	if !strings.Contains(r.Stderr, "--allow telemetry.anthropic.com") {
+		t.Errorf("net lacks the hint:\n%s", r)
+	}
+}

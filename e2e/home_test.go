@@ -11,7 +11,7 @@ import (
 )
 
 // fakeClaudeImage builds an image of the test image plus a "claude" that
-// runs its -p prompt as a shell command, labelled as having the claude
+// runs its -p prompt as a bash command, labelled as having the claude
 // CLI: the claude adapter (and its login paths) without the real CLI.
 func fakeClaudeImage(t *testing.T) string {
 	t.Helper()
@@ -20,9 +20,9 @@ func fakeClaudeImage(t *testing.T) string {
 	tag := ownImage("git-sandbox-e2e-fakeclaude:" + hex.EncodeToString(b))
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "claude"), []byte(`#!/bin/sh
-# A stand-in for Claude Code in tests: runs the -p prompt with sh.
+# A stand-in for Claude Code in tests: runs the -p prompt with bash.
 while [ $# -gt 0 ]; do
-	if [ "$1" = "-p" ]; then exec /bin/sh -c "$2"; fi
+	if [ "$1" = "-p" ]; then exec /bin/bash -c "$2"; fi
 	shift
 done
 echo "fake claude: no -p" >&2; exit 2

@@ -502,3 +502,61 @@ func (s *Sandbox) removeNetworks(ctx context.Context, d Engine) error {
 
 // NetLog is the sandbox's egress decision log on the host.
 func (s *Sandbox) NetLog() string { return s.env.Layout.NetLog(s.Branch) }
+
+// CLIDenial is a host the sandbox's agent CLI needs (agent.NeedsHost) that
+// its proxy denied.
+type CLIDenial struct {
+	Agent  string
+	Host   string
+	Port   uint16
+	Reason string
+	// Entry is what --allow would take: the host, with the port when it
+	// is not the default one.
+	Entry string
+}
+
+// CLIDenials reads the sandbox's decision log for denials of hosts its
+// agent's CLI needs: the agent is likely stuck on them.
+func (s *Sandbox) CLIDenials() []CLIDenial {
+	if s.Egress == nil {
+		return nil
+	}
+	a, err := agent.Get(s.Agent)
+	if err != nil {
+		return nil
+	}
+	sum, err := egress.SummarizeFile(s.NetLog())
+	if err != nil {
+		return nil
+	}
+	var out []CLIDenial
+	for _, h := range sum.Hosts {
+		if h.Denied == 0 || !agent.NeedsHost(a, h.Host) {
+			continue
+		}
+		entry := h.Host
+		if h.Port != 0 && h.Port != 443 && h.Port != 80 {
+			entry = net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port)))
+		}
+		out = append(out, CLIDenial{Agent: a.Name(), Host: h.Host, Port: h.Port, Reason: h.Reason, Entry: entry})
+	}
+	return out
+}
+
+// HintCLIDenials prints, for each host the agent's CLI needs and was
+// denied, a warning and a hint naming --allow (or, for a host a deny list
+// removed, that deny).
+func HintCLIDenials(u interface {
+	Warnf(string, ...any)
+	Hintf(string, ...any)
+}, denials []CLIDenial) {
+	for _, d := range denials {
+		host := termsafe.String(d.Host)
+		u.Warnf("the %s CLI was denied %s:%d (%s)", d.Agent, host, d.Port, termsafe.String(d.Reason))
+		if strings.HasPrefix(d.Reason, "removed by") {
+			u.Hintf("a deny list removed it, which --allow does not undo: take it out of deny to let the %s CLI reach it", d.Agent)
+			continue
+		}
+		u.Hintf("a new sandbox reaches it with git sandbox start NEW-BRANCH --allow %s (or allow = [%q] in your config); this sandbox keeps the list it started with", termsafe.String(d.Entry), d.Entry)
+	}
+}

@@ -328,6 +328,7 @@ func (e *Env) run(ctx context.Context, d Engine, sb *Sandbox, detach bool, io IO
 	if err := sb.saveLogin(); err != nil {
 		e.UI.Warnf("%v", err)
 	}
+	HintCLIDenials(e.UI, sb.CLIDenials())
 	return res.Code, nil
 }
 
