@@ -46,7 +46,7 @@ func (e *Env) sandboxContainers(branch, role string) []string {
 	return strings.Fields(string(out))
 }
 
-func networkWithSuffix(t *testing.T, names []string, suffix string) string {
+func networkWithSuffix(t testing.TB, names []string, suffix string) string {
 	t.Helper()
 	for _, n := range names {
 		if strings.HasSuffix(n, suffix) {
@@ -59,14 +59,14 @@ func networkWithSuffix(t *testing.T, names []string, suffix string) string {
 
 // startUpstream runs the test upstream server on a network under the given
 // names and returns its container's name and its address there.
-func startUpstream(t *testing.T, network string, aliases ...string) (string, string) {
+func startUpstream(t testing.TB, network string, aliases ...string) (string, string) {
 	t.Helper()
 	return startUpstreamWith(t, network, nil, aliases...)
 }
 
 // startUpstreamWith is startUpstream with more docker run arguments (a
 // TLS certificate, say).
-func startUpstreamWith(t *testing.T, network string, extra []string, aliases ...string) (string, string) {
+func startUpstreamWith(t testing.TB, network string, extra []string, aliases ...string) (string, string) {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -85,7 +85,7 @@ func startUpstreamWith(t *testing.T, network string, extra []string, aliases ...
 	return name, containerIP(t, name, network)
 }
 
-func containerIP(t *testing.T, name, network string) string {
+func containerIP(t testing.TB, name, network string) string {
 	t.Helper()
 	out, err := exec.Command("docker", "inspect", "--format", "{{(index .NetworkSettings.Networks \""+network+"\").IPAddress}}", name).Output()
 	if err != nil || strings.TrimSpace(string(out)) == "" {
