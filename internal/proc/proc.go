@@ -1,9 +1,10 @@
 // Package proc owns the programs git sandbox starts that are neither git
 // (internal/gitcmd owns those) nor Docker (container): its own binary,
-// spawned as a sandbox's supervisor, the PATH look-up that tells
-// whether the pre-push hook can find that binary, the user's pager, the commands that print a secret's value, and
-// the clean filters (Git LFS) land runs as git add would. Nothing else in the tree
-// imports os/exec; a test in internal/lint keeps it so.
+// spawned as a sandbox's supervisor, the PATH look-up that tells whether
+// the pre-push hook can find that binary, the user's pager, the commands
+// that print a secret's value, and the clean filters (Git LFS) land runs
+// as git add would. Nothing else in the tree imports os/exec; a test in
+// internal/lint keeps it so.
 package proc
 
 import (
