@@ -149,9 +149,9 @@ type Secret struct {
 	// Hosts are the allow-list entries the value may be sent to (names,
 	// not addresses; port 443 unless one is given).
 	Hosts       []string `toml:"hosts"`
-	FromEnv     string   `toml:"from_env"`
-	FromFile    string   `toml:"from_file"`
-	FromCommand string   `toml:"from_command"`
+	FromEnv     string   `toml:"from_env,omitempty"`
+	FromFile    string   `toml:"from_file,omitempty"`
+	FromCommand string   `toml:"from_command,omitempty"`
 }
 
 // Source describes where the secret's value comes from, for messages
