@@ -324,7 +324,7 @@ func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *Egress
 	}
 	if roots := hostRoots(); roots != nil {
 		// What proxyContainerEnv points the proxy at.
-		if err := writeFileAtomic(filepath.Join(p.configDir, proxyRoots), roots, 0o600); err != nil {
+		if err := egress.WriteFileAtomic(filepath.Join(p.configDir, proxyRoots), roots, 0o600); err != nil {
 			return fmt.Errorf("egress proxy: %w", err)
 		}
 	}
@@ -337,7 +337,7 @@ func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *Egress
 			if err != nil {
 				return usererr.Wrap(err, "upstream_ca: %v", err).Hint("fix upstream_ca in %s", config.UserPath())
 			}
-			if err := writeFileAtomic(filepath.Join(p.configDir, proxyUpstreamCA), b, 0o600); err != nil {
+			if err := egress.WriteFileAtomic(filepath.Join(p.configDir, proxyUpstreamCA), b, 0o600); err != nil {
 				return fmt.Errorf("egress proxy: %w", err)
 			}
 			cfg.UpstreamCA = proxyConfigDir + "/" + proxyUpstreamCA

@@ -14,6 +14,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/devcontainer"
+	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
@@ -175,7 +176,7 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 	if in.TrustDir != "" {
 		mounts = append(mounts,
 			m{in.TrustDir, trustDirIn, true, "the sandbox CA's certificate (never its key) and a bundle of this machine's roots plus it", false, false},
-			m{filepath.Join(in.TrustDir, trustBundleFile), systemBundle, true, "the same bundle over the system's", false, false})
+			m{filepath.Join(in.TrustDir, trustBundleFile), egress.SystemBundlePath, true, "the same bundle over the system's", false, false})
 	}
 	for _, alt := range alternates(in.HostObjects) {
 		mounts = append(mounts, m{alt, alt, true, "an alternate object store of the host repository, read-only", true, false})

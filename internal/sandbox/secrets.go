@@ -20,13 +20,12 @@ import (
 
 // Where the agent's container finds the certificates it trusts when the
 // sandbox has secrets. The bundle (this machine's roots plus the sandbox
-// CA) is also mounted over the system bundle path of Debian, Ubuntu and
-// Alpine, so tools that read only that (curl, apt) trust it too.
+// CA, egress.Bundle) is also mounted over egress.SystemBundlePath (Debian,
+// Ubuntu, Alpine), so tools that read only that trust it too.
 const (
 	trustDirIn      = "/etc/git-sandbox/trust"
 	trustBundleFile = "bundle.pem"
 	trustCAFile     = "ca.pem"
-	systemBundle    = "/etc/ssl/certs/ca-certificates.crt"
 )
 
 // Files in the proxy's configuration directory (mounted into the proxy's
@@ -42,29 +41,14 @@ const (
 // the value is not read for a dry run (a from_command would run).
 const placeholderPending = "<placeholder, made at start>"
 
-// hostRootFiles are where this machine keeps its certificate authorities
-// (the list crypto/x509 reads on Linux, plus macOS).
-var hostRootFiles = []string{
-	"/etc/ssl/certs/ca-certificates.crt",                // Debian, Ubuntu, Alpine, Arch
-	"/etc/pki/tls/certs/ca-bundle.crt",                  // Fedora, RHEL
-	"/etc/ssl/ca-bundle.pem",                            // openSUSE
-	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem", // CentOS
-	"/etc/ssl/cert.pem",                                 // macOS, Alpine
-}
-
 // hostRoots returns this machine's certificate authorities (PEM), or nil
 // when none is found where they usually are.
 func hostRoots() []byte {
-	files := hostRootFiles
-	if f := os.Getenv("SSL_CERT_FILE"); f != "" {
-		files = append([]string{f}, files...)
+	b, err := egress.SystemBundle()
+	if err != nil || !bytes.Contains(b, []byte("-----BEGIN CERTIFICATE-----")) {
+		return nil
 	}
-	for _, f := range files {
-		if b, err := os.ReadFile(f); err == nil && bytes.Contains(b, []byte("-----BEGIN CERTIFICATE-----")) {
-			return b
-		}
-	}
-	return nil
+	return b
 }
 
 // SecretPlan is a secret as a plan shows it: never the value.
@@ -167,19 +151,9 @@ func secretEnv(secrets []egress.Secret) []string {
 	return env
 }
 
-// trustEnv points the common TLS stacks at the trust bundle: OpenSSL
-// (SSL_CERT_FILE), curl, Python requests, git, and Node (which adds
-// NODE_EXTRA_CA_CERTS to its own roots).
-func trustEnv() []string {
-	bundle := trustDirIn + "/" + trustBundleFile
-	return []string{
-		"SSL_CERT_FILE=" + bundle,
-		"CURL_CA_BUNDLE=" + bundle,
-		"REQUESTS_CA_BUNDLE=" + bundle,
-		"GIT_SSL_CAINFO=" + bundle,
-		"NODE_EXTRA_CA_CERTS=" + trustDirIn + "/" + trustCAFile,
-	}
-}
+// trustEnv points the common TLS stacks (OpenSSL, curl, Python requests,
+// git, Node) at the trust bundle.
+func trustEnv() []string { return egress.CAEnv(trustDirIn + "/" + trustBundleFile) }
 
 // withoutNames drops the entries of env that set one of names.
 func withoutNames(env, names []string) []string {
@@ -224,10 +198,9 @@ func writeTrust(proxyDir, trustDir string, secrets []egress.Secret) error {
 	if err := os.Chmod(trustDir, 0o755); err != nil {
 		return fmt.Errorf("sandbox CA: %w", err)
 	}
-	roots := hostRoots()
-	bundle := append(append(append([]byte(nil), roots...), '\n'), ca.CertPEM...)
+	bundle := egress.Bundle(hostRoots(), ca.CertPEM)
 	for name, b := range map[string][]byte{trustCAFile: ca.CertPEM, trustBundleFile: bundle} {
-		if err := writeFileAtomic(filepath.Join(trustDir, name), b, 0o644); err != nil {
+		if err := egress.WriteFileAtomic(filepath.Join(trustDir, name), b, 0o644); err != nil {
 			return fmt.Errorf("sandbox CA: %w", err)
 		}
 	}
@@ -245,29 +218,6 @@ func caCovers(ca *egress.CA, secrets []egress.Secret) bool {
 		}
 	}
 	return true
-}
-
-// writeFileAtomic writes b to path through a temporary file and a rename:
-// a stopped container that has the old file mounted sees the new one when
-// it starts again, a running one keeps the old.
-func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // recordSecrets are the secrets as the record keeps them: no values.

@@ -72,13 +72,13 @@ func TestSecretsWiring(t *testing.T) {
 			t.Errorf("agent env holds the value: %s", kv)
 		}
 	}
-	for _, k := range []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO"} {
+	for _, k := range []string{"SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO", "CURL_CA_BUNDLE"} {
 		if _, ok := envValue(spec.Env, k); !ok {
 			t.Errorf("agent env has no %s", k)
 		}
 	}
 	trust := te.env.Layout.TrustDir("t1")
-	if !slices.ContainsFunc(spec.Mounts, func(m container.Mount) bool { return m.Target == systemBundle && m.ReadOnly }) ||
+	if !slices.ContainsFunc(spec.Mounts, func(m container.Mount) bool { return m.Target == egress.SystemBundlePath && m.ReadOnly }) ||
 		!slices.ContainsFunc(spec.Mounts, func(m container.Mount) bool { return m.Target == trustDirIn && m.Source == trust && m.ReadOnly }) {
 		t.Errorf("agent mounts: %+v", spec.Mounts)
 	}
