@@ -62,8 +62,8 @@ func (e *Env) runSetup(ctx context.Context, d Engine, sb *Sandbox, io IO, rebase
 		return fmt.Errorf("setup: %w", res.Err)
 	}
 	if res.Code != 0 && !rebaseline {
-		return usererr.New("setup failed with exit code %d in the new container of %s", res.Code, sb.Display()).
-			Hint("fix the setup command (in %s or your config) and start again", config.RepoFile)
+		return usererr.New("setup failed with exit code %d in the new container of %s; the agent did not run", res.Code, sb.Display()).
+			Hint("fix the setup command (in %s or your config), then give the task again: git sandbox start %s -p TASK (a new container runs setup first)", config.RepoFile, sb.Display())
 	}
 	if res.Code != 0 {
 		return usererr.New("setup failed with exit code %d; the sandbox was not created", res.Code).
