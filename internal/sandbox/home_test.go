@@ -2,13 +2,16 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"slices"
 	"syscall"
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/enginefake"
 )
 
 func writeFile(t *testing.T, p, content string) {
@@ -117,5 +120,40 @@ func TestCopyLoginRefusesWhatIsNotAFile(t *testing.T) {
 	// Missing is fine.
 	if err := copyLogin(src, dst, []string{"missing"}); err != nil {
 		t.Errorf("missing: %v", err)
+	}
+}
+
+// TestSetupNeverSeesTheLogin: the login is in the home when the agent
+// starts, and absent while setup runs, for a new sandbox and for a
+// follow-up's new container (whose setup has a start of its own).
+func TestSetupNeverSeesTheLogin(t *testing.T) {
+	te := newTestEnv(t)
+	te.fake.AddImage(te.env.Config.Image, "codex")
+	te.env.Config.Setup = "make deps"
+	writeFile(t, filepath.Join(te.env.Layout.Logins("codex", ""), ".codex", "auth.json"), "login")
+	login := filepath.Join(te.env.Layout.Home("t1"), ".codex", "auth.json")
+	var seen []string
+	te.fake.OnStart = func(c enginefake.Container) (int, bool) {
+		_, err := os.Stat(login)
+		setup := c.Starts == 1
+		seen = append(seen, fmt.Sprintf("setup=%v login=%v", setup, err == nil))
+		return 0, setup
+	}
+	o := detached("t1")
+	o.Agent, o.Args, o.Prompt = "codex", nil, "fix it"
+	if _, err := te.env.Start(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := te.find("t1").Stop(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	o = detached("t1")
+	o.Args, o.Prompt = nil, "and the tests"
+	if _, err := te.env.Start(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"setup=true login=false", "setup=false login=true", "setup=true login=false", "setup=false login=true"}
+	if !slices.Equal(seen, want) {
+		t.Errorf("starts = %q, want %q", seen, want)
 	}
 }
