@@ -555,6 +555,10 @@ func checkSecrets(where string, secrets []Secret) error {
 			return usererr.New("%s: name must be an environment variable name (letters, digits, _; not starting with a digit)", what).
 				Hint("[[secret]] name = \"ANTHROPIC_API_KEY\", hosts = [\"api.anthropic.com\"], from_env = \"ANTHROPIC_API_KEY\"")
 		}
+		if reservedSecretName(s.Name) {
+			return usererr.New("%s: git sandbox sets %s in the container itself", what, s.Name).
+				Hint("name the variable the agent's tool reads its key from, such as ANTHROPIC_API_KEY or GH_TOKEN")
+		}
 		if seen[s.Name] {
 			return usererr.New("%s is listed twice", what)
 		}
@@ -589,6 +593,17 @@ func checkSecrets(where string, secrets []Secret) error {
 		}
 	}
 	return nil
+}
+
+// reservedSecretName reports whether name is a variable git sandbox sets
+// in the agent's container (home, proxy, trust bundle, its own).
+func reservedSecretName(name string) bool {
+	switch strings.ToUpper(name) {
+	case "HOME", "USER", "LOGNAME", "PATH", "TERM", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+		"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS":
+		return true
+	}
+	return strings.HasPrefix(strings.ToUpper(name), "GIT_SANDBOX")
 }
 
 // ValidEnvName reports whether s is a portable environment variable name.

@@ -260,6 +260,7 @@ func TestSecrets(t *testing.T) {
 		{"address", "[[secret]]\nname = \"K\"\nhosts = [\"192.0.2.7\"]\nfrom_env = \"K\"\n", "is an address"},
 		{"bad name", "[[secret]]\nname = \"A-B\"\nhosts = [\"a.example\"]\nfrom_env = \"K\"\n", "environment variable name"},
 		{"twice", "[[secret]]\nname = \"K\"\nhosts = [\"a.example\"]\nfrom_env = \"K\"\n[[secret]]\nname = \"K\"\nhosts = [\"b.example\"]\nfrom_env = \"K\"\n", "twice"},
+		{"reserved", "[[secret]]\nname = \"https_proxy\"\nhosts = [\"a.example\"]\nfrom_env = \"K\"\n", "sets https_proxy"},
 		{"relative file", "[[secret]]\nname = \"K\"\nhosts = [\"a.example\"]\nfrom_file = \"key.txt\"\n", "absolute"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
