@@ -12,6 +12,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
@@ -78,7 +79,9 @@ func (c *NetCmd) Run(app *App) error {
 	}
 	table(app.Stdout, rows)
 	fmt.Fprintf(app.Stdout, "%d allowed, %d denied, %d leaks\n", s.Allowed, s.Denied, s.Leaks)
-	if s.Denied > 0 {
+	if d := sb.CLIDenials(); len(d) > 0 {
+		sandbox.HintCLIDenials(app.UI, d)
+	} else if s.Denied > 0 {
 		app.UI.Hintf("git sandbox start --allow HOST[:PORT] (or allow in your config) lets a needed host through")
 	}
 	return nil
