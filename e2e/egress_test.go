@@ -46,7 +46,7 @@ func (e *Env) sandboxContainers(branch, role string) []string {
 	return strings.Fields(string(out))
 }
 
-func networkWithSuffix(t *testing.T, names []string, suffix string) string {
+func networkWithSuffix(t testing.TB, names []string, suffix string) string {
 	t.Helper()
 	for _, n := range names {
 		if strings.HasSuffix(n, suffix) {
@@ -59,13 +59,21 @@ func networkWithSuffix(t *testing.T, names []string, suffix string) string {
 
 // startUpstream runs the test upstream server on a network under the given
 // names and returns its container's name and its address there.
-func startUpstream(t *testing.T, network string, aliases ...string) (string, string) {
+func startUpstream(t testing.TB, network string, aliases ...string) (string, string) {
+	t.Helper()
+	return startUpstreamWith(t, network, nil, aliases...)
+}
+
+// startUpstreamWith is startUpstream with more docker run arguments (a
+// TLS certificate, say).
+func startUpstreamWith(t testing.TB, network string, extra []string, aliases ...string) (string, string) {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	name := "git-sandbox-e2e-upstream-" + hex.EncodeToString(b)
 	args := []string{"run", "-d", "--name", name, "--network", network, "--user", "65534:65534",
 		"-e", "UPSTREAM_NAME=" + aliases[0], "-v", filepath.Join(binDir, "test-upstream") + ":/upstream:ro"}
+	args = append(args, extra...)
 	for _, a := range aliases {
 		args = append(args, "--network-alias", a)
 	}
@@ -77,7 +85,7 @@ func startUpstream(t *testing.T, network string, aliases ...string) (string, str
 	return name, containerIP(t, name, network)
 }
 
-func containerIP(t *testing.T, name, network string) string {
+func containerIP(t testing.TB, name, network string) string {
 	t.Helper()
 	out, err := exec.Command("docker", "inspect", "--format", "{{(index .NetworkSettings.Networks \""+network+"\").IPAddress}}", name).Output()
 	if err != nil || strings.TrimSpace(string(out)) == "" {
@@ -387,4 +395,32 @@ printf 'GET http://api.allowed.test/ HTTP/1.1\r\nHost: api.allowed.test\r\nConne
 		t.Errorf("the denial does not name the repository:\n%s", r.Stdout)
 	}
 	_ = exec.Command("docker", "rm", "-f", upstream).Run()
+}
+
+// TestDeniedCLIHostHint: when the agent's own CLI is denied a host of its
+// domain, the attached start prints a hint naming --allow, and net does
+// too; a host of no agent's gets the generic hint only.
+func TestDeniedCLIHostHint(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	img := fakeClaudeImage(t)
+	r := e.MustSandbox("start", "hint", "--agent", "claude", "--image", img, "-p", `p=${http_proxy#http://}
+for h in telemetry.anthropic.com example.org; do
+exec 3<>/dev/tcp/${p%:*}/${p##*:}; printf 'GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' $h $h >&3; timeout 10 head -n 1 <&3; exec 3<&-
+done`)
+	if strings.Count(r.Stdout, " 403 ") != 2 {
+		t.Fatalf("requests not denied:\n%s", r)
+	}
+	for _, want := range []string{"warning: the claude CLI was denied telemetry.anthropic.com:80 (not in the allow list)", "hint: a new sandbox reaches it with git sandbox start NEW-BRANCH --allow telemetry.anthropic.com"} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("start's output lacks %q:\n%s", want, r)
+		}
+	}
+	if strings.Contains(r.Stderr, "denied example.org") {
+		t.Errorf("a host the CLI does not need got the hint:\n%s", r)
+	}
+	r = e.MustSandbox("net", "hint")
+	if !strings.Contains(r.Stderr, "--allow telemetry.anthropic.com") {
+		t.Errorf("net lacks the hint:\n%s", r)
+	}
 }

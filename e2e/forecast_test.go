@@ -13,7 +13,7 @@ type forecastOf struct {
 	Conflicts *struct {
 		Base []string            `json:"base"`
 		With map[string][]string `json:"with"`
-	} `json:"conflicts"`
+	} `json:"forecast"`
 }
 
 func (e *Env) forecasts() map[string]forecastOf {

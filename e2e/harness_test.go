@@ -347,19 +347,20 @@ func (e *Env) WriteFile(rel, content string) {
 
 // PsEntry is one object of ps --json.
 type PsEntry struct {
-	Branch    string `json:"branch"`
-	State     string `json:"state"`
-	ExitCode  *int   `json:"exit_code"`
-	Agent     string `json:"agent"`
-	Base      string `json:"base"`
-	Worktree  string `json:"worktree"`
-	Baseline  string `json:"baseline"`
-	Container string `json:"container"`
-	Changes   int    `json:"changes"`
-	Network   string `json:"network"`
-	Denied    int    `json:"denied"`
-	TooLarge  int    `json:"too_large"`
-	Snapshot  string `json:"snapshot"`
+	Branch    string   `json:"branch"`
+	State     string   `json:"state"`
+	ExitCode  *int     `json:"exit_code"`
+	Agent     string   `json:"agent"`
+	Base      string   `json:"base"`
+	Worktree  string   `json:"worktree"`
+	Baseline  string   `json:"baseline"`
+	Container string   `json:"container"`
+	Changes   int      `json:"changes"`
+	Network   string   `json:"network"`
+	Denied    int      `json:"denied"`
+	TooLarge  int      `json:"too_large"`
+	Snapshot  string   `json:"snapshot"`
+	Conflicts []string `json:"conflicts"`
 }
 
 // Ps returns ps --json.

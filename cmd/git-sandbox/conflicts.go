@@ -45,7 +45,7 @@ func (c *ConflictsCmd) Run(app *App) error {
 	if c.JSON {
 		rows := []conflictsRow{}
 		for _, s := range list {
-			rows = append(rows, conflictsRow{Branch: s.Branch, Result: s.Conflicts})
+			rows = append(rows, conflictsRow{Branch: s.Branch, Result: s.Forecast})
 		}
 		enc := json.NewEncoder(app.Stdout)
 		enc.SetIndent("", "  ")
@@ -54,7 +54,7 @@ func (c *ConflictsCmd) Run(app *App) error {
 	rows := [][]string{{"BRANCH", "CONFLICTS WITH", "PATHS"}}
 	unknown := 0
 	for _, s := range list {
-		r := s.Conflicts
+		r := s.Forecast
 		if r == nil {
 			unknown++
 			continue

@@ -28,11 +28,15 @@ func (c *PsCmd) Help() string {
 code, stopped, container missing; unknown while Docker is unreachable), agent,
 base branch, age, files changed since the baseline and how old the snapshot
 that count comes from is (a running agent is snapshotted every
-rescue.interval), denied egress, the conflict forecast, and worktree.
+rescue.interval), denied egress, the conflict forecast, and worktree. A
+sandbox whose last git sandbox update left files with conflict markers says
+how many in its state ("exited (0), 2 conflicted"), and the paths are named
+below the table (and in --json as "conflicts").
 
 CONFLICTS forecasts landing from the newest snapshots: "base" when landing
 now would conflict with the base branch's tip, and the other sandboxes it
-would conflict with if both landed. git sandbox conflicts lists the paths.
+would conflict with if both landed (--json: "forecast"). git sandbox
+conflicts lists the paths.
 
 --watch follows Docker's events for this repository's containers and prints
 the table again when one changes (an agent starts, exits, is stopped or
@@ -68,6 +72,10 @@ func (c *PsCmd) Run(app *App) error {
 	}
 	psTable(app.Stdout, list)
 	for _, s := range list {
+		if len(s.Conflicts) > 0 {
+			app.UI.Warnf("%s: git sandbox update left conflict markers in %s", termsafe.String(s.Branch), strings.Join(escaped(s.Conflicts), ", "))
+			app.UI.Hintf("resolve them in the sandbox (git sandbox exec %s, or a follow-up task); land refuses until then", termsafe.String(s.Branch))
+		}
 		if s.TooLarge > 0 {
 			app.UI.Warnf("%s: %d untracked file(s) larger than rescue.max_file_size are not in its snapshots and would not land", termsafe.String(s.Branch), s.TooLarge)
 			app.UI.Hintf("git sandbox rescue show %s lists them", s.Snapshot[:min(12, len(s.Snapshot))])
@@ -158,6 +166,9 @@ func psTable(w io.Writer, list []sandbox.Status) {
 		if s.State == sandbox.StateExited && s.ExitCode != nil {
 			state = "exited (" + strconv.Itoa(*s.ExitCode) + ")"
 		}
+		if len(s.Conflicts) > 0 {
+			state += ", " + strconv.Itoa(len(s.Conflicts)) + " conflicted"
+		}
 		rows = append(rows, []string{
 			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
 			age(time.Since(s.Created)), strconv.Itoa(s.Changes), snapshotAge(s), denied(s), conflictNames(s), s.Worktree,
@@ -177,10 +188,10 @@ func snapshotAge(s sandbox.Status) string {
 // conflictNames is ps's CONFLICTS: "base" and the other sandboxes, "-"
 // for none, "?" when no forecast could be made.
 func conflictNames(s sandbox.Status) string {
-	if s.Conflicts == nil {
+	if s.Forecast == nil {
 		return "?"
 	}
-	names := s.Conflicts.Names()
+	names := s.Forecast.Names()
 	if len(names) == 0 {
 		return "-"
 	}
@@ -209,4 +220,13 @@ func age(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%dd", int(d.Hours()/24))
 	}
+}
+
+// escaped escapes paths for a message.
+func escaped(paths []string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = termsafe.String(p)
+	}
+	return out
 }

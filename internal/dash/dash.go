@@ -518,7 +518,7 @@ func (m *model) rows() [][]string {
 		}
 		rows = append(rows, []string{
 			termsafe.String(s.Branch), state, termsafe.String(s.Agent), Age(time.Since(s.Created)),
-			strconv.Itoa(s.Changes), snap, verdict, deny, conflicts(s.Conflicts),
+			strconv.Itoa(s.Changes), snap, verdict, deny, conflicts(s.Forecast),
 		})
 	}
 	return rows
@@ -621,7 +621,7 @@ func (m *model) style(sgr, s string) string {
 // colour gives a row the colour of its state.
 func (m *model) colour(s sandbox.Status, line string) string {
 	switch {
-	case s.Conflicts.Conflicts() || s.Verdict == "failed" || (s.ExitCode != nil && *s.ExitCode != 0):
+	case s.Forecast.Conflicts() || s.Verdict == "failed" || (s.ExitCode != nil && *s.ExitCode != 0):
 		return m.style(red, line)
 	case s.State == sandbox.StateRunning:
 		return m.style(green, line)

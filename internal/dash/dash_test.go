@@ -26,9 +26,9 @@ func testModel(t *testing.T, noColor bool) (*model, *[][]string) {
 	list := []sandbox.Status{
 		{Branch: "alpha", State: sandbox.StateExited, ExitCode: &code, Agent: "shell", Base: "main", Created: time.Now().Add(-time.Hour),
 			Changes: 3, Usage: &agent.Usage{InputTokens: 12, OutputTokens: 250, CostUSD: 0.0421}, SnapshotTime: time.Now().Add(-2 * time.Minute), SnapshotTree: strings.Repeat("a", 40), Verdict: "passed",
-			Conflicts: &forecast.Result{With: map[string][]string{"beta": {"f"}}}},
+			Forecast: &forecast.Result{With: map[string][]string{"beta": {"f"}}}},
 		{Branch: "beta\x1b]0;pwn\x07", State: sandbox.StateRunning, Agent: "claude", Base: "main", Created: time.Now(), Network: "allowlist", Denied: 2,
-			Conflicts: &forecast.Result{Base: []string{"f"}}},
+			Forecast: &forecast.Result{Base: []string{"f"}}},
 	}
 	m := newModel(context.Background(), Options{Backend: &fakeBackend{list: list}, Dir: "/repo", NoColor: noColor})
 	var ran [][]string

@@ -45,6 +45,12 @@ func EgressPolicy(cfg *config.Loaded, agentName string, flagAllow []string) (*eg
 			return nil, err
 		}
 	}
+	// A secret's hosts are where its value goes: they are reachable.
+	for _, s := range cfg.Secrets {
+		if err := add(&p.Allow, egress.SecretSource(s.Name), s.Hosts); err != nil {
+			return nil, err
+		}
+	}
 	for _, step := range []struct {
 		dst     *[]egress.Entry
 		src     egress.Source
@@ -123,9 +129,17 @@ type EgressPlan struct {
 	// Log is the decision log on the host.
 	Log   string          `json:"log"`
 	Proxy *container.Spec `json:"proxy"`
+	// Secrets are the credentials the proxy puts in place of their
+	// placeholders (names, hosts and sources; never values).
+	Secrets []SecretPlan `json:"secrets,omitempty"`
 
 	// configDir and logDir are the host directories mounted into the proxy.
 	configDir, logDir string
+	// secrets are the secrets with their values, for the proxy's
+	// configuration file only.
+	secrets []egress.Secret
+	// upstreamCA is the user's upstream_ca, copied into configDir.
+	upstreamCA string
 }
 
 // egressNames are the engine objects of one sandbox's allowlist mode,
@@ -155,6 +169,9 @@ type proxySpecInput struct {
 	RepoID, Branch               string
 	Runtime                      string
 	UID, GID                     int
+	// HostRoots makes the proxy trust this machine's certificate
+	// authorities (copied into ConfigDir) instead of the image's.
+	HostRoots bool
 }
 
 // proxySpec is the proxy's container: hardened like a sandbox and more
@@ -165,7 +182,7 @@ func proxySpec(in proxySpecInput) (*container.Spec, error) {
 		Name:         in.Name,
 		Image:        in.Image,
 		Argv:         []string{proxyBinary, "__proxy", "--config", proxyConfigDir + "/" + proxyConfigFile},
-		Env:          []string{"HOME=/nonexistent"},
+		Env:          proxyContainerEnv(in.HostRoots),
 		User:         strconv.Itoa(in.UID) + ":" + strconv.Itoa(in.GID),
 		WorkDir:      "/",
 		Network:      container.NetworkOpen,
@@ -184,7 +201,7 @@ func proxySpec(in proxySpecInput) (*container.Spec, error) {
 	spec.Harden()
 	for _, m := range []container.Mount{
 		{Source: in.Binary, Target: proxyBinary, ReadOnly: true, Why: "git-sandbox itself, which serves as the proxy"},
-		{Source: in.ConfigDir, Target: proxyConfigDir, ReadOnly: true, Why: "the proxy's configuration (allow list)"},
+		{Source: in.ConfigDir, Target: proxyConfigDir, ReadOnly: true, Why: "the proxy's configuration: allow list, secrets' values, the sandbox CA's key"},
 		{Source: in.LogDir, Target: proxyLogDir, Why: "the decision log"},
 	} {
 		src, err := container.RefuseUnsafeHostPath(m.Why, m.Source)
@@ -198,6 +215,18 @@ func proxySpec(in proxySpecInput) (*container.Spec, error) {
 		return nil, err
 	}
 	return spec, nil
+}
+
+// proxyContainerEnv is the proxy's environment. With hostRoots, Go's
+// crypto/x509 reads this machine's roots (copied into the configuration
+// directory) and no directory of the image: an image, perhaps the
+// repository's, decides nothing about which servers a secret may go to.
+func proxyContainerEnv(hostRoots bool) []string {
+	env := []string{"HOME=/nonexistent"}
+	if hostRoots {
+		env = append(env, "SSL_CERT_FILE="+proxyConfigDir+"/"+proxyRoots, "SSL_CERT_DIR=/nonexistent")
+	}
+	return env
 }
 
 // planEgress plans allowlist mode for a sandbox whose container is named
@@ -227,6 +256,7 @@ func (e *Env) planEgressFor(name, branch, image, runtime string, pol *egress.Pol
 		ConfigDir: configDir, LogDir: logDir,
 		RepoID: e.Repo.ID, Branch: branch, Runtime: runtime,
 		UID: os.Getuid(), GID: os.Getgid(),
+		HostRoots: hostRoots() != nil,
 	})
 	if err != nil {
 		return nil, err
@@ -234,11 +264,12 @@ func (e *Env) planEgressFor(name, branch, image, runtime string, pol *egress.Pol
 	return &EgressPlan{
 		Allow: egress.Rules(pol.Allow), Remove: egress.Rules(pol.Remove),
 		InternalNetwork: internal, EgressNetwork: egressNet,
-		ProxyURL:  "http://" + proxy + ":" + proxyPort,
-		Log:       filepath.Join(logDir, proxyLogFile),
-		Proxy:     spec,
-		configDir: configDir,
-		logDir:    logDir,
+		ProxyURL:   "http://" + proxy + ":" + proxyPort,
+		Log:        filepath.Join(logDir, proxyLogFile),
+		Proxy:      spec,
+		configDir:  configDir,
+		logDir:     logDir,
+		upstreamCA: e.Config.UpstreamCA,
 	}, nil
 }
 
@@ -290,6 +321,27 @@ func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *Egress
 		Remove:    p.Remove,
 		HostAddrs: e.hostAddrs(ctx, d, branch),
 		Log:       proxyLogDir + "/" + proxyLogFile,
+	}
+	if roots := hostRoots(); roots != nil {
+		// What proxyContainerEnv points the proxy at.
+		if err := egress.WriteFileAtomic(filepath.Join(p.configDir, proxyRoots), roots, 0o600); err != nil {
+			return fmt.Errorf("egress proxy: %w", err)
+		}
+	}
+	if len(p.secrets) > 0 {
+		cfg.Secrets = egress.SecretConfigs(p.secrets)
+		cfg.CACert = proxyConfigDir + "/" + proxyCACert
+		cfg.CAKey = proxyConfigDir + "/" + proxyCAKey
+		if p.upstreamCA != "" {
+			b, err := os.ReadFile(p.upstreamCA)
+			if err != nil {
+				return usererr.Wrap(err, "upstream_ca: %v", err).Hint("fix upstream_ca in %s", config.UserPath())
+			}
+			if err := egress.WriteFileAtomic(filepath.Join(p.configDir, proxyUpstreamCA), b, 0o600); err != nil {
+				return fmt.Errorf("egress proxy: %w", err)
+			}
+			cfg.UpstreamCA = proxyConfigDir + "/" + proxyUpstreamCA
+		}
 	}
 	if err := egress.WriteConfig(filepath.Join(p.configDir, proxyConfigFile), cfg); err != nil {
 		return err
@@ -378,7 +430,7 @@ func (e *Env) hostAddrs(ctx context.Context, d Engine, branch string) []string {
 
 // restartProxy replaces a sandbox's proxy container with a new one (this
 // binary, the record's policy) before its agent runs again.
-func (e *Env) restartProxy(ctx context.Context, d Engine, sb *Sandbox) error {
+func (e *Env) restartProxy(ctx context.Context, d Engine, sb *Sandbox, io IO) error {
 	eg := sb.Egress
 	if eg == nil {
 		return nil
@@ -406,6 +458,16 @@ func (e *Env) restartProxy(ctx context.Context, d Engine, sb *Sandbox) error {
 		return err
 	}
 	p.Allow, p.Remove = eg.Allow, eg.Remove
+	if len(eg.Secrets) > 0 {
+		if p.secrets, err = e.resumeSecrets(ctx, eg.Secrets, io); err != nil {
+			return err
+		}
+		if len(p.secrets) > 0 {
+			if err := writeTrust(p.configDir, e.Layout.TrustDir(sb.Branch), p.secrets); err != nil {
+				return err
+			}
+		}
+	}
 	var u undo
 	if err := e.startProxy(ctx, d, sb.Branch, p, &u); err != nil {
 		u.run()
@@ -440,3 +502,61 @@ func (s *Sandbox) removeNetworks(ctx context.Context, d Engine) error {
 
 // NetLog is the sandbox's egress decision log on the host.
 func (s *Sandbox) NetLog() string { return s.env.Layout.NetLog(s.Branch) }
+
+// CLIDenial is a host the sandbox's agent CLI needs (agent.NeedsHost) that
+// its proxy denied.
+type CLIDenial struct {
+	Agent  string
+	Host   string
+	Port   uint16
+	Reason string
+	// Entry is what --allow would take: the host, with the port when it
+	// is not the default one.
+	Entry string
+}
+
+// CLIDenials reads the sandbox's decision log for denials of hosts its
+// agent's CLI needs: the agent is likely stuck on them.
+func (s *Sandbox) CLIDenials() []CLIDenial {
+	if s.Egress == nil {
+		return nil
+	}
+	a, err := agent.Get(s.Agent)
+	if err != nil {
+		return nil
+	}
+	sum, err := egress.SummarizeFile(s.NetLog())
+	if err != nil {
+		return nil
+	}
+	var out []CLIDenial
+	for _, h := range sum.Hosts {
+		if h.Denied == 0 || !agent.NeedsHost(a, h.Host) {
+			continue
+		}
+		entry := h.Host
+		if h.Port != 0 && h.Port != 443 && h.Port != 80 {
+			entry = net.JoinHostPort(h.Host, strconv.Itoa(int(h.Port)))
+		}
+		out = append(out, CLIDenial{Agent: a.Name(), Host: h.Host, Port: h.Port, Reason: h.Reason, Entry: entry})
+	}
+	return out
+}
+
+// HintCLIDenials prints, for each host the agent's CLI needs and was
+// denied, a warning and a hint naming --allow (or, for a host a deny list
+// removed, that deny).
+func HintCLIDenials(u interface {
+	Warnf(string, ...any)
+	Hintf(string, ...any)
+}, denials []CLIDenial) {
+	for _, d := range denials {
+		host := termsafe.String(d.Host)
+		u.Warnf("the %s CLI was denied %s:%d (%s)", d.Agent, host, d.Port, termsafe.String(d.Reason))
+		if strings.HasPrefix(d.Reason, "removed by") {
+			u.Hintf("a deny list removed it, which --allow does not undo: take it out of deny to let the %s CLI reach it", d.Agent)
+			continue
+		}
+		u.Hintf("a new sandbox reaches it with git sandbox start NEW-BRANCH --allow %s (or allow = [%q] in your config); this sandbox keeps the list it started with", termsafe.String(d.Entry), d.Entry)
+	}
+}

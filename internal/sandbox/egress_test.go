@@ -312,3 +312,47 @@ func TestVerifyNetwork(t *testing.T) {
 		}
 	})
 }
+
+// TestCLIDenialHints: a denied host in the agent CLI's domain gets a hint
+// naming --allow; one a deny list removed says so; other hosts none.
+func TestCLIDenialHints(t *testing.T) {
+	te := allowlistEnv(t)
+	te.fake.AddImage(te.env.Config.Image, "claude")
+	o := detached("t1")
+	o.Agent, o.Args, o.Prompt = "claude", nil, "fix it"
+	res, err := te.env.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := res.Sandbox
+	lines := `{"time":"2026-12-01T00:00:00Z","kind":"connect","host":"mcp-proxy.anthropic.com","port":443,"decision":"denied","reason":"not in the allow list"}
+{"time":"2026-12-01T00:00:01Z","kind":"connect","host":"api.anthropic.com","port":8443,"decision":"denied","reason":"removed by repository (api.anthropic.com)"}
+{"time":"2026-12-01T00:00:02Z","kind":"connect","host":"example.org","port":443,"decision":"denied","reason":"not in the allow list"}
+`
+	if err := os.MkdirAll(filepath.Dir(sb.NetLog()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sb.NetLog(), []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := sb.CLIDenials()
+	if len(d) != 2 {
+		t.Fatalf("denials = %+v", d)
+	}
+	te.err.Reset()
+	HintCLIDenials(te.env.UI, d)
+	out := te.err.String()
+	for _, want := range []string{
+		"the claude CLI was denied mcp-proxy.anthropic.com:443",
+		"--allow mcp-proxy.anthropic.com ",
+		"the claude CLI was denied api.anthropic.com:8443",
+		"a deny list removed it",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("hints lack %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "example.org") {
+		t.Errorf("a host the CLI does not need got a hint:\n%s", out)
+	}
+}

@@ -64,10 +64,10 @@ type Status struct {
 	// SnapshotTime is when the newest snapshot (where Changes comes from)
 	// was taken.
 	SnapshotTime time.Time `json:"snapshot_time"`
-	// Conflicts is the conflict forecast: the paths that would conflict
+	// Forecast is the conflict forecast: the paths that would conflict
 	// with the base's tip and with other sandboxes if both landed (nil
 	// when it could not be made).
-	Conflicts *forecast.Result `json:"conflicts"`
+	Forecast *forecast.Result `json:"forecast"`
 	// Usage is what the agent reported spending (tokens, cost), summed
 	// over its runs; absent when it reported nothing.
 	Usage  *agent.Usage `json:"usage,omitempty"`
@@ -75,6 +75,9 @@ type Status struct {
 	Verify string       `json:"verify,omitempty"`
 	// Ports are the published ports (on the host's loopback interface).
 	Ports []container.Port `json:"ports,omitempty"`
+	// Conflicts are the paths the last git sandbox update left conflicted
+	// that still hold conflict markers in the worktree.
+	Conflicts []string `json:"conflicts,omitempty"`
 }
 
 // Statuses reports every sandbox of the repository. Records are the source
@@ -109,6 +112,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		if u := sb.TotalUsage(); !u.IsZero() {
 			st.Usage = &u
 		}
+		st.Conflicts = sb.ConflictsInWorktree()
 		if sb.Egress != nil {
 			if sum, err := egress.SummarizeFile(sb.NetLog()); err == nil {
 				st.Denied = sum.Denied + sum.Leaks
@@ -149,7 +153,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		e.UI.Warnf("conflict forecast: %v", err)
 	} else {
 		for i := range out {
-			out[i].Conflicts = fc[out[i].Branch]
+			out[i].Forecast = fc[out[i].Branch]
 		}
 	}
 	return out, nil

@@ -411,7 +411,7 @@ func TestSuperviseRecordsUsageForLand(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Usage == nil || *list[0].Usage != want {
 		t.Errorf("ps usage: %+v %v", list, err)
 	}
-	msg, err := rec.commitMessage(context.Background(), "subject", rec.Baseline, "", "")
+	msg, err := rec.commitMessage(context.Background(), "subject", "", rec.landTrailers(rec.Baseline, "", nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,6 +118,22 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 			return nil, err
 		}
 	}
+	if err := e.restartProxy(ctx, d, sb, o.IO); err != nil {
+		return nil, err
+	}
+	if argv != nil && sb.Setup != "" {
+		// The new container's first start runs setup alone, without the
+		// login in the home.
+		if err := sb.clearLogin(); err != nil {
+			return nil, err
+		}
+		if err := e.runSetup(ctx, d, sb, o.IO, false); err != nil {
+			return nil, err
+		}
+	}
+	if err := sb.loadLogin(); err != nil {
+		return nil, err
+	}
 	if sb.Stopped {
 		if err := sb.Update(func(r *record.Record) error { r.Stopped = false; return nil }); err != nil {
 			return nil, err
@@ -130,9 +146,6 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 		e.UI.Infof("continuing %s interactively", sb.Display())
 	default:
 		e.UI.Infof("resuming %s", sb.Display())
-	}
-	if err := e.restartProxy(ctx, d, sb); err != nil {
-		return nil, err
 	}
 	code, err := e.run(ctx, d, sb, o.Detach, o.IO)
 	return &StartResult{Sandbox: sb, Resumed: true, ExitCode: code}, err
@@ -177,12 +190,13 @@ func (sb *Sandbox) agentArgv() []string {
 
 // withSetup puts a sandbox's setup in front of the agent's argv in a new
 // container: setup runs once more there (what it installed outside
-// /workspace is not in a new container), then the agent.
+// /workspace is not in a new container) in a first start of its own
+// (resume runs it, with the login out of the home), then the agent.
 func (sb *Sandbox) withSetup(argv []string) []string {
 	if sb.Setup == "" {
 		return argv
 	}
-	return append([]string{"/bin/sh", "-c", setupThenRun, "git-sandbox-setup"}, argv...)
+	return append([]string{"/bin/sh", "-c", setupScript, "git-sandbox-setup"}, argv...)
 }
 
 // recreate replaces the sandbox's (stopped) container by a new one from
@@ -312,6 +326,10 @@ func (e *Env) run(ctx context.Context, d Engine, sb *Sandbox, detach bool, io IO
 	if _, err := sb.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonExit); err != nil {
 		e.UI.Warnf("final snapshot failed: %v", err)
 	}
+	if err := sb.saveLogin(); err != nil {
+		e.UI.Warnf("%v", err)
+	}
+	HintCLIDenials(e.UI, sb.CLIDenials())
 	return res.Code, nil
 }
 
@@ -442,6 +460,9 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 // already recorded for it is kept), announcing each (notify) once.
 func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int, run string) error {
 	ctx = context.WithoutCancel(ctx)
+	if err := sb.saveLogin(); err != nil {
+		e.UI.Warnf("%v", err)
+	}
 	snap := sb.Snapshotter()
 	t, err := snap.Take(ctx, rescue.ReasonExit)
 	if err == nil && !t.New && t.Reason != rescue.ReasonExit {
