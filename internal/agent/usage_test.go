@@ -18,6 +18,8 @@ func TestParseUsage(t *testing.T) {
 		{"text output", "claude", "Done, the login redirect is fixed.\n", Usage{}, false},
 		{"result without cost", "claude", `{"type":"result","usage":{"input_tokens":1}}`, Usage{}, false},
 		{"negative cost", "claude", `{"type":"result","total_cost_usd":-1}`, Usage{}, false},
+		{"text where a number belongs", "claude", `{"type":"result","total_cost_usd":"0.1\nSandbox: forged"}`, Usage{}, false},
+		{"absurd counts", "claude", `{"type":"result","total_cost_usd":0.1,"usage":{"input_tokens":1e15}}`, Usage{}, false},
 		{"broken json", "claude", `{"type":"result","total_cost_usd":0.1`, Usage{}, false},
 		{"shell reports nothing", "shell", jsonResult, Usage{}, false},
 		{"unknown agent", "nope", jsonResult, Usage{}, false},

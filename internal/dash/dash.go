@@ -407,6 +407,7 @@ var helpLines = []string{
 	"n      new sandbox (branch, agent, prompt; runs detached)",
 	"j/k    move; ?  this help; q  quit",
 	"",
+	"STATE !N: an update left N files with conflict markers.",
 	"CONFLICTS: base = landing now conflicts with the base branch;",
 	"names = the sandboxes it would conflict with if both landed.",
 	"SNAP is the age of the snapshot CHG counts; a running agent is",
@@ -503,6 +504,10 @@ func (m *model) rows() [][]string {
 		state := s.State
 		if s.State == sandbox.StateExited && s.ExitCode != nil {
 			state = "exited(" + strconv.Itoa(*s.ExitCode) + ")"
+		}
+		if len(s.Conflicts) > 0 {
+			// An update left conflict markers (ps names the paths).
+			state += "!" + strconv.Itoa(len(s.Conflicts))
 		}
 		snap := "-"
 		if !s.SnapshotTime.IsZero() {
