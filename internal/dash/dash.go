@@ -11,6 +11,7 @@ package dash
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -205,7 +206,11 @@ func (m *model) finish(d doneMsg) {
 		m.showText("git sandbox "+strings.Join(d.args, " "), strings.Split(out, "\n"))
 		return
 	}
-	name := strings.Join(d.args[:min(2, len(d.args))], " ")
+	// "land d1", not "land --expect …".
+	name := d.args[0]
+	if len(d.args) > 1 {
+		name += " " + termsafe.String(d.args[len(d.args)-1])
+	}
 	switch {
 	case d.err != nil && out != "":
 		lines := strings.Split(out, "\n")
@@ -369,8 +374,16 @@ func (m *model) runSelf(args []string, interactive bool) tea.Cmd {
 		return func() tea.Msg { return doneMsg{args: args, err: err} }
 	}
 	if interactive {
+		// Its messages reach the terminal, and are kept: the dashboard's
+		// screen comes back over them when the command ends.
+		var stderr tailBuffer
+		cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
 		return tea.ExecProcess(cmd, func(err error) tea.Msg {
-			return doneMsg{args: args, err: err}
+			d := doneMsg{args: args, err: err}
+			if err != nil {
+				d.output = stderr.String()
+			}
+			return d
 		})
 	}
 	return func() tea.Msg {
@@ -379,6 +392,19 @@ func (m *model) runSelf(args []string, interactive bool) tea.Cmd {
 		return doneMsg{args: args, output: string(out), err: err}
 	}
 }
+
+// tailBuffer keeps the last 16 KiB written to it.
+type tailBuffer struct{ b []byte }
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if over := len(t.b) - 16<<10; over > 0 {
+		t.b = t.b[over:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.b) }
 
 // runPage runs a command whose output is read as a page.
 func (m *model) runPage(args []string) tea.Cmd {
