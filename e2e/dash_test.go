@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,11 @@ func TestDashboard(t *testing.T) {
 		if len([]rune(l)) > 80 {
 			t.Errorf("line wider than 80 columns: %q", l)
 		}
+	}
+	// NO_COLOR: the selection in reverse video, no colours.
+	// (tmux writes 39 and 49, the default colours, when a style ends.)
+	if esc := x.run("capture-pane", "-p", "-e", "-t", "dash"); regexp.MustCompile(`\x1b\[([0-9;]*;)?(3[0-7]|4[0-7]|9[0-7]|38|48)[m;]`).MatchString(esc) || !strings.Contains(esc, "\x1b[7m") {
+		t.Errorf("under NO_COLOR the screen has colours or no selection: %q", esc)
 	}
 	if !strings.Contains(row(s, "d1"), "exited(0)") {
 		t.Errorf("d1 row: %q", row(s, "d1"))
