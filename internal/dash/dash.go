@@ -10,11 +10,13 @@ package dash
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -22,6 +24,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/forecast"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
@@ -45,10 +48,25 @@ type Options struct {
 
 // Run shows the dashboard until the user quits or ctx ends.
 func Run(ctx context.Context, o Options) error {
+	// SIGINT, SIGTERM and SIGHUP end the dashboard through the process's
+	// one signal stack (not Bubble Tea's own handler); ending its context
+	// restores the terminal. Ctrl-C on the keyboard is a key in raw mode,
+	// but while an action has the terminal (a pager, a shell) the terminal
+	// sends SIGINT to the whole process group: the action handles it, the
+	// dashboard ignores it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	m := newModel(ctx, o)
-	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx))
+	pop := sigstack.Push(func(sig os.Signal) {
+		if sig == os.Interrupt && m.execing.Load() {
+			return
+		}
+		cancel()
+	})
+	defer pop()
+	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx), tea.WithoutSignalHandler())
 	_, err := p.Run()
-	if err == tea.ErrProgramKilled && ctx.Err() != nil {
+	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil {
 		return nil
 	}
 	return err
@@ -87,6 +105,9 @@ type model struct {
 
 	inputs []field
 	field  int
+
+	// execing is set while an interactive action has the terminal.
+	execing atomic.Bool
 
 	// run runs one git sandbox command: interactive ones get the terminal,
 	// others are captured. Tests replace it.
@@ -378,7 +399,9 @@ func (m *model) runSelf(args []string, interactive bool) tea.Cmd {
 		// screen comes back over them when the command ends.
 		var stderr tailBuffer
 		cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
+		m.execing.Store(true)
 		return tea.ExecProcess(cmd, func(err error) tea.Msg {
+			m.execing.Store(false)
 			d := doneMsg{args: args, err: err}
 			if err != nil {
 				d.output = stderr.String()
