@@ -48,6 +48,9 @@ const (
 	RoleExec = "exec"
 	// RoleProxy is a sandbox's egress proxy; its networks carry it too.
 	RoleProxy = "proxy"
+	// RoleEgress is the network every proxy leaves by, shared by all
+	// sandboxes of the engine.
+	RoleEgress = "egress"
 )
 
 // Workspace is where the worktree appears inside the container.

@@ -78,6 +78,9 @@ type Config struct {
 	Allow []string `toml:"allow"`
 	// Deny removes hosts from the allow list, whoever added them.
 	Deny []string `toml:"deny"`
+	// EgressNetwork is the engine network egress proxies leave by (user
+	// config only); empty means git sandbox's own shared one.
+	EgressNetwork string `toml:"egress_network"`
 	// VerifyAllow gives the verify container an allow list of its own;
 	// without it verify runs with no network.
 	VerifyAllow []string `toml:"verify_allow"`
@@ -329,6 +332,7 @@ func decodeFile(path string, c *Config, check func(path string, md toml.MetaData
 var repoRefused = map[string]string{
 	"allow":              "hosts on the network allow list (it may remove them with deny)",
 	"verify_allow":       "network access for verify",
+	"egress_network":     "the network the egress proxies leave by",
 	"mount":              "mounts of host paths",
 	"env":                "passing host environment variables",
 	"runtime":            "choosing the container runtime",
