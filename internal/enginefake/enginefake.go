@@ -72,9 +72,9 @@ type Engine struct {
 	seq        int
 	containers map[string]*Container // by id
 	volumes    map[string]container.Volume
-	networks   map[string]*container.Network // by id
+	networks   map[string]*container.Network    // by id
 	netSpecs   map[string]container.NetworkSpec // by id: what each was made from
-	images     map[string][]string           // ref -> agents
+	images     map[string][]string              // ref -> agents
 	calls      []Call
 	fail       map[string]failure
 	subs       []*subscriber

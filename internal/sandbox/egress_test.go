@@ -1,9 +1,9 @@
 package sandbox
 
 import (
-	"net/netip"
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
