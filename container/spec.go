@@ -50,6 +50,9 @@ const (
 	RoleProxy = "proxy"
 	// RoleHooks runs the user's pre-commit and commit-msg hooks at land.
 	RoleHooks = "hooks"
+	// RoleEgress is the network every proxy leaves by, shared by all
+	// sandboxes of the engine.
+	RoleEgress = "egress"
 )
 
 // Workspace is where the worktree appears inside the container.

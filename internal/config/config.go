@@ -78,6 +78,9 @@ type Config struct {
 	Allow []string `toml:"allow"`
 	// Deny removes hosts from the allow list, whoever added them.
 	Deny []string `toml:"deny"`
+	// EgressNetwork is the engine network egress proxies leave by (user
+	// config only); empty means git sandbox's own shared one.
+	EgressNetwork string `toml:"egress_network"`
 	// VerifyAllow gives the verify container an allow list of its own;
 	// without it verify runs with no network.
 	VerifyAllow []string `toml:"verify_allow"`
@@ -380,6 +383,7 @@ var repoRefused = map[string]string{
 	"secret":             "credentials (a secret and the hosts it may go to are yours to name)",
 	"upstream_ca":        "certificate authorities the egress proxy trusts",
 	"agent_home":         "where agent logins are kept",
+	"egress_network":     "the network the egress proxies leave by",
 	"mount":              "mounts of host paths",
 	"env":                "passing host environment variables",
 	"runtime":            "choosing the container runtime",
