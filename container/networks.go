@@ -18,7 +18,11 @@ type NetworkSpec struct {
 	// containers cannot reach the host's ports through the gateway (an
 	// internal network alone still lets them).
 	HostUnreachable bool
-	Labels          map[string]string
+	// Isolated turns off traffic between the network's containers
+	// (inter-container communication): a container on it reaches the
+	// world and nothing else on the network.
+	Isolated bool
+	Labels   map[string]string
 }
 
 // Network is a network that exists.
@@ -35,8 +39,12 @@ type Network struct {
 // sandbox, and returns it.
 func (d *Docker) CreateNetwork(ctx context.Context, s NetworkSpec) (*Network, error) {
 	o := network.CreateOptions{Driver: "bridge", Internal: s.Internal, Labels: managedLabels(s.Labels)}
+	o.Options = map[string]string{}
 	if s.HostUnreachable {
-		o.Options = map[string]string{"com.docker.network.bridge.inhibit_ipv4": "true"}
+		o.Options["com.docker.network.bridge.inhibit_ipv4"] = "true"
+	}
+	if s.Isolated {
+		o.Options["com.docker.network.bridge.enable_icc"] = "false"
 	}
 	resp, err := d.api.NetworkCreate(ctx, s.Name, o)
 	if err != nil {

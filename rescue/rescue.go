@@ -60,6 +60,7 @@ const (
 	trailerSkipped  = "Sandbox-Skipped"
 	trailerTooLarge = "Sandbox-Too-Large"
 	trailerInSubmod = "Sandbox-In-Submodule"
+	trailerNested   = "Sandbox-Nested"
 	trailerStart    = "Sandbox-Start"
 )
 
@@ -109,6 +110,13 @@ type Snapshotter struct {
 	// read, so a sparse file of many gigabytes costs nothing). Files the
 	// agent tracks are always kept.
 	MaxFileSize int64
+	// Quarantine is the directory where the git directories of nested
+	// repositories are kept while the agent is not running
+	// (worktree.Quarantine); "" for none. A snapshot taken meanwhile
+	// records each such repository as it did with its .git in place:
+	// its directory left as the private index has it, its commit as a
+	// gitlink.
+	Quarantine string
 	// Start is the commit the sandbox branch began at.
 	Start string
 	// Baseline is the baseline snapshot, "" until it is taken.
@@ -146,6 +154,10 @@ type Snapshot struct {
 	// InSubmodule are submodule paths (gitlinks) the agent wrote files
 	// into; the snapshot keeps the gitlink and leaves those files out.
 	InSubmodule []string `json:"in_submodule,omitempty"`
+	// Nested are nested repositories in the worktree that the agent does
+	// not track as submodules: their files are in no snapshot (a gitlink
+	// at most), and a git run in them reads their configuration.
+	Nested []string `json:"nested,omitempty"`
 	// Ref is the chain ref the snapshot was found through (list only).
 	Ref string `json:"ref,omitempty"`
 }
@@ -161,6 +173,7 @@ type added struct {
 	skipped     []string
 	tooLarge    []LargeFile
 	inSubmodule []string
+	nested      []string
 }
 
 // tracked is what the agent tracks (its index and HEAD). When complete is
@@ -292,7 +305,7 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		// Same files and same facts about them: nothing to write. A moved
 		// baseline (land --keep) or a different set of skipped paths makes
 		// a new commit of the same tree, so what ps and rm read stays true.
-		if slices.Equal(snap.Skipped, left.skipped) && slices.Equal(snap.TooLarge, left.tooLarge) && slices.Equal(snap.InSubmodule, left.inSubmodule) && (isBaseline || snap.Baseline == s.Baseline) {
+		if slices.Equal(snap.Skipped, left.skipped) && slices.Equal(snap.TooLarge, left.tooLarge) && slices.Equal(snap.InSubmodule, left.inSubmodule) && slices.Equal(snap.Nested, left.nested) && (isBaseline || snap.Baseline == s.Baseline) {
 			return &Taken{Snapshot: *snap}, nil
 		}
 	}
@@ -308,7 +321,7 @@ func (s *Snapshotter) write(ctx context.Context, reason Reason, tree string, pre
 	refs := Refs{s.Branch}
 	isBaseline := reason == ReasonStart || reason == ReasonSetup
 	now := s.now()
-	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: s.Start, Skipped: left.skipped, TooLarge: left.tooLarge, InSubmodule: left.inSubmodule, Head: head}
+	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: s.Start, Skipped: left.skipped, TooLarge: left.tooLarge, InSubmodule: left.inSubmodule, Nested: left.nested, Head: head}
 	if !isBaseline {
 		snap.Baseline = s.Baseline
 	}
@@ -373,7 +386,7 @@ func (s *Snapshotter) Restamp(ctx context.Context, reason Reason) (*Taken, error
 	if err != nil {
 		return nil, err
 	}
-	return s.write(ctx, reason, tree.String(), prev, added{skipped: old.Skipped, tooLarge: old.TooLarge, inSubmodule: old.InSubmodule}, old.Head)
+	return s.write(ctx, reason, tree.String(), prev, added{skipped: old.Skipped, tooLarge: old.TooLarge, inSubmodule: old.InSubmodule, nested: old.Nested}, old.Head)
 }
 
 // addFrozen stages the worktree while the agent is frozen. The agent is
@@ -425,13 +438,26 @@ func (s *Snapshotter) stripGitlinks(ctx context.Context, g *gitcmd.Runner) error
 // returned, so one hostile file cannot stop every later snapshot. Paths the
 // agent tracks are staged even when ignored, as git add -f staged them.
 func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tr tracked) (added, error) {
-	large, err := s.tooLarge(ctx, g, tr)
+	var quarantined []worktree.Nested
+	if s.Quarantine != "" {
+		q, err := worktree.Quarantined(s.Quarantine)
+		if err != nil {
+			return added{}, fmt.Errorf("snapshot: %w", err)
+		}
+		quarantined = q
+	}
+	large, err := s.tooLarge(ctx, g, tr, quarantined)
 	if err != nil {
 		return added{}, err
 	}
 	spec := bytes.NewBufferString(".\x00")
 	for _, f := range large {
 		spec.WriteString(":(exclude,literal)" + f.Path + "\x00")
+	}
+	// A quarantined repository's directory (or a bare layout's HEAD) is
+	// left as the private index has it.
+	for _, q := range quarantined {
+		spec.WriteString(":(exclude,literal)" + quarantinedPath(q) + "\x00")
 	}
 	_, stderr, err := g.RunFull(ctx, spec, "add", "--all", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul")
 	if strings.Contains(string(stderr), "adding embedded git repository") {
@@ -447,8 +473,103 @@ func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tr tracked) 
 	if err != nil {
 		return added{}, err
 	}
+	if err := s.addQuarantinedGitlinks(ctx, g, quarantined); err != nil {
+		return added{}, err
+	}
 	inSub, err := s.addGitlinks(ctx, g, tr.entries)
-	return added{skipped: append(skipped, more...), tooLarge: large, inSubmodule: inSub}, err
+	nested := nestedRepos(string(stderr), quarantined, tr.entries)
+	return added{skipped: append(skipped, more...), tooLarge: large, inSubmodule: inSub, nested: nested}, err
+}
+
+// quarantinedPath is what a snapshot leaves as the private index has it
+// for a quarantined entry: a nested repository's directory, a bare
+// layout's HEAD.
+func quarantinedPath(q worktree.Nested) string {
+	if q.Bare {
+		return q.Path
+	}
+	return q.Repo()
+}
+
+// addQuarantinedGitlinks records the commit of each quarantined nested
+// repository that had one, as git add recorded it with its .git in place.
+func (s *Snapshotter) addQuarantinedGitlinks(ctx context.Context, g *gitcmd.Runner, quarantined []worktree.Nested) error {
+	var add bytes.Buffer
+	for _, q := range quarantined {
+		if !q.Bare && q.Gitlink != "" && agentrepo.CheckPath(q.Repo()) == nil {
+			fmt.Fprintf(&add, "160000 %s 0\t%s\x00", q.Gitlink, q.Repo())
+		}
+	}
+	if add.Len() == 0 {
+		return nil
+	}
+	if _, err := g.Run(ctx, &add, "update-index", "-z", "--index-info"); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	if err := os.WriteFile(s.gitlinksMarker(), nil, 0o600); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+// nestedRepos lists the nested repositories a snapshot met: those git add
+// recorded as embedded (a gitlink), those it refused for having no
+// commit, and the quarantined ones; submodules the agent tracks are not
+// counted (their files belong to their own repository).
+func nestedRepos(stderr string, quarantined []worktree.Nested, tracked []agentrepo.IndexEntry) []string {
+	sub := map[string]bool{}
+	for _, e := range tracked {
+		if e.Mode == "160000" {
+			sub[e.Path] = true
+		}
+	}
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) {
+		p = strings.TrimSuffix(p, "/")
+		if p != "" && !sub[p] && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, line := range strings.Split(stderr, "\n") {
+		if p, ok := strings.CutPrefix(line, "warning: adding embedded git repository: "); ok {
+			add(p)
+		}
+		if p, ok := strings.CutPrefix(line, "error: '"); ok {
+			if p, ok := strings.CutSuffix(p, "' does not have a commit checked out"); ok {
+				add(p)
+			}
+		}
+	}
+	for _, q := range quarantined {
+		if !q.Bare {
+			add(q.Repo())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// IndexedGitlinks returns the gitlinks of the private index (what the last
+// snapshot recorded for nested repositories and submodules), by path.
+func (s *Snapshotter) IndexedGitlinks(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	if _, err := os.Stat(s.Index); err != nil {
+		return out, nil
+	}
+	b, err := s.isolated().Run(ctx, nil, "ls-files", "-z", "--stage")
+	if err != nil {
+		return nil, fmt.Errorf("read the snapshot index: %w", err)
+	}
+	for _, rec := range gitcmd.SplitLines(b) {
+		meta, p, ok := strings.Cut(rec, "\t")
+		f := strings.Fields(meta)
+		if ok && len(f) == 3 && f[0] == "160000" {
+			out[p] = f[1]
+		}
+	}
+	return out, nil
 }
 
 // addGitlinks puts the agent's gitlinks (its submodules' commits) into
@@ -512,7 +633,7 @@ func (s *Snapshotter) addGitlinks(ctx context.Context, g *gitcmd.Runner, entries
 // private index lacks, and those an earlier snapshot took that the agent
 // does not track — and drops the latter from the private index. Sizes come
 // from lstat: no file is opened.
-func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked) ([]LargeFile, error) {
+func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked, quarantined []worktree.Nested) ([]LargeFile, error) {
 	if s.MaxFileSize <= 0 {
 		return nil, nil
 	}
@@ -543,6 +664,9 @@ func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked
 	var large []LargeFile
 	var drop bytes.Buffer
 	for _, p := range candidates {
+		if underQuarantine(p, quarantined) {
+			continue
+		}
 		fi, err := os.Lstat(filepath.Join(s.Worktree, p))
 		if err != nil || !fi.Mode().IsRegular() || fi.Size() <= s.MaxFileSize {
 			continue
@@ -559,6 +683,18 @@ func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked
 	}
 	slices.SortFunc(large, func(a, b LargeFile) int { return strings.Compare(a.Path, b.Path) })
 	return large, nil
+}
+
+// underQuarantine reports whether p is a path a snapshot leaves alone
+// because of a quarantined entry.
+func underQuarantine(p string, quarantined []worktree.Nested) bool {
+	for _, q := range quarantined {
+		qp := quarantinedPath(q)
+		if p == qp || strings.HasPrefix(p, qp+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // skippedPaths returns the paths a git add --ignore-errors could not
@@ -757,6 +893,9 @@ func message(s Snapshot) string {
 	}
 	for _, p := range s.InSubmodule {
 		fmt.Fprintf(&b, "%s: %s\n", trailerInSubmod, strconv.Quote(p))
+	}
+	for _, p := range s.Nested {
+		fmt.Fprintf(&b, "%s: %s\n", trailerNested, strconv.Quote(p))
 	}
 	return b.String()
 }

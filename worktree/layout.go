@@ -104,6 +104,12 @@ func (l Layout) ScratchGitDir(branch string) string {
 	return filepath.Join(l.Dir(branch), "scratch")
 }
 
+// Quarantine is where the git directories of nested repositories in the
+// worktree are kept while the agent is not running (see Quarantine).
+func (l Layout) Quarantine(branch string) string {
+	return filepath.Join(l.Dir(branch), "quarantine")
+}
+
 // SupervisorLog is where the detached supervisor writes.
 func (l Layout) SupervisorLog(branch string) string {
 	return filepath.Join(l.Dir(branch), "supervisor.log")

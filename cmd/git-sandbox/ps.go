@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -58,6 +59,11 @@ func (c *PsCmd) Run(app *App) error {
 	}
 	table(app.Stdout, rows)
 	for _, s := range list {
+		if s.State == sandbox.StateRunning || s.State == sandbox.StatePaused {
+			for _, p := range s.Nested {
+				app.UI.Warnf("%s is a nested git repository: while %s runs, git run in it on the host runs configuration the agent wrote", termsafe.String(filepath.Join(s.Worktree, p)), termsafe.String(s.Branch))
+			}
+		}
 		if s.TooLarge > 0 {
 			app.UI.Warnf("%s: %d untracked file(s) larger than rescue.max_file_size are not in its snapshots and would not land", termsafe.String(s.Branch), s.TooLarge)
 			app.UI.Hintf("git sandbox rescue show %s lists them", s.Snapshot[:min(12, len(s.Snapshot))])

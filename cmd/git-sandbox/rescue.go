@@ -286,3 +286,15 @@ func warnInSubmodule(app *App, paths []string, what string) {
 		app.UI.Hintf("to change a submodule, commit in its own repository and update the submodule's commit")
 	}
 }
+
+// warnNestedLost names the nested repositories a snapshot met: their files
+// are in no snapshot (a gitlink at most), so they do not land and rm or
+// land's cleanup would delete them.
+func warnNestedLost(app *App, paths []string, what string) {
+	for _, p := range paths {
+		app.UI.Warnf("%s is a nested git repository: its files are in no snapshot and %s", termsafe.String(p), what)
+	}
+	if len(paths) > 0 {
+		app.UI.Hintf("land and rm refuse while it is there (--force goes ahead and deletes it with the worktree)")
+	}
+}

@@ -311,6 +311,7 @@ func (e *Env) run(ctx context.Context, d Engine, sb *Sandbox, detach bool, io IO
 	if _, err := sb.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonExit); err != nil {
 		e.UI.Warnf("final snapshot failed: %v", err)
 	}
+	sb.quarantineNested(context.WithoutCancel(ctx))
 	return res.Code, nil
 }
 
@@ -323,7 +324,13 @@ func (e *Env) startLocked(ctx context.Context, d Engine, sb *Sandbox) error {
 		return err
 	}
 	defer unlock()
-	return d.Start(ctx, sb.Container)
+	if err := e.restoreNested(sb); err != nil {
+		return err
+	}
+	if err := d.Start(ctx, sb.Container); err != nil {
+		return err
+	}
+	return nil
 }
 
 // forwardSignals passes Ctrl-C and termination to the agent while no
@@ -405,6 +412,9 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	st, err := sb.ContainerState(ctx)
 	if err != nil || st == nil {
 		_, serr := snap.Take(ctx, rescue.ReasonExit)
+		if err == nil {
+			sb.quarantineNested(ctx)
+		}
 		return errors.Join(err, serr)
 	}
 	if !st.Running {
@@ -447,6 +457,7 @@ func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int) error {
 	if err != nil {
 		return fmt.Errorf("final snapshot: %w", err)
 	}
+	sb.quarantineNested(ctx)
 	e.UI.Infof("%s agent exited with code %d; snapshot %s", time.Now().Format(time.RFC3339), code, shortID(t.ID))
 	if sb.Verify == "" {
 		return nil

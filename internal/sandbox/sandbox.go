@@ -145,6 +145,7 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit, containerName
 		Lock:         l.Lock(branch),
 		ExcludesFile: e.excludesFile(),
 		AgentGitDir:  privateGit,
+		Quarantine:   l.Quarantine(branch),
 		MaxFileSize:  e.maxFileSize(),
 		Start:        start,
 		Baseline:     baseline,
