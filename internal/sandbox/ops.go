@@ -55,8 +55,8 @@ type Status struct {
 	// the worktree (see rescue.Snapshot.Nested).
 	Nested   []string `json:"nested,omitempty"`
 	Snapshot string   `json:"snapshot"`
-	Prompt   string `json:"prompt,omitempty"`
-	Verify   string `json:"verify,omitempty"`
+	Prompt   string   `json:"prompt,omitempty"`
+	Verify   string   `json:"verify,omitempty"`
 	// Ports are the published ports (on the host's loopback interface).
 	Ports []container.Port `json:"ports,omitempty"`
 }
