@@ -9,7 +9,9 @@ package e2e
 import (
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,22 +19,26 @@ import (
 )
 
 // atkListener is an agent that listens on TCP port 8080 of every address
-// it has and answers each connection with a line, then waits.
-const atkListener = `perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalPort => 8080, Listen => 5, ReuseAddr => 1) or die "listen: $!"; while ($c = $s->accept) { print $c "HELLO\n"; close $c }' &
+// it has and answers each connection with HELLO-$ATK_NAME, then waits. A
+// connection is only proof of reaching it with that line: where this
+// machine's own network accepts connections to any address, connecting
+// proves nothing.
+const atkListener = `perl -MIO::Socket::INET -e '$s = IO::Socket::INET->new(LocalPort => 8080, Listen => 5, ReuseAddr => 1) or die "listen: $!"; while ($c = $s->accept) { print $c "HELLO-$ENV{ATK_NAME}\n"; close $c }' &
 sleep 1
 echo LISTENING
 exec sleep 600
 `
 
 // atkReach is a probe run in a sandbox: for each ADDR:PORT argument it
-// prints REACHED or unreachable.
-const atkReach = `for a in "$@"; do if timeout 5 bash -c "exec 3<>/dev/tcp/${a%:*}/${a##*:}" 2>/dev/null; then echo "REACHED $a"; else echo "unreachable $a"; fi; done`
+// prints "TRIED ADDR:PORT [the first line the other end sent]".
+const atkReach = `for a in "$@"; do l=$(timeout 5 bash -c "exec 3<>/dev/tcp/${a%:*}/${a##*:} && read -t 3 l <&3 && echo \"\$l\"" 2>/dev/null); echo "TRIED $a [$l]"; done`
 
-// atkHostTargets listens on a port of this machine (every address) and
-// returns the addresses:port a container could try to reach it at: the
-// gateways of the given networks and of the default bridge, and every
-// address of this machine's interfaces.
-func atkHostTargets(t *testing.T, networks ...string) []string {
+// atkHostTargets listens on a port of this machine (every address),
+// answering each connection with the line token, and returns the
+// addresses:port a container could try to reach it at: the gateways of
+// the given networks and of the default bridge, and every address of this
+// machine's interfaces.
+func atkHostTargets(t *testing.T, token string, networks ...string) []string {
 	t.Helper()
 	l, err := net.Listen("tcp", ":0")
 	if err != nil {
@@ -45,6 +51,7 @@ func atkHostTargets(t *testing.T, networks ...string) []string {
 			if err != nil {
 				return
 			}
+			_, _ = c.Write([]byte(token + "\n"))
 			c.Close()
 		}
 	}()
@@ -109,7 +116,7 @@ func TestAttackNetworkReachesNoOtherSandboxNorHost(t *testing.T) {
 			// No listener of its own that a probe could find instead.
 			agent = "echo LISTENING; exec sleep 600"
 		}
-		e.MustSandbox("start", s.name, "-d", "--network", s.network, "--agent", "shell", "--", "sh", "-c", agent)
+		e.MustSandbox("start", s.name, "-d", "--network", s.network, "-e", "ATK_NAME="+s.name, "--agent", "shell", "--", "sh", "-c", agent)
 	}
 	for _, v := range []string{"victim-allow", "victim-open", "atk-allow", "atk-open"} {
 		Eventually(t, 60*time.Second, v+" listening", func() bool {
@@ -121,7 +128,7 @@ func TestAttackNetworkReachesNoOtherSandboxNorHost(t *testing.T) {
 		n, ip := e.atkNetworkOf(v)
 		victims[v] = ip + ":8080"
 		// Armed: each victim's listener answers at that address.
-		if r := e.MustSandbox("exec", v, "--", "bash", "-c", atkReach, "probe", victims[v]); !strings.Contains(r.Stdout, "REACHED") {
+		if r := e.MustSandbox("exec", v, "--", "bash", "-c", atkReach, "probe", victims[v]); !strings.Contains(r.Stdout, "[HELLO-"+v+"]") {
 			t.Fatalf("%s does not reach its own listener at %s: the test would prove nothing:\n%s", v, victims[v], r)
 		}
 		if v == "victim-open" {
@@ -139,14 +146,15 @@ func TestAttackNetworkReachesNoOtherSandboxNorHost(t *testing.T) {
 		t.Logf("%s: %s on %s; victims %v", atk, ip, n, victims)
 		for v, addr := range victims {
 			r := e.MustSandbox("exec", atk, "--", "bash", "-c", atkReach, "probe", addr)
-			if !strings.Contains(r.Stdout, "unreachable "+addr) || strings.Contains(r.Stdout, "REACHED") {
+			if !strings.Contains(r.Stdout, "TRIED "+addr) || strings.Contains(r.Stdout, "HELLO-") {
 				t.Errorf("ATTACK SUCCEEDED: %s reached %s's listener at %s:\n%s", atk, v, addr, r)
 			}
 		}
-		host := atkHostTargets(t, n)
+		token := "HOST-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		host := atkHostTargets(t, token, n)
 		r := e.MustSandbox(append([]string{"exec", atk, "--", "bash", "-c", atkReach, "probe"}, host...)...)
 		if atk == "atk-allow" {
-			if strings.Contains(r.Stdout, "REACHED") || strings.Count(r.Stdout, "unreachable") != len(host) {
+			if strings.Contains(r.Stdout, token) || strings.Count(r.Stdout, "TRIED") != len(host) {
 				t.Errorf("ATTACK SUCCEEDED: the allowlist sandbox reached this machine's port:\n%s", r)
 			}
 		} else {
@@ -160,5 +168,181 @@ func TestAttackNetworkReachesNoOtherSandboxNorHost(t *testing.T) {
 	e.MustSandbox("rm", "--force", "victim-open")
 	if out, err := exec.Command("docker", "network", "inspect", openNet).CombinedOutput(); err == nil {
 		t.Errorf("rm left the open network %s:\n%s", openNet, out)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 1. A nested repository: the agent runs git init src and sets
+// core.fsmonitor there; the user's own git status in <worktree>/src (a
+// shell prompt, an editor scanning the worktree) ran it on the host. While
+// the agent does not run, the git directories of nested repositories are
+// kept out of the worktree; while it runs, ps, diff and start name them.
+
+const atkNestedFsmonitorAgent = atkPrelude + `
+if [ -e src/.git ]; then
+	echo "RESUMED: $(git -C src log --format=%s)"
+	echo AGENT-DONE
+	exec sleep 600
+fi
+G="git -c user.name=a -c user.email=a@example.com -c core.hooksPath=/dev/null"
+git init -q src
+(cd src && echo s > s.txt && $G add s.txt && $G commit -q -m nested-commit)
+git -C src config core.fsmonitor "$(cmd SRCFSM); :"
+git -C src config core.pager "$(cmd SRCPAGER); cat"
+echo 'uncommitted work' > src/work.txt
+git init -q empty
+git -C empty config core.fsmonitor "$(cmd EMPTYFSM); :"
+echo node_modules/ > .gitignore
+mkdir -p node_modules && git init -q node_modules/pkg
+git -C node_modules/pkg config core.fsmonitor "$(cmd IGNFSM); :"
+mkdir -p tools && git init -q --bare tools/bare.git
+git --git-dir=tools/bare.git config core.bare false
+git --git-dir=tools/bare.git config core.worktree ..
+git --git-dir=tools/bare.git config core.fsmonitor "$(cmd BAREFSM); :"
+echo top > top.txt
+set +e
+armed SRCFSM "cd src && git status"
+armed EMPTYFSM "cd empty && git status"
+armed IGNFSM "cd node_modules/pkg && git status"
+armed BAREFSM "cd tools/bare.git && git status"
+echo AGENT-DONE
+`
+
+// atkHostGitIn runs what a user (or their prompt and editor) runs in each
+// directory of a worktree, plainly and on a terminal, and fails the test
+// if the marker appears. A directory that is not there is skipped.
+func (e *Env) atkHostGitIn(wt, mark, when string, dirs ...string) {
+	e.t.Helper()
+	for _, dir := range dirs {
+		p := filepath.Join(wt, dir)
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		e.Run(p, nil, "git", "status")
+		e.Run(p, nil, "git", "log", "-1")
+		e.atkOnTerminal(p, "git status; git log -1; git diff")
+		e.atkNoMark(mark, "git status and log in "+dir+" "+when)
+	}
+}
+
+func TestAttackNestedRepositoryRunsNothingOnHost(t *testing.T) {
+	t.Parallel()
+	e, mark, _ := atkEnv(t)
+	r := e.atkStart("nest", atkNestedFsmonitorAgent, "MARK="+mark)
+	atkArmed(t, r.Stdout, "SRCFSM", "EMPTYFSM", "IGNFSM", "BAREFSM")
+	e.atkNoMark(mark, "the agent's run")
+	wt := e.Worktree("nest")
+	dirs := []string{"src", "empty", "node_modules/pkg", "tools/bare.git", "tools", "."}
+	e.atkHostGitIn(wt, mark, "after the agent exited", dirs...)
+	for _, p := range []string{"src/.git", "empty/.git", "node_modules/pkg/.git", "tools/bare.git/HEAD"} {
+		if _, err := os.Lstat(filepath.Join(wt, p)); err == nil {
+			t.Errorf("ATTACK SURFACE: %s is in the worktree while the agent is stopped", p)
+		}
+	}
+	e.atkSession("nest", mark)
+	tree := func() string {
+		t.Helper()
+		return e.Git("rev-parse", "refs/sandbox/nest/rescue^{tree}")
+	}
+	stopped := tree()
+
+	// Started again, the agent finds its repositories as it left them,
+	// and start names them.
+	s := e.MustSandbox("start", "nest", "-d")
+	for _, p := range []string{"src", "empty", "node_modules/pkg"} {
+		if !strings.Contains(s.Stderr, filepath.Join(wt, p)+" is a nested git repository") {
+			t.Errorf("start does not name the nested repository %s:\n%s", p, s)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(e.Sandbox("logs", "nest").Stdout, "RESUMED") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the resumed agent did not say RESUMED:\nstart: %s\nlogs: %s", s, e.Sandbox("logs", "nest"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if l := e.Sandbox("logs", "nest").Stdout; !strings.Contains(l, "RESUMED: nested-commit") {
+		t.Errorf("the agent's nested repository did not come back whole:\n%s", l)
+	}
+	if _, err := os.Lstat(filepath.Join(wt, "tools/bare.git/HEAD")); err != nil {
+		t.Errorf("the bare layout's HEAD did not come back: %v", err)
+	}
+	// While it runs, ps and diff name them.
+	Eventually(t, 60*time.Second, "ps to name the nested repository", func() bool {
+		return strings.Contains(e.Sandbox("ps").Stderr, filepath.Join(wt, "src")+" is a nested git repository")
+	})
+	if d := e.Sandbox("diff", "nest"); !strings.Contains(d.Stderr, filepath.Join(wt, "src")+" is a nested git repository") {
+		t.Errorf("diff of the running sandbox does not name the nested repository:\n%s", d)
+	}
+	if got := tree(); got != stopped {
+		t.Errorf("a snapshot while running holds tree %s, while stopped %s: quarantine changed what snapshots see", got, stopped)
+	}
+	// Stopped, they are out of the way again.
+	e.MustSandbox("stop", "nest")
+	if _, err := os.Lstat(filepath.Join(wt, "src/.git")); err == nil {
+		t.Errorf("ATTACK SURFACE: src/.git is in the worktree after stop")
+	}
+	e.atkHostGitIn(wt, mark, "after stop", dirs...)
+	if got := tree(); got != stopped {
+		t.Errorf("the stop snapshot holds tree %s, not %s", got, stopped)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 15. Work in a nested repository: its files were recorded only as a
+// gitlink, no snapshot held them, and land (or rm) deleted the worktree.
+
+const atkNestedWorkAgent = `
+set -e
+G="git -c user.name=a -c user.email=a@example.com"
+git init -q lib
+(cd lib && echo one > one.txt && $G add one.txt && $G commit -q -m lib)
+echo 'work only here' > lib/work.txt
+echo 'landable' > top.txt
+echo AGENT-DONE
+`
+
+func TestAttackNestedRepositoryWorkIsNotLost(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.atkStart("lost", atkNestedWorkAgent)
+	wt := e.Worktree("lost")
+	// Armed: no snapshot holds the nested repository's files.
+	snaps := e.Snapshots("lost")
+	if len(snaps) == 0 {
+		t.Fatal("no snapshots")
+	}
+	if x := e.Run(e.Repo, nil, "git", "cat-file", "-e", snaps[0].ID+":lib/work.txt"); x.Code == 0 {
+		t.Fatalf("the snapshot holds lib/work.txt: the test would prove nothing")
+	}
+	oldMain := e.Git("rev-parse", "main")
+	for _, args := range [][]string{{"land", "lost"}, {"rm", "lost"}} {
+		r := e.Sandbox(args...)
+		if r.Code == 0 {
+			t.Errorf("ATTACK SUCCEEDED: git sandbox %s went ahead with lib's files in no snapshot: %s", args[0], r)
+			break
+		}
+		if r.Code != 4 || !strings.Contains(r.Stderr, "nested git repositor") || !strings.Contains(r.Stderr, "lib") || !strings.Contains(r.Stderr, "--force") {
+			t.Errorf("git sandbox %s: no clear refusal naming lib: %s", args[0], r)
+		}
+		if got := readFile(filepath.Join(wt, "lib", "work.txt")); got != "work only here\n" {
+			t.Fatalf("ATTACK SUCCEEDED: after %s, lib/work.txt is %q", args[0], got)
+		}
+	}
+	if got := e.Git("rev-parse", "main"); got != oldMain {
+		t.Errorf("a refused land moved main")
+	}
+	if d := e.Sandbox("diff", "lost"); !strings.Contains(d.Stderr, "lib is a nested git repository: its files are in no snapshot") {
+		t.Errorf("diff does not say lib's files are in no snapshot:\n%s", d)
+	}
+	// --force goes ahead, as it says.
+	if r := e.Sandbox("land", "lost", "--force"); r.Code != 0 {
+		t.Fatalf("land --force: %s", r)
+	}
+	if got := e.Git("show", "main:top.txt"); got != "landable" {
+		t.Errorf("land --force did not land top.txt: %q", got)
+	}
+	if e.hasSandbox("lost") {
+		t.Errorf("land --force left the sandbox")
 	}
 }

@@ -869,6 +869,10 @@ func TestAttackGitlinksAndNestedRepositories(t *testing.T) {
 	}
 	// git sandbox run in the wrong directory does not open these repositories.
 	for _, dir := range []string{"sub", "nested", "nested/.git", "bare.git", "evilgit"} {
+		if _, err := os.Stat(filepath.Join(wt, dir)); err != nil {
+			// Quarantined while the agent is stopped (nested/.git).
+			continue
+		}
 		r := e.Run(filepath.Join(wt, dir), nil, "git", "sandbox", "ps")
 		e.atkNoMark(mark, "git sandbox ps in "+dir)
 		if r.Code == 0 {

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
@@ -117,6 +118,15 @@ type Snapshotter struct {
 	// its directory left as the private index has it, its commit as a
 	// gitlink.
 	Quarantine string
+	// Budget, when positive, bounds the bytes of the files this sandbox's
+	// snapshots write into the object store, counted in the file Usage:
+	// once they are spent, interval snapshots are refused (BudgetSpent);
+	// those of exit, stop, land, rm and the user's own are still taken,
+	// and counted.
+	Budget int64
+	// Usage is the file counting the bytes snapshots wrote; "" counts
+	// nothing.
+	Usage string
 	// Start is the commit the sandbox branch began at.
 	Start string
 	// Baseline is the baseline snapshot, "" until it is taken.
@@ -274,6 +284,11 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		return nil, err
 	}
 	defer unlock()
+	if reason == ReasonInterval && s.Budget > 0 {
+		if used := ReadUsage(s.Usage); used >= s.Budget {
+			return nil, &BudgetSpent{Used: used, Budget: s.Budget}
+		}
+	}
 	if err := s.ensureScratch(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -310,9 +325,76 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		}
 	}
 	if reason == ReasonStart {
-		prev = "" // a new chain (an ended one was moved aside at start)
+		prev, prevTree = "", "" // a new chain (an ended one was moved aside at start)
 	}
-	return s.write(ctx, reason, tree, prev, left, head)
+	t, err := s.write(ctx, reason, tree, prev, left, head)
+	if err == nil {
+		s.charge(ctx, prevTree.String(), tree)
+	}
+	return t, err
+}
+
+// BudgetSpent is the error of an interval snapshot once the sandbox's
+// snapshots have written their budget.
+type BudgetSpent struct{ Used, Budget int64 }
+
+func (e *BudgetSpent) Error() string {
+	return fmt.Sprintf("snapshots of this sandbox wrote %d bytes, their budget is %d: interval snapshots stop", e.Used, e.Budget)
+}
+
+// ReadUsage returns the bytes counted in a usage file (0 when there is
+// none).
+func ReadUsage(path string) int64 {
+	if path == "" {
+		return 0
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// charge adds to the usage file the sizes of the blobs tree has that the
+// tree before it (the previous snapshot's, or the start commit's) lacks:
+// what this snapshot wrote, at most. Sizes come from the object headers
+// of the user's store; nothing is read whole. A failure counts nothing.
+func (s *Snapshotter) charge(ctx context.Context, before, tree string) {
+	if s.Usage == "" {
+		return
+	}
+	if before == "" {
+		if s.Start == "" {
+			return
+		}
+		before = s.Start + "^{tree}"
+	}
+	out, err := s.host().Run(ctx, nil, "diff-tree", "-r", "-z", "--no-renames", "--diff-filter=AMT", before, tree)
+	if err != nil {
+		return
+	}
+	var ids bytes.Buffer
+	recs := gitcmd.SplitLines(out)
+	for i := 0; i+1 < len(recs); i += 2 {
+		f := strings.Fields(recs[i])
+		if len(f) == 5 && f[1] != "160000" {
+			ids.WriteString(f[3] + "\n")
+		}
+	}
+	if ids.Len() == 0 {
+		return
+	}
+	sizes, err := s.host().Run(ctx, &ids, "cat-file", "--batch-check=%(objectsize)")
+	if err != nil {
+		return
+	}
+	var n int64
+	for _, l := range strings.Fields(string(sizes)) {
+		v, _ := strconv.ParseInt(l, 10, 64)
+		n += v
+	}
+	_ = os.WriteFile(s.Usage, []byte(strconv.FormatInt(ReadUsage(s.Usage)+n, 10)+"\n"), 0o600)
 }
 
 // write commits tree as a snapshot whose first parent is prev (the start
@@ -469,7 +551,7 @@ func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tr tracked) 
 	if err != nil {
 		return added{}, err
 	}
-	more, err := s.addForced(ctx, g, tr.entries)
+	more, err := s.addForced(ctx, g, tr.entries, large)
 	if err != nil {
 		return added{}, err
 	}
@@ -643,9 +725,9 @@ func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked
 	}
 	candidates := gitcmd.SplitLines(out)
 	var inIndex map[string]bool
+	agent := map[string]bool{}
 	if tr.complete {
 		// Without the agent's list, every indexed file counts as tracked.
-		agent := map[string]bool{}
 		for _, e := range tr.entries {
 			agent[e.Path] = true
 		}
@@ -664,7 +746,9 @@ func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked
 	var large []LargeFile
 	var drop bytes.Buffer
 	for _, p := range candidates {
-		if underQuarantine(p, quarantined) {
+		// What the agent tracks is judged below (untracked by the
+		// private index only because no snapshot took it yet).
+		if agent[p] || underQuarantine(p, quarantined) {
 			continue
 		}
 		fi, err := os.Lstat(filepath.Join(s.Worktree, p))
@@ -676,6 +760,25 @@ func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked
 			drop.WriteString(p + "\x00")
 		}
 	}
+	// A file the agent tracks is kept whatever its size, unless it is
+	// sparse: a few blocks on disk that git would read (and hash, with the
+	// agent paused) at their full size on every snapshot that finds them
+	// touched.
+	listed := map[string]bool{}
+	for _, f := range large {
+		listed[f.Path] = true
+	}
+	for _, e := range tr.entries {
+		if e.Mode == "160000" || listed[e.Path] || underQuarantine(e.Path, quarantined) || agentrepo.CheckPath(e.Path) != nil {
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(s.Worktree, e.Path))
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() <= s.MaxFileSize || !sparse(fi) {
+			continue
+		}
+		large = append(large, LargeFile{Path: e.Path, Size: fi.Size()})
+		drop.WriteString(e.Path + "\x00")
+	}
 	if drop.Len() > 0 {
 		if _, err := g.Run(ctx, &drop, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
 			return nil, fmt.Errorf("snapshot: %w", err)
@@ -683,6 +786,13 @@ func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked
 	}
 	slices.SortFunc(large, func(a, b LargeFile) int { return strings.Compare(a.Path, b.Path) })
 	return large, nil
+}
+
+// sparse reports whether a file has less than half of its size allocated
+// on disk (holes, or a file system that compresses).
+func sparse(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Blocks*512 < fi.Size()/2
 }
 
 // underQuarantine reports whether p is a path a snapshot leaves alone
@@ -798,9 +908,13 @@ func (s *Snapshotter) treeEntries(ctx context.Context, commit string) []agentrep
 // out because they are ignored (the agent's git add -f). Only regular
 // files and symlinks whose every parent is a real directory of the
 // worktree are added.
-func (s *Snapshotter) addForced(ctx context.Context, g *gitcmd.Runner, entries []agentrepo.IndexEntry) ([]string, error) {
+func (s *Snapshotter) addForced(ctx context.Context, g *gitcmd.Runner, entries []agentrepo.IndexEntry, large []LargeFile) ([]string, error) {
 	if len(entries) == 0 {
 		return nil, nil
+	}
+	left := map[string]bool{}
+	for _, f := range large {
+		left[f.Path] = true
 	}
 	out, err := g.Run(ctx, nil, "ls-files", "-z", "--cached")
 	if err != nil {
@@ -812,7 +926,7 @@ func (s *Snapshotter) addForced(ctx context.Context, g *gitcmd.Runner, entries [
 	}
 	var list bytes.Buffer
 	for _, e := range entries {
-		if e.Mode == "160000" || have[e.Path] || !plainFileIn(s.Worktree, e.Path) {
+		if e.Mode == "160000" || have[e.Path] || left[e.Path] || !plainFileIn(s.Worktree, e.Path) {
 			continue
 		}
 		list.WriteString(e.Path)

@@ -53,8 +53,13 @@ type Status struct {
 	TooLarge int `json:"too_large,omitempty"`
 	// Nested are the nested git repositories the newest snapshot met in
 	// the worktree (see rescue.Snapshot.Nested).
-	Nested   []string `json:"nested,omitempty"`
-	Snapshot string   `json:"snapshot"`
+	Nested []string `json:"nested,omitempty"`
+	// SnapshotBytes is what the sandbox's snapshots wrote into the object
+	// store; SnapshotBudgetSpent says budget.snapshots is used up, so
+	// interval snapshots have stopped.
+	SnapshotBytes       int64  `json:"snapshot_bytes,omitempty"`
+	SnapshotBudgetSpent bool   `json:"snapshot_budget_spent,omitempty"`
+	Snapshot            string `json:"snapshot"`
 	Prompt   string   `json:"prompt,omitempty"`
 	Verify   string   `json:"verify,omitempty"`
 	// Ports are the published ports (on the host's loopback interface).
@@ -90,6 +95,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports(),
 		}
 		st.Network = string(sb.Network())
+		st.SnapshotBytes, _, st.SnapshotBudgetSpent = sb.SnapshotBudget()
 		if sb.Egress != nil {
 			if sum, err := egress.SummarizeFile(sb.NetLog()); err == nil {
 				st.Denied = sum.Denied + sum.Leaks

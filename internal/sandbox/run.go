@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/go-units"
+
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
@@ -426,10 +428,17 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	waitC := d.WaitExit(ctx, sb.Container, container.WaitNotRunning)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	budgetSaid := false
 	for {
 		select {
 		case <-tick.C:
-			if t, err := snap.Take(ctx, rescue.ReasonInterval); err != nil {
+			var spent *rescue.BudgetSpent
+			if t, err := snap.Take(ctx, rescue.ReasonInterval); errors.As(err, &spent) {
+				if !budgetSaid {
+					budgetSaid = true
+					e.UI.Warnf("%s interval snapshots stop: this sandbox's snapshots wrote %s, budget.snapshots is %s; the exit snapshot is still taken", time.Now().Format(time.RFC3339), units.BytesSize(float64(spent.Used)), units.BytesSize(float64(spent.Budget)))
+				}
+			} else if err != nil {
 				e.UI.Warnf("%s snapshot failed: %v", time.Now().Format(time.RFC3339), err)
 			} else if t.New {
 				e.UI.Infof("%s snapshot %s (%d changes)", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes)
