@@ -7,6 +7,7 @@ package e2e
 // host-side effect is absent.
 
 import (
+	"encoding/json"
 	"net"
 	"net/netip"
 	"os"
@@ -345,4 +346,130 @@ func TestAttackNestedRepositoryWorkIsNotLost(t *testing.T) {
 	if e.hasSandbox("lost") {
 		t.Errorf("land --force left the sandbox")
 	}
+}
+
+// ---------------------------------------------------------------------------
+// 9. Snapshot amplification: a repository's interval = "1s" grew a 16 MB
+// worktree's object store by ~150 MB in 15 s, and a 4 GiB sparse file took
+// half a minute of host CPU per snapshot with the agent paused.
+
+// atkChurnAgent writes 4 MB of fresh random data 30 times, each write
+// meant for a snapshot of its own (120 MB), then says which blob its last
+// write is.
+const atkChurnAgent = `
+set -e
+i=0
+while [ $i -lt 30 ]; do
+	head -c 4000000 /dev/urandom > churn.bin
+	i=$((i + 1))
+	sleep 0.4
+done
+echo "ARMED: CHURN"
+echo "FINAL: $(git hash-object churn.bin)"
+echo AGENT-DONE
+`
+
+// atkSparseTrackedAgent tracks a 1 GiB sparse file (a few blocks on disk)
+// without reading it: its index entry names the empty blob.
+const atkSparseTrackedAgent = `
+set -e
+truncate -s 1073741824 sparse.bin
+git update-index --add --cacheinfo "100644,$(git hash-object -w --stdin </dev/null),sparse.bin"
+echo small > small.txt
+if git ls-files --error-unmatch sparse.bin >/dev/null && [ "$(du -k sparse.bin | cut -f1)" -lt 1024 ]; then echo "ARMED: SPARSE"; fi
+echo AGENT-DONE
+`
+
+// dirBytes is the total size of the regular files under dir.
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func TestAttackSnapshotAmplification(t *testing.T) {
+	t.Parallel()
+	t.Run("repository interval", func(t *testing.T) {
+		e := NewEnv(t)
+		e.WriteFile(".sandbox.toml", "[rescue]\ninterval = \"1s\"\n")
+		e.Git("add", ".sandbox.toml")
+		e.Git("commit", "-qm", "snapshot every second")
+		r := e.Sandbox("start", "fast", "-d", "--agent", "shell", "--", "sleep", "60")
+		if r.Code == 0 {
+			t.Errorf("ATTACK SUCCEEDED: a repository set a 1s snapshot interval: %s", r)
+		} else if !strings.Contains(r.Stderr, "rescue.interval") || !strings.Contains(r.Stderr, "10s") {
+			t.Errorf("no clear refusal of the repository's interval: %s", r)
+		}
+		if e.hasSandbox("fast") {
+			t.Errorf("a refused start left a sandbox")
+		}
+	})
+	t.Run("budget", func(t *testing.T) {
+		e := NewEnv(t)
+		// The user may snapshot every second; the budget bounds what that
+		// writes.
+		e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n[budget]\nsnapshots = \"20m\"\n", baseImage)
+		objects := filepath.Join(e.Repo, ".git", "objects")
+		before := dirBytes(t, objects)
+		e.MustSandbox("start", "churn", "-d", "--agent", "shell", "--", "sh", "-c", atkChurnAgent)
+		if r := e.Sandbox("wait", "churn", "--timeout", "120s"); r.Code != 0 {
+			t.Fatalf("wait: %s", r)
+		}
+		logs := e.Sandbox("logs", "churn").Stdout
+		atkArmed(t, logs, "CHURN")
+		grown := dirBytes(t, objects) - before
+		t.Logf("the object store grew by %d MiB", grown>>20)
+		// 20 MB of budget, the snapshot that crossed it, and the exit
+		// snapshot: at most 20 + 2 * 4 MB and some slack for trees.
+		if grown > 32<<20 {
+			t.Errorf("ATTACK SUCCEEDED: the snapshots grew the object store by %d MiB with a budget of 20 MiB", grown>>20)
+		}
+		wt := e.Worktree("churn")
+		if log := readFile(filepath.Join(filepath.Dir(wt), "supervisor.log")); !strings.Contains(log, "interval snapshots stop") || !strings.Contains(log, "budget.snapshots") {
+			t.Errorf("the supervisor does not say the budget stopped its snapshots:\n%s", log)
+		}
+		// The exit snapshot is still taken, with the agent's last work.
+		final := between(logs, "FINAL: ", "\n")
+		if got := e.Git("rev-parse", "refs/sandbox/churn/rescue:churn.bin"); final == "" || got != final {
+			t.Errorf("the newest snapshot holds churn.bin %s, the agent's last write is %q", got, final)
+		}
+		var ps []struct {
+			Branch string `json:"branch"`
+			Spent  bool   `json:"snapshot_budget_spent"`
+		}
+		must(t, json.Unmarshal([]byte(e.MustSandbox("ps", "--json").Stdout), &ps))
+		if len(ps) != 1 || !ps[0].Spent {
+			t.Errorf("ps --json does not say the snapshot budget is spent: %+v", ps)
+		}
+	})
+	t.Run("sparse tracked file", func(t *testing.T) {
+		e := NewEnv(t)
+		r := e.atkStart("sparse", atkSparseTrackedAgent)
+		atkArmed(t, r.Stdout, "SPARSE")
+		snaps := e.Snapshots("sparse")
+		if len(snaps) == 0 {
+			t.Fatal("no snapshots")
+		}
+		if x := e.Run(e.Repo, nil, "git", "cat-file", "-s", snaps[0].ID+":sparse.bin"); x.Code == 0 {
+			t.Errorf("ATTACK SUCCEEDED: the host read the sparse file into a snapshot (%s bytes)", strings.TrimSpace(x.Stdout))
+		}
+		if got := e.Git("show", snaps[0].ID+":small.txt"); got != "small" {
+			t.Errorf("the snapshot lacks the agent's other work: %q", got)
+		}
+		show := e.MustSandbox("rescue", "show", snaps[0].ID)
+		if !strings.Contains(show.Stdout+show.Stderr, "sparse.bin") {
+			t.Errorf("rescue show does not name the file left out:\n%s", show)
+		}
+		if d := e.Sandbox("diff", "sparse"); !strings.Contains(d.Stderr, "sparse.bin") {
+			t.Errorf("diff does not warn about the file left out:\n%s", d)
+		}
+	})
 }
