@@ -249,7 +249,7 @@ func TestAttackNestedRepositoryRunsNothingOnHost(t *testing.T) {
 
 	// Started again, the agent finds its repositories as it left them,
 	// and start names them.
-	s := e.MustSandbox("start", "nest", "-d")
+	s := e.MustSandbox("start", "nest", "-d", "--rerun")
 	for _, p := range []string{"src", "empty", "node_modules/pkg"} {
 		if !strings.Contains(s.Stderr, filepath.Join(wt, p)+" is a nested git repository") {
 			t.Errorf("start does not name the nested repository %s:\n%s", p, s)

@@ -39,14 +39,13 @@ func (s *Sandbox) quarantineNested(ctx context.Context) {
 		s.env.UI.Warnf("nested repositories were not quarantined: %v", err)
 		return
 	}
-	list, err := worktree.Quarantine(s.Worktree, s.env.Layout.Quarantine(s.Branch), func(repo string) string { return links[repo] })
+	_, err = worktree.Quarantine(s.Worktree, s.env.Layout.Quarantine(s.Branch), func(repo string) string { return links[repo] })
 	if err != nil {
 		s.env.UI.Warnf("%s: not every nested repository could be quarantined: %v", s.Display(), err)
 		if errors.Is(err, worktree.ErrCrossDevice) {
 			s.env.UI.Hintf("a git run in them reads the configuration the agent wrote; keep worktrees_dir on the state's file system")
 		}
 	}
-	_ = list
 }
 
 // restoreNested puts quarantined git directories back before the agent's
