@@ -408,8 +408,12 @@ func TestAttackSnapshotAmplification(t *testing.T) {
 		} else if !strings.Contains(r.Stderr, "rescue.interval") || !strings.Contains(r.Stderr, "10s") {
 			t.Errorf("no clear refusal of the repository's interval: %s", r)
 		}
-		if e.hasSandbox("fast") {
-			t.Errorf("a refused start left a sandbox")
+		// ps refuses the repository's file too: look for what start makes.
+		if x := e.Run(e.Repo, nil, "git", "rev-parse", "-q", "--verify", "refs/heads/fast"); x.Code == 0 {
+			t.Errorf("a refused start made the branch")
+		}
+		if _, err := os.Stat(filepath.Join(e.State, e.RepoID(), "fast")); err == nil {
+			t.Errorf("a refused start left a sandbox directory")
 		}
 	})
 	t.Run("budget", func(t *testing.T) {

@@ -538,8 +538,12 @@ func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tr tracked) 
 	}
 	// A quarantined repository's directory (or a bare layout's HEAD) is
 	// left as the private index has it.
-	for _, q := range quarantined {
-		spec.WriteString(":(exclude,literal)" + quarantinedPath(q) + "\x00")
+	excl, err := s.notIgnored(ctx, g, quarantined)
+	if err != nil {
+		return added{}, err
+	}
+	for _, p := range excl {
+		spec.WriteString(":(exclude,literal)" + p + "\x00")
 	}
 	_, stderr, err := g.RunFull(ctx, spec, "add", "--all", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul")
 	if strings.Contains(string(stderr), "adding embedded git repository") {
@@ -561,6 +565,37 @@ func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tr tracked) 
 	inSub, err := s.addGitlinks(ctx, g, tr.entries)
 	nested := nestedRepos(string(stderr), quarantined, tr.entries)
 	return added{skipped: append(skipped, more...), tooLarge: large, inSubmodule: inSub, nested: nested}, err
+}
+
+// notIgnored returns the paths of the quarantined entries that are not
+// ignored: git add --all never enters an ignored directory, and an
+// exclude pathspec naming one makes it fail ("paths are ignored").
+func (s *Snapshotter) notIgnored(ctx context.Context, g *gitcmd.Runner, quarantined []worktree.Nested) ([]string, error) {
+	if len(quarantined) == 0 {
+		return nil, nil
+	}
+	var in bytes.Buffer
+	for _, q := range quarantined {
+		in.WriteString(quarantinedPath(q) + "\x00")
+	}
+	lit := *g
+	lit.Env = append(slices.Clip(g.Env), "GIT_LITERAL_PATHSPECS=1")
+	out, err := lit.Run(ctx, &in, "check-ignore", "-z", "--stdin")
+	var ge *gitcmd.Error
+	if err != nil && !(errors.As(err, &ge) && ge.Code == 1) {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	ignored := map[string]bool{}
+	for _, p := range gitcmd.SplitLines(out) {
+		ignored[p] = true
+	}
+	var keep []string
+	for _, q := range quarantined {
+		if p := quarantinedPath(q); !ignored[p] {
+			keep = append(keep, p)
+		}
+	}
+	return keep, nil
 }
 
 // quarantinedPath is what a snapshot leaves as the private index has it
