@@ -578,9 +578,8 @@ func (s *Snapshotter) notIgnored(ctx context.Context, g *gitcmd.Runner, quaranti
 	for _, q := range quarantined {
 		in.WriteString(quarantinedPath(q) + "\x00")
 	}
-	lit := *g
-	lit.Env = append(slices.Clip(g.Env), "GIT_LITERAL_PATHSPECS=1")
-	out, err := lit.Run(ctx, &in, "check-ignore", "-z", "--stdin")
+	// check-ignore takes no pathspec magic; it answers for each name given.
+	out, err := g.Run(ctx, &in, "check-ignore", "-z", "--stdin")
 	var ge *gitcmd.Error
 	if err != nil && !(errors.As(err, &ge) && ge.Code == 1) {
 		return nil, fmt.Errorf("snapshot: %w", err)
