@@ -875,7 +875,12 @@ func TestAttackGitlinksAndNestedRepositories(t *testing.T) {
 		}
 		r := e.Run(filepath.Join(wt, dir), nil, "git", "sandbox", "ps")
 		e.atkNoMark(mark, "git sandbox ps in "+dir)
-		if r.Code == 0 {
+		// With the agent stopped its repositories are quarantined: the
+		// directory is then a plain one of the sandbox worktree, where git
+		// sandbox works. One that is still a repository must be refused.
+		_, gerr := os.Lstat(filepath.Join(wt, dir, ".git"))
+		_, herr := os.Lstat(filepath.Join(wt, dir, "HEAD"))
+		if r.Code == 0 && (gerr == nil || herr == nil) {
 			t.Errorf("git sandbox ps in the agent's %s worked: %s", dir, r)
 		}
 	}

@@ -555,6 +555,13 @@ func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tr tracked) 
 	if err != nil {
 		return added{}, err
 	}
+	// A quarantined repository without a commit is what git add refused
+	// with its .git in place (unless it is ignored: git add never saw it).
+	for _, q := range quarantined {
+		if !q.Bare && q.Gitlink == "" && slices.Contains(excl, q.Repo()) {
+			skipped = append(skipped, q.Repo())
+		}
+	}
 	more, err := s.addForced(ctx, g, tr.entries, large)
 	if err != nil {
 		return added{}, err
