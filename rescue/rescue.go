@@ -570,7 +570,7 @@ func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tr tracked) 
 		return added{}, err
 	}
 	inSub, err := s.addGitlinks(ctx, g, tr.entries)
-	nested := nestedRepos(string(stderr), quarantined, tr.entries)
+	nested := nestedRepos(string(stderr), quarantined, excl, tr.entries)
 	return added{skipped: append(skipped, more...), tooLarge: large, inSubmodule: inSub, nested: nested}, err
 }
 
@@ -637,9 +637,10 @@ func (s *Snapshotter) addQuarantinedGitlinks(ctx context.Context, g *gitcmd.Runn
 
 // nestedRepos lists the nested repositories a snapshot met: those git add
 // recorded as embedded (a gitlink), those it refused for having no
-// commit, and the quarantined ones; submodules the agent tracks are not
-// counted (their files belong to their own repository).
-func nestedRepos(stderr string, quarantined []worktree.Nested, tracked []agentrepo.IndexEntry) []string {
+// commit, and the quarantined ones it would have met (not ignored);
+// submodules the agent tracks are not counted (their files belong to
+// their own repository).
+func nestedRepos(stderr string, quarantined []worktree.Nested, notIgnored []string, tracked []agentrepo.IndexEntry) []string {
 	sub := map[string]bool{}
 	for _, e := range tracked {
 		if e.Mode == "160000" {
@@ -666,7 +667,7 @@ func nestedRepos(stderr string, quarantined []worktree.Nested, tracked []agentre
 		}
 	}
 	for _, q := range quarantined {
-		if !q.Bare {
+		if !q.Bare && slices.Contains(notIgnored, q.Repo()) {
 			add(q.Repo())
 		}
 	}
