@@ -31,6 +31,12 @@ func (s *Sandbox) quarantineNested(ctx context.Context) {
 		return
 	}
 	defer unlock()
+	s.quarantineLocked(ctx)
+}
+
+// quarantineLocked is quarantineNested for a caller holding the snapshot
+// lock.
+func (s *Sandbox) quarantineLocked(ctx context.Context) {
 	if st, err := s.ContainerState(ctx); err != nil || (st != nil && st.Running) {
 		return
 	}

@@ -330,6 +330,8 @@ func (e *Env) startLocked(ctx context.Context, d Engine, sb *Sandbox) error {
 		return err
 	}
 	if err := d.Start(ctx, sb.Container); err != nil {
+		// Not running after all: out of the way again.
+		sb.quarantineLocked(context.WithoutCancel(ctx))
 		return err
 	}
 	return nil
