@@ -60,8 +60,8 @@ type Status struct {
 	SnapshotBytes       int64  `json:"snapshot_bytes,omitempty"`
 	SnapshotBudgetSpent bool   `json:"snapshot_budget_spent,omitempty"`
 	Snapshot            string `json:"snapshot"`
-	Prompt   string   `json:"prompt,omitempty"`
-	Verify   string   `json:"verify,omitempty"`
+	Prompt              string `json:"prompt,omitempty"`
+	Verify              string `json:"verify,omitempty"`
 	// Ports are the published ports (on the host's loopback interface).
 	Ports []container.Port `json:"ports,omitempty"`
 }
