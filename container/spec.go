@@ -205,6 +205,7 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 		Init:           &init,
 		AutoRemove:     s.AutoRemove,
 		IpcMode:        dcontainer.IPCModePrivate,
+		LogConfig:      logConfig,
 		Resources: dcontainer.Resources{
 			Memory:    s.Limits.MemoryBytes,
 			NanoCPUs:  int64(s.Limits.CPUs * 1e9),
@@ -228,6 +229,15 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 		})
 	}
 	return cfg, hc
+}
+
+// logConfig bounds what the engine keeps of a container's output: an
+// agent printing in a loop all night would otherwise fill the engine's
+// disk. json-file is the engine's usual default and `logs` reads its
+// rotated files; three files of 32 MB keep the last 96 MB.
+var logConfig = dcontainer.LogConfig{
+	Type:   "json-file",
+	Config: map[string]string{"max-size": "32m", "max-file": "3"},
 }
 
 // dockerNetworkMode is what a spec's network means to Docker.

@@ -1877,6 +1877,10 @@ func TestAttackContainerHardening(t *testing.T) {
 	if hc["Init"] != true {
 		t.Errorf("Init = %v, want true", hc["Init"])
 	}
+	// Output the agent prints in a loop cannot fill the engine's disk.
+	if lc, _ := hc["LogConfig"].(map[string]any); lc["Type"] != "json-file" || lc["Config"].(map[string]any)["max-size"] == nil {
+		t.Errorf("LogConfig = %v, want json-file with a max-size", hc["LogConfig"])
+	}
 	// none, or the sandbox's own internal network (allowlist mode); never
 	// the host's, the default bridge or another container's.
 	if nm, _ := hc["NetworkMode"].(string); nm != "none" && !(strings.HasPrefix(nm, "git-sandbox-") && strings.HasSuffix(nm, "-net")) {

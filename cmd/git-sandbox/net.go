@@ -87,8 +87,21 @@ func (c *NetCmd) Run(app *App) error {
 // followLog prints the log's records (raw lines with asJSON) and, with
 // follow, keeps printing new ones until the command is interrupted.
 func followLog(app *App, path string, asJSON, follow bool) error {
+	// The proxy rotates its log (egress.PreviousGeneration): the older
+	// generation first, then the current file, started again from its
+	// beginning whenever it is a new file.
+	if _, err := printFrom(app.Stdout, egress.PreviousGeneration(path), 0, asJSON); err != nil {
+		return err
+	}
 	var off int64
+	var cur os.FileInfo
 	for {
+		if fi, err := os.Stat(path); err == nil {
+			if cur != nil && !os.SameFile(cur, fi) {
+				off = 0
+			}
+			cur = fi
+		}
 		n, err := printFrom(app.Stdout, path, off, asJSON)
 		if err != nil {
 			return err
