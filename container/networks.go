@@ -24,7 +24,11 @@ type NetworkSpec struct {
 	// Subnet, when set, is the network's IPv4 range (CIDR) instead of one
 	// the engine picks from its address pools (a few dozen at most).
 	Subnet string
-	Labels map[string]string
+	// Isolated turns off traffic between the network's containers
+	// (inter-container communication): a container on it reaches the
+	// world and nothing else on the network.
+	Isolated bool
+	Labels   map[string]string
 }
 
 // Network is a network that exists.
@@ -43,6 +47,9 @@ func (d *Docker) CreateNetwork(ctx context.Context, s NetworkSpec) (*Network, er
 	o := network.CreateOptions{Driver: "bridge", Internal: s.Internal, Labels: managedLabels(s.Labels), Options: map[string]string{}}
 	if s.HostUnreachable {
 		o.Options["com.docker.network.bridge.inhibit_ipv4"] = "true"
+	}
+	if s.Isolated {
+		o.Options["com.docker.network.bridge.enable_icc"] = "false"
 	}
 	if s.Subnet != "" {
 		o.IPAM = &network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: s.Subnet}}}

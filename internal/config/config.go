@@ -139,6 +139,10 @@ type Budget struct {
 	Sync string `toml:"sync"`
 	// Export is the total size of the files verify writes out for one tree.
 	Export string `toml:"export"`
+	// Snapshots is the total size of the files one sandbox's snapshots may
+	// write into the object store; once spent, interval snapshots stop
+	// (those of exit, stop, land, rm and the user's own still run).
+	Snapshots string `toml:"snapshots"`
 }
 
 // Secret is a credential given to the agent as a placeholder: the real
@@ -253,7 +257,7 @@ func Defaults() Config {
 			Pids:   4096,
 		},
 		Rescue:    Rescue{Interval: Duration{2 * time.Minute}, MaxFileSize: "50m"},
-		Budget:    Budget{SyncObject: "100m", Sync: "2g", Export: "2g"},
+		Budget:    Budget{SyncObject: "100m", Sync: "2g", Export: "2g", Snapshots: "2g"},
 		AgentHome: AgentHomePerAgent,
 	}
 }
@@ -496,7 +500,7 @@ func (l *Loaded) validate(file string) error {
 	if _, err := MemoryBytes(l.Limits.Memory); err != nil {
 		return usererr.New("%s: limits.memory = %q: %v", where, l.Limits.Memory, err)
 	}
-	for key, v := range map[string]string{"sync_object": l.Budget.SyncObject, "sync": l.Budget.Sync, "export": l.Budget.Export} {
+	for key, v := range map[string]string{"sync_object": l.Budget.SyncObject, "sync": l.Budget.Sync, "export": l.Budget.Export, "snapshots": l.Budget.Snapshots} {
 		if _, err := MemoryBytes(v); err != nil {
 			return usererr.New("%s: budget.%s = %q: %v", where, key, v, err).Hint("give a size such as \"2g\", or \"0\" for no bound")
 		}

@@ -239,6 +239,22 @@ func ensureEgressNetwork(ctx context.Context, d Engine, name string) error {
 	return err
 }
 
+// openNetworkName is the network of a sandbox in open mode: its own, so
+// that no two sandboxes share a network in any mode.
+func openNetworkName(containerName string) string { return containerName + "-open" }
+
+// createOpenNetwork makes an open-mode sandbox's network: a bridge with a
+// route out, inter-container traffic off. What it makes is added to u.
+func (e *Env) createOpenNetwork(ctx context.Context, d Engine, branch, name string, u *undo) error {
+	n, err := d.CreateNetwork(ctx, container.NetworkSpec{Name: name, Isolated: true, Labels: e.networkLabels(branch)})
+	if err != nil {
+		return err
+	}
+	cctx := context.WithoutCancel(ctx)
+	u.add(func() { _ = d.RemoveNetwork(cctx, n.ID) })
+	return e.step("open network")
+}
+
 // proxyEnv points every common HTTP client at the proxy, in both cases
 // (curl reads only the lower-case http_proxy).
 func proxyEnv(url string) []string {
@@ -524,7 +540,7 @@ func (e *Env) hostAddrs(ctx context.Context, d Engine, branch string) []string {
 func (e *Env) restartProxy(ctx context.Context, d Engine, sb *Sandbox, io IO) error {
 	eg := sb.Egress
 	if eg == nil {
-		return nil
+		return e.checkOpenNetwork(ctx, d, sb)
 	}
 	if err := d.Remove(ctx, eg.Proxy); err != nil {
 		return fmt.Errorf("egress proxy: %w", err)
@@ -568,6 +584,27 @@ func (e *Env) restartProxy(ctx context.Context, d Engine, sb *Sandbox, io IO) er
 		return err
 	}
 	return nil
+}
+
+// checkOpenNetwork refuses to resume an open-mode sandbox whose own
+// network is gone (its container is bound to that network's id), with the
+// same hints as a missing allowlist network.
+func (e *Env) checkOpenNetwork(ctx context.Context, d Engine, sb *Sandbox) error {
+	if sb.Spec == nil || sb.Spec.Network != container.NetworkOpen || sb.Spec.NetworkName == "" {
+		return nil
+	}
+	nets, err := d.ListNetworks(ctx, container.LabelRepo+"="+e.Repo.ID, container.LabelBranch+"="+sb.Branch)
+	if err != nil {
+		return err
+	}
+	for _, n := range nets {
+		if n.Name == sb.Spec.NetworkName {
+			return nil
+		}
+	}
+	return usererr.New("network %s of sandbox %s is gone", sb.Spec.NetworkName, sb.Display()).
+		Hint("its work is safe: git sandbox rescue list %s shows the snapshots", sb.Display()).
+		Hint("git sandbox rm %s removes the rest, then start it again", sb.Display())
 }
 
 // stopProxy removes a sandbox's proxy container (the networks stay for
