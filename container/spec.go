@@ -50,6 +50,9 @@ const (
 	RoleProxy = "proxy"
 	// RoleHooks runs the user's pre-commit and commit-msg hooks at land.
 	RoleHooks = "hooks"
+	// RoleEgress is the network every proxy leaves by, shared by all
+	// sandboxes of the engine.
+	RoleEgress = "egress"
 )
 
 // Workspace is where the worktree appears inside the container.
@@ -93,8 +96,9 @@ type Spec struct {
 	Network  NetworkMode       `json:"network"`
 	// NetworkName is the engine network the container joins: for
 	// NetworkAllowlist the sandbox's internal network (required); for
-	// NetworkOpen, one to use instead of the default bridge (the egress
-	// proxy's way out). Never set with NetworkNone.
+	// NetworkOpen, the sandbox's own open network, or the egress proxy's
+	// way out; without one an open container joins the engine's default
+	// bridge (older sandboxes). Never set with NetworkNone.
 	NetworkName string `json:"network_name,omitempty"`
 	// ReadOnlyRoot mounts the image's root file system read-only.
 	ReadOnlyRoot bool     `json:"read_only_root,omitempty"`

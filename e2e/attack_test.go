@@ -869,9 +869,18 @@ func TestAttackGitlinksAndNestedRepositories(t *testing.T) {
 	}
 	// git sandbox run in the wrong directory does not open these repositories.
 	for _, dir := range []string{"sub", "nested", "nested/.git", "bare.git", "evilgit"} {
+		if _, err := os.Stat(filepath.Join(wt, dir)); err != nil {
+			// Quarantined while the agent is stopped (nested/.git).
+			continue
+		}
 		r := e.Run(filepath.Join(wt, dir), nil, "git", "sandbox", "ps")
 		e.atkNoMark(mark, "git sandbox ps in "+dir)
-		if r.Code == 0 {
+		// With the agent stopped its repositories are quarantined: the
+		// directory is then a plain one of the sandbox worktree, where git
+		// sandbox works. One that is still a repository must be refused.
+		_, gerr := os.Lstat(filepath.Join(wt, dir, ".git"))
+		_, herr := os.Lstat(filepath.Join(wt, dir, "HEAD"))
+		if r.Code == 0 && (gerr == nil || herr == nil) {
 			t.Errorf("git sandbox ps in the agent's %s worked: %s", dir, r)
 		}
 	}

@@ -48,6 +48,7 @@ func medianFloat(v []float64) float64 {
 func BenchmarkEgressProxy(b *testing.B) {
 	e := NewEnv(b)
 	e.WriteConfig(`allow = ["api.allowed.test:80"]
+egress_network = %q
 base_image = %q
 [[mount]]
 source = %q
@@ -56,9 +57,9 @@ readonly = true
 [limits]
 memory = "1g"
 pids = 256
-`, baseImage, filepath.Join(binDir, "test-upstream"), brokerClient)
+`, e.egressNetwork(), baseImage, filepath.Join(binDir, "test-upstream"), brokerClient)
 	e.MustSandbox("start", "bench", "-d", "--agent", "shell", "--", "sleep", "3600")
-	egressNet := networkWithSuffix(b, e.sandboxNetworks("bench"), "-egress")
+	egressNet := e.egressNetwork()
 	upstream, _ := startUpstream(b, egressNet, "api.allowed.test")
 	defer func() { _ = exec.Command("docker", "rm", "-f", upstream).Run() }()
 
@@ -112,11 +113,12 @@ pids = 256
 	added("request, new CONNECT tunnel", "ms-added-connect", viaProxy("connect", small, 200), direct("fresh", small, 200))
 }
 
-// BenchmarkStartAllowlist: `git sandbox start -d` in allowlist mode (two
-// networks, the proxy started and listening, the agent's container)
-// against the same by hand: git worktree add, docker network create
-// --internal and a plain one, docker run -d of the proxy (connected to the
-// internal network) and of the agent.
+// BenchmarkStartAllowlist: `git sandbox start -d` in allowlist mode (the
+// sandbox's internal network, the proxy started and listening, the agent's
+// container) against the same by hand: git worktree add, docker network
+// create --internal on a range of its own, docker run -d of the proxy on
+// the (existing) egress network, connected to the internal one, and of
+// the agent.
 func BenchmarkStartAllowlist(b *testing.B) {
 	e := NewEnv(b)
 	e.egressConfig("api.allowed.test")
@@ -124,6 +126,9 @@ func BenchmarkStartAllowlist(b *testing.B) {
 	cfgDir := filepath.Join(e.Root, "raw-proxy")
 	must(b, os.MkdirAll(cfgDir, 0o755))
 	must(b, os.WriteFile(filepath.Join(cfgDir, "proxy.json"), []byte(`{"listen": ":3128", "allow": [{"entry": "api.allowed.test", "source": "user config"}]}`), 0o644))
+	// Both sides leave by a network that is there before they start.
+	outNet := e.egressNetwork()
+	runOK(b, e.Repo, nil, "docker", "network", "create", outNet)
 	var ours, raw []time.Duration
 	for i := 0; i < benchRounds; i++ {
 		branch := "bench-" + strconv.Itoa(i)
@@ -142,17 +147,17 @@ func BenchmarkStartAllowlist(b *testing.B) {
 		rnd := make([]byte, 4)
 		_, _ = rand.Read(rnd)
 		name := fmt.Sprintf("git-sandbox-bench-raw-%s-%d-%s", e.RepoID(), i, hex.EncodeToString(rnd))
-		inNet, outNet, proxy := name+"-net", name+"-egress", name+"-proxy"
+		inNet, proxy := name+"-net", name+"-proxy"
 		b.Cleanup(func() {
 			_ = exec.Command("docker", "rm", "-f", name, proxy).Run()
-			_ = exec.Command("docker", "network", "rm", inNet, outNet).Run()
+			_ = exec.Command("docker", "network", "rm", inNet).Run()
 		})
 		user := fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 		label := "git-sandbox.repo=" + e.RepoID()
 		raw = append(raw, timeIt(b, func() {
 			runOK(b, e.Repo, nil, "git", "worktree", "add", "-q", "-b", "raw-"+strconv.Itoa(i), wt)
-			runOK(b, e.Repo, nil, "docker", "network", "create", "--internal", "-o", "com.docker.network.bridge.inhibit_ipv4=true", inNet)
-			runOK(b, e.Repo, nil, "docker", "network", "create", outNet)
+			runOK(b, e.Repo, nil, "docker", "network", "create", "--internal", "-o", "com.docker.network.bridge.inhibit_ipv4=true",
+				"--subnet", fmt.Sprintf("10.214.%d.0/27", i), inNet)
 			runOK(b, e.Repo, nil, "docker", "run", "-d", "--name", proxy, "--label", label, "--network", outNet,
 				"--user", user, "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
 				"--pids-limit", "256", "--memory", "256m", "--init",

@@ -80,6 +80,7 @@ func TestCredentialBroker(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "api-key"), []byte(value+"\n"), 0o600))
 	must(t, os.WriteFile(filepath.Join(dir, "other-key"), []byte(other), 0o600))
 	e.WriteConfig(`allow = ["api.allowed.test"]
+egress_network = %q
 base_image = %q
 upstream_ca = %q
 [[secret]]
@@ -97,7 +98,7 @@ readonly = true
 [limits]
 memory = "1g"
 pids = 256
-`, baseImage, filepath.Join(dir, "tls", "ca.pem"), filepath.Join(dir, "api-key"), filepath.Join(dir, "other-key"),
+`, e.egressNetwork(), baseImage, filepath.Join(dir, "tls", "ca.pem"), filepath.Join(dir, "api-key"), filepath.Join(dir, "other-key"),
 		filepath.Join(binDir, "test-upstream"), brokerClient)
 
 	noValue := func(what, s string) {
@@ -117,7 +118,7 @@ pids = 256
 	noValue("start --dry-run --json", r.String())
 
 	e.MustSandbox("start", "broker", "-d", "--agent", "shell", "--", "sleep", "600")
-	egressNet := networkWithSuffix(t, e.sandboxNetworks("broker"), "-egress")
+	egressNet := e.egressNetwork()
 	tls := filepath.Join(dir, "tls")
 	upstream, _ := startUpstreamWith(t, egressNet, []string{"-v", tls + ":/tls:ro", "-e", "UPSTREAM_TLS_CERT=/tls/cert.pem", "-e", "UPSTREAM_TLS_KEY=/tls/key.pem"},
 		"api.secret.test", "api.other.test", "api.allowed.test", "api.denied.test")

@@ -20,7 +20,24 @@ func (e *Env) egressConfig(allow ...string) {
 	for i, a := range allow {
 		quoted[i] = strconv.Quote(a)
 	}
-	e.WriteConfig("allow = [%s]\nbase_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n", strings.Join(quoted, ", "), baseImage)
+	e.WriteConfig("allow = [%s]\negress_network = %q\nbase_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n",
+		strings.Join(quoted, ", "), e.egressNetwork(), baseImage)
+}
+
+// egressNetwork is the test's own network for its proxies to leave by
+// (egress_network), so that the upstream servers it starts there under
+// shared names (api.allowed.test) are never another test's. Removed at
+// the end of the test with whatever is still attached.
+func (e *Env) egressNetwork() string {
+	name := "git-sandbox-e2e-egress-" + e.RepoID()
+	e.t.Cleanup(func() {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "network="+name).Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			_ = exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
+		}
+		_ = exec.Command("docker", "network", "rm", name).Run()
+	})
+	return name
 }
 
 // sandboxNetworks lists the networks made for a sandbox, by name.
@@ -154,11 +171,12 @@ func TestEgressAllowlist(t *testing.T) {
 	e.MustSandbox("start", "egress", "-d", "--agent", "shell", "--", "sleep", "600")
 	e.MustSandbox("start", "other", "-d", "--agent", "shell", "--", "sleep", "600")
 
+	// One network of the sandbox's own; the proxy leaves by the shared one.
 	nets := e.sandboxNetworks("egress")
-	if len(nets) != 2 {
-		t.Fatalf("networks of the sandbox = %q, want an internal one and an egress one", nets)
+	if len(nets) != 1 {
+		t.Fatalf("networks of the sandbox = %q, want its internal one only", nets)
 	}
-	internal, egressNet := networkWithSuffix(t, nets, "-net"), networkWithSuffix(t, nets, "-egress")
+	internal, egressNet := networkWithSuffix(t, nets, "-net"), e.egressNetwork()
 	doc := Inspect(t, e.PsOf("egress").Container)
 	if nm := doc["HostConfig"].(map[string]any)["NetworkMode"]; nm != internal {
 		t.Errorf("agent's network = %v, want %s", nm, internal)
@@ -169,6 +187,12 @@ func TestEgressAllowlist(t *testing.T) {
 	out, _ := exec.Command("docker", "network", "inspect", "--format", "{{.Internal}} {{index .Options \"com.docker.network.bridge.inhibit_ipv4\"}}", internal).Output()
 	if got := strings.TrimSpace(string(out)); got != "true true" {
 		t.Errorf("internal network: internal, no host address = %q, want \"true true\"", got)
+	}
+	// Its range is numbered by git sandbox, not taken from the engine's
+	// few pools.
+	out, _ = exec.Command("docker", "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", internal).Output()
+	if sub, err := netip.ParsePrefix(strings.TrimSpace(string(out))); err != nil || sub.Bits() != 27 || !netip.MustParsePrefix("10.213.0.0/16").Contains(sub.Addr()) {
+		t.Errorf("internal network's range = %q, want a /27 of 10.213.0.0/16", out)
 	}
 	proxies := e.sandboxContainers("egress", "proxy")
 	if len(proxies) != 1 {
@@ -333,11 +357,12 @@ func TestEgressModesAndSources(t *testing.T) {
 	if !strings.Contains(r.Stderr, "warning: network is open") {
 		t.Errorf("open mode start without a warning:\n%s", r)
 	}
-	if n := e.sandboxNetworks("wide"); len(n) != 0 {
-		t.Errorf("open mode made networks %q", n)
-	}
-	if nm := Inspect(t, e.PsOf("wide").Container)["HostConfig"].(map[string]any)["NetworkMode"]; nm != "bridge" {
-		t.Errorf("open mode network = %v", nm)
+	// Open mode: one network of the sandbox's own, no other sandbox on it.
+	n := e.sandboxNetworks("wide")
+	if len(n) != 1 || !strings.HasSuffix(n[0], "-open") {
+		t.Errorf("open mode networks = %q, want one of its own", n)
+	} else if nm := Inspect(t, e.PsOf("wide").Container)["HostConfig"].(map[string]any)["NetworkMode"]; nm != n[0] {
+		t.Errorf("open mode network = %v, want %s", nm, n[0])
 	}
 
 	e.MustSandbox("start", "closed", "-d", "--network", "none", "--agent", "shell", "--", "sleep", "60")
@@ -383,7 +408,7 @@ func TestEgressModesAndSources(t *testing.T) {
 		}
 	}
 	e.MustSandbox("start", "narrow", "-d", "--agent", "shell", "--", "sleep", "600")
-	egressNet := networkWithSuffix(t, e.sandboxNetworks("narrow"), "-egress")
+	egressNet := e.egressNetwork()
 	upstream, _ := startUpstream(t, egressNet, "api.allowed.test")
 	r = e.MustSandbox("exec", "narrow", "--", "bash", "-c", `p=${http_proxy#http://}; exec 3<>/dev/tcp/${p%:*}/${p##*:}
 printf 'GET http://api.allowed.test/ HTTP/1.1\r\nHost: api.allowed.test\r\nConnection: close\r\n\r\n' >&3; timeout 10 cat <&3`)

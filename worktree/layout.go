@@ -118,6 +118,18 @@ func (l Layout) ScratchGitDir(branch string) string {
 	return filepath.Join(l.Dir(branch), "scratch")
 }
 
+// Quarantine is where the git directories of nested repositories in the
+// worktree are kept while the agent is not running (see Quarantine).
+func (l Layout) Quarantine(branch string) string {
+	return filepath.Join(l.Dir(branch), "quarantine")
+}
+
+// SnapshotUsage counts the bytes the sandbox's snapshots wrote into the
+// object store (budget.snapshots).
+func (l Layout) SnapshotUsage(branch string) string {
+	return filepath.Join(l.Dir(branch), "snapshot-bytes")
+}
+
 // SupervisorLog is where the detached supervisor writes.
 func (l Layout) SupervisorLog(branch string) string {
 	return filepath.Join(l.Dir(branch), "supervisor.log")

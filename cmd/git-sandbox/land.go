@@ -54,8 +54,10 @@ it, and work that changed since (an agent that noticed the review) is refused.
 Land prints the diffstat of what it applies.
 
 Refuses while the agent runs, when verify failed or ran on other work (--force
-overrides that only), and when the base's checkout has local changes where the
-change writes. A conflict changes nothing and exits with status 3: bring the
+overrides that), when the worktree holds a nested git repository whose files
+are in no snapshot (--force lands the rest and deletes it; --keep deletes
+nothing), and when the base's checkout has local changes where the change
+writes. A conflict changes nothing and exits with status 3: bring the
 base into the sandbox with git sandbox update, resolve, and land again (land
 refuses while files the update left conflicted still hold markers; --force
 overrides). The message is -m, else the task's prompt, else the subject of the

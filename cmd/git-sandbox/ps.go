@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/docker/go-units"
 
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
@@ -75,6 +78,15 @@ func (c *PsCmd) Run(app *App) error {
 		if len(s.Conflicts) > 0 {
 			app.UI.Warnf("%s: git sandbox update left conflict markers in %s", termsafe.String(s.Branch), strings.Join(escaped(s.Conflicts), ", "))
 			app.UI.Hintf("resolve them in the sandbox (git sandbox exec %s, or a follow-up task); land refuses until then", termsafe.String(s.Branch))
+		}
+		if s.State == sandbox.StateRunning || s.State == sandbox.StatePaused {
+			for _, p := range s.Nested {
+				app.UI.Warnf("%s is a nested git repository: while %s runs, git run in it on the host runs configuration the agent wrote", termsafe.String(filepath.Join(s.Worktree, p)), termsafe.String(s.Branch))
+			}
+		}
+		if s.SnapshotBudgetSpent && (s.State == sandbox.StateRunning || s.State == sandbox.StatePaused) {
+			app.UI.Warnf("%s: its snapshots wrote %s, all of budget.snapshots: interval snapshots have stopped (the exit snapshot is still taken)", termsafe.String(s.Branch), units.BytesSize(float64(s.SnapshotBytes)))
+			app.UI.Hintf("git sandbox rescue snapshot %s takes one now; raise budget.snapshots in your config for more", termsafe.String(s.Branch))
 		}
 		if s.TooLarge > 0 {
 			app.UI.Warnf("%s: %d untracked file(s) larger than rescue.max_file_size are not in its snapshots and would not land", termsafe.String(s.Branch), s.TooLarge)

@@ -64,8 +64,9 @@ recorded (land's default message) and passed as GIT_SANDBOX_PROMPT.
 
 The network is one of: allowlist (the default: the agent joins a network of its
 own with no route out, and reaches only the hosts its allow list names through
-an egress proxy; git sandbox net shows what it tried), none, or open (any host,
-this machine's ports and other containers; your config or --network only).
+an egress proxy; git sandbox net shows what it tried), none, or open (a network
+of its own: any host and this machine's ports, but no other sandbox; your config
+or --network only).
 git sandbox config show prints the allow list and where each entry came from.
 A host the agent's own CLI needs and was denied is named after an attached run,
 with a hint naming --allow.

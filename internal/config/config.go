@@ -78,6 +78,9 @@ type Config struct {
 	Allow []string `toml:"allow"`
 	// Deny removes hosts from the allow list, whoever added them.
 	Deny []string `toml:"deny"`
+	// EgressNetwork is the engine network egress proxies leave by (user
+	// config only); empty means git sandbox's own shared one.
+	EgressNetwork string `toml:"egress_network"`
 	// VerifyAllow gives the verify container an allow list of its own;
 	// without it verify runs with no network.
 	VerifyAllow []string `toml:"verify_allow"`
@@ -139,6 +142,10 @@ type Budget struct {
 	Sync string `toml:"sync"`
 	// Export is the total size of the files verify writes out for one tree.
 	Export string `toml:"export"`
+	// Snapshots is the total size of the files one sandbox's snapshots may
+	// write into the object store; once spent, interval snapshots stop
+	// (those of exit, stop, land, rm and the user's own still run).
+	Snapshots string `toml:"snapshots"`
 }
 
 // Secret is a credential given to the agent as a placeholder: the real
@@ -253,7 +260,7 @@ func Defaults() Config {
 			Pids:   4096,
 		},
 		Rescue:    Rescue{Interval: Duration{2 * time.Minute}, MaxFileSize: "50m"},
-		Budget:    Budget{SyncObject: "100m", Sync: "2g", Export: "2g"},
+		Budget:    Budget{SyncObject: "100m", Sync: "2g", Export: "2g", Snapshots: "2g"},
 		AgentHome: AgentHomePerAgent,
 	}
 }
@@ -383,6 +390,7 @@ var repoRefused = map[string]string{
 	"secret":             "credentials (a secret and the hosts it may go to are yours to name)",
 	"upstream_ca":        "certificate authorities the egress proxy trusts",
 	"agent_home":         "where agent logins are kept",
+	"egress_network":     "the network the egress proxies leave by",
 	"mount":              "mounts of host paths",
 	"env":                "passing host environment variables",
 	"runtime":            "choosing the container runtime",
@@ -496,7 +504,7 @@ func (l *Loaded) validate(file string) error {
 	if _, err := MemoryBytes(l.Limits.Memory); err != nil {
 		return usererr.New("%s: limits.memory = %q: %v", where, l.Limits.Memory, err)
 	}
-	for key, v := range map[string]string{"sync_object": l.Budget.SyncObject, "sync": l.Budget.Sync, "export": l.Budget.Export} {
+	for key, v := range map[string]string{"sync_object": l.Budget.SyncObject, "sync": l.Budget.Sync, "export": l.Budget.Export, "snapshots": l.Budget.Snapshots} {
 		if _, err := MemoryBytes(v); err != nil {
 			return usererr.New("%s: budget.%s = %q: %v", where, key, v, err).Hint("give a size such as \"2g\", or \"0\" for no bound")
 		}

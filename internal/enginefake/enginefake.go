@@ -72,8 +72,9 @@ type Engine struct {
 	seq        int
 	containers map[string]*Container // by id
 	volumes    map[string]container.Volume
-	networks   map[string]*container.Network // by id
-	images     map[string][]string           // ref -> agents
+	networks   map[string]*container.Network    // by id
+	netSpecs   map[string]container.NetworkSpec // by id: what each was made from
+	images     map[string][]string              // ref -> agents
 	calls      []Call
 	fail       map[string]failure
 	subs       []*subscriber
@@ -97,6 +98,7 @@ func New(images ...string) *Engine {
 		containers: map[string]*Container{},
 		volumes:    map[string]container.Volume{},
 		networks:   map[string]*container.Network{},
+		netSpecs:   map[string]container.NetworkSpec{},
 		images:     map[string][]string{},
 		fail:       map[string]failure{},
 	}
@@ -693,16 +695,27 @@ func (f *Engine) CreateNetwork(ctx context.Context, s container.NetworkSpec) (*c
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, n := range f.networks {
+	for id, n := range f.networks {
 		if n.Name == s.Name {
 			return nil, conflict("network %s exists", s.Name)
+		}
+		if s.Subnet != "" && f.netSpecs[id].Subnet == s.Subnet {
+			return nil, fmt.Errorf("network %s: pool overlaps: %w", s.Name, container.ErrAddressInUse)
 		}
 	}
 	f.seq++
 	n := &container.Network{ID: fmt.Sprintf("net%061d", f.seq), Name: s.Name, Internal: s.Internal, Labels: withManaged(s.Labels)}
 	f.networks[n.ID] = n
+	f.netSpecs[n.ID] = s
 	cp := *n
 	return &cp, nil
+}
+
+// NetworkSpec is what the network with this id was made from.
+func (f *Engine) NetworkSpec(id string) container.NetworkSpec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.netSpecs[id]
 }
 
 func (f *Engine) network(idOrName string) *container.Network {

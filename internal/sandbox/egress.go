@@ -143,12 +143,116 @@ type EgressPlan struct {
 }
 
 // egressNames are the engine objects of one sandbox's allowlist mode,
-// derived from its container's name: unique per repository and branch, so
-// sandboxes never share a network. The proxy's name is short, because the
-// agent reaches it by name (a DNS label is at most 63 bytes).
-func egressNames(containerName string) (internal, egressNet, proxy string) {
+// derived from its container's name: the internal network is unique per
+// repository and branch, so no two agents share a network; every proxy
+// leaves by the engine's one egress network (SharedEgressNetwork). The
+// proxy's name is short, because the agent reaches it by name (a DNS label
+// is at most 63 bytes).
+func egressNames(containerName string) (internal, proxy string) {
 	sum := sha256.Sum256([]byte(containerName))
-	return containerName + "-net", containerName + "-egress", "git-sandbox-proxy-" + hex.EncodeToString(sum[:])[:12]
+	return containerName + "-net", "git-sandbox-proxy-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// egressNetwork is the network the proxies leave by: the user's
+// egress_network, else SharedEgressNetwork.
+func (e *Env) egressNetwork() string {
+	if e.Config.EgressNetwork != "" {
+		return e.Config.EgressNetwork
+	}
+	return SharedEgressNetwork
+}
+
+// SharedEgressNetwork is the network every egress proxy of an engine
+// leaves by. Only proxies join it, and it is never removed with a
+// sandbox. One network for all instead of one per sandbox: an engine has
+// a few dozen address ranges for networks it numbers itself, and two per
+// sandbox ran out at about fifteen sandboxes. A proxy could reach another
+// on it, but a proxy connects to no private address an entry does not
+// name, and agents never join it.
+const SharedEgressNetwork = "git-sandbox-egress"
+
+// internalPool is where internal networks get their /27 from, numbered
+// by us rather than the engine (whose pools would run out, see above).
+// Their bridge has no host address (HostUnreachable), so the host gets no
+// route to the range and it cannot hide a network the host uses; the
+// engine refuses a range another of its networks has, and the next is
+// tried.
+var internalPool = netip.MustParsePrefix("10.213.0.0/16")
+
+const (
+	internalBits     = 27
+	internalAttempts = 64
+)
+
+// internalSubnet is the i-th range to try for the network called name:
+// spread by a hash of the name, so concurrent starts rarely collide.
+func internalSubnet(name string, i int) string {
+	n := 1 << (internalBits - internalPool.Bits())
+	sum := sha256.Sum256([]byte(name))
+	k := (int(sum[0])<<8 | int(sum[1]) + i) % n
+	base := internalPool.Addr().As4()
+	off := uint32(k) << (32 - internalBits)
+	v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	v += off
+	a := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	return netip.PrefixFrom(a, internalBits).String()
+}
+
+// createInternalNetwork makes a sandbox's internal network on a range of
+// its own.
+func createInternalNetwork(ctx context.Context, d Engine, name string, labels map[string]string) (*container.Network, error) {
+	var err error
+	for i := 0; i < internalAttempts; i++ {
+		var n *container.Network
+		n, err = d.CreateNetwork(ctx, container.NetworkSpec{
+			Name: name, Internal: true, HostUnreachable: true, Subnet: internalSubnet(name, i), Labels: labels,
+		})
+		if !errors.Is(err, container.ErrAddressInUse) {
+			return n, err
+		}
+	}
+	return nil, usererr.Wrap(err, "no free address range for network %s in %s after %d tries", name, internalPool, internalAttempts).
+		Hint("docker network ls shows the engine's networks; one of them may use the whole range")
+}
+
+// ensureEgressNetwork makes the network called name, which the proxies
+// leave by, unless it exists: made by an earlier start (another start
+// making it at the same moment is fine) or, for a user's egress_network,
+// by the user.
+func ensureEgressNetwork(ctx context.Context, d Engine, name string) error {
+	nets, err := d.ListNetworks(ctx, container.LabelRole+"="+container.RoleEgress)
+	if err != nil {
+		return err
+	}
+	for _, n := range nets {
+		if n.Name == name {
+			return nil
+		}
+	}
+	_, err = d.CreateNetwork(ctx, container.NetworkSpec{
+		Name:   name,
+		Labels: map[string]string{container.LabelRole: container.RoleEgress, container.LabelVersion: version.Version},
+	})
+	if container.IsConflict(err) {
+		return nil // it exists
+	}
+	return err
+}
+
+// openNetworkName is the network of a sandbox in open mode: its own, so
+// that no two sandboxes share a network in any mode.
+func openNetworkName(containerName string) string { return containerName + "-open" }
+
+// createOpenNetwork makes an open-mode sandbox's network: a bridge with a
+// route out, inter-container traffic off. What it makes is added to u.
+func (e *Env) createOpenNetwork(ctx context.Context, d Engine, branch, name string, u *undo) error {
+	n, err := d.CreateNetwork(ctx, container.NetworkSpec{Name: name, Isolated: true, Labels: e.networkLabels(branch)})
+	if err != nil {
+		return err
+	}
+	cctx := context.WithoutCancel(ctx)
+	u.add(func() { _ = d.RemoveNetwork(cctx, n.ID) })
+	return e.step("open network")
 }
 
 // proxyEnv points every common HTTP client at the proxy, in both cases
@@ -243,7 +347,8 @@ func (e *Env) planEgress(name, branch, image, runtime, agentName string, allow [
 // planEgressFor plans a proxy with policy pol for the container named name
 // (a sandbox's agent or a verify run), its files in configDir and logDir.
 func (e *Env) planEgressFor(name, branch, image, runtime string, pol *egress.Policy, configDir, logDir string) (*EgressPlan, error) {
-	internal, egressNet, proxy := egressNames(name)
+	internal, proxy := egressNames(name)
+	egressNet := e.egressNetwork()
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find git-sandbox's own binary for the egress proxy: %w", err)
@@ -286,20 +391,12 @@ func (e *Env) networkLabels(branch string) map[string]string {
 func (e *Env) createEgress(ctx context.Context, d Engine, branch string, p *EgressPlan, u *undo) error {
 	cctx := context.WithoutCancel(ctx)
 	labels := e.networkLabels(branch)
-	in, err := d.CreateNetwork(ctx, container.NetworkSpec{Name: p.InternalNetwork, Internal: true, HostUnreachable: true, Labels: labels})
+	in, err := createInternalNetwork(ctx, d, p.InternalNetwork, labels)
 	if err != nil {
 		return err
 	}
 	u.add(func() { _ = d.RemoveNetwork(cctx, in.ID) })
 	if err := e.step("internal network"); err != nil {
-		return err
-	}
-	out, err := d.CreateNetwork(ctx, container.NetworkSpec{Name: p.EgressNetwork, Labels: labels})
-	if err != nil {
-		return err
-	}
-	u.add(func() { _ = d.RemoveNetwork(cctx, out.ID) })
-	if err := e.step("egress network"); err != nil {
 		return err
 	}
 	return e.startProxy(ctx, d, branch, p, u)
@@ -314,6 +411,11 @@ func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *Egress
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("egress proxy: %w", err)
 		}
+	}
+	// The shared egress network first: it may have been removed
+	// (docker network prune) since the last start.
+	if err := ensureEgressNetwork(ctx, d, p.EgressNetwork); err != nil {
+		return fmt.Errorf("egress network: %w", err)
 	}
 	cfg := &egress.ProxyConfig{
 		Listen:    ":" + proxyPort,
@@ -411,10 +513,15 @@ func (e *Env) hostAddrs(ctx context.Context, d Engine, branch string) []string {
 			out = append(out, s)
 		}
 	}
-	if nets, err := d.ListNetworks(ctx, container.LabelRepo+"="+e.Repo.ID, container.LabelBranch+"="+branch); err == nil {
-		for _, n := range nets {
-			for _, g := range n.Gateways {
-				add(g)
+	for _, filter := range [][]string{
+		{container.LabelRepo + "=" + e.Repo.ID, container.LabelBranch + "=" + branch},
+		{container.LabelRole + "=" + container.RoleEgress},
+	} {
+		if nets, err := d.ListNetworks(ctx, filter...); err == nil {
+			for _, n := range nets {
+				for _, g := range n.Gateways {
+					add(g)
+				}
 			}
 		}
 	}
@@ -433,7 +540,7 @@ func (e *Env) hostAddrs(ctx context.Context, d Engine, branch string) []string {
 func (e *Env) restartProxy(ctx context.Context, d Engine, sb *Sandbox, io IO) error {
 	eg := sb.Egress
 	if eg == nil {
-		return nil
+		return e.checkOpenNetwork(ctx, d, sb)
 	}
 	if err := d.Remove(ctx, eg.Proxy); err != nil {
 		return fmt.Errorf("egress proxy: %w", err)
@@ -446,7 +553,10 @@ func (e *Env) restartProxy(ctx context.Context, d Engine, sb *Sandbox, io IO) er
 	for _, n := range nets {
 		have[n.Name] = true
 	}
-	for _, n := range []string{eg.InternalNetwork, eg.EgressNetwork} {
+	// The internal network is the one the agent's container is bound to;
+	// the egress network is shared and made again by startProxy. (Records
+	// made before it was shared name one of their own, which rm removes.)
+	for _, n := range []string{eg.InternalNetwork} {
 		if !have[n] {
 			return usererr.New("network %s of sandbox %s is gone", n, sb.Display()).
 				Hint("its work is safe: git sandbox rescue list %s shows the snapshots", sb.Display()).
@@ -474,6 +584,27 @@ func (e *Env) restartProxy(ctx context.Context, d Engine, sb *Sandbox, io IO) er
 		return err
 	}
 	return nil
+}
+
+// checkOpenNetwork refuses to resume an open-mode sandbox whose own
+// network is gone (its container is bound to that network's id), with the
+// same hints as a missing allowlist network.
+func (e *Env) checkOpenNetwork(ctx context.Context, d Engine, sb *Sandbox) error {
+	if sb.Spec == nil || sb.Spec.Network != container.NetworkOpen || sb.Spec.NetworkName == "" {
+		return nil
+	}
+	nets, err := d.ListNetworks(ctx, container.LabelRepo+"="+e.Repo.ID, container.LabelBranch+"="+sb.Branch)
+	if err != nil {
+		return err
+	}
+	for _, n := range nets {
+		if n.Name == sb.Spec.NetworkName {
+			return nil
+		}
+	}
+	return usererr.New("network %s of sandbox %s is gone", sb.Spec.NetworkName, sb.Display()).
+		Hint("its work is safe: git sandbox rescue list %s shows the snapshots", sb.Display()).
+		Hint("git sandbox rm %s removes the rest, then start it again", sb.Display())
 }
 
 // stopProxy removes a sandbox's proxy container (the networks stay for

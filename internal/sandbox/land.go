@@ -215,6 +215,9 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 			Hint("remove or rename them in the worktree %s (or with git sandbox exec %s -- …), and land again; nothing was landed", s.Worktree, s.Display()).
 			WithCode(usererr.ExitRefused)
 	}
+	if len(final.Nested) > 0 && !o.Keep && !o.Force {
+		return nil, nestedRefusal(s, final.Nested, "git sandbox land")
+	}
 	res := &LandResult{Final: final}
 	if o.Merge && (sync.Head == "" || sync.Head == s.Start) {
 		return nil, usererr.New("the agent made no commits: there is nothing for --merge to keep").

@@ -46,7 +46,8 @@ type PlanInput struct {
 	AgentHome     string
 	ExtraMounts   []config.Mount
 	Network       container.NetworkMode
-	// NetworkName is the sandbox's internal network (allowlist mode).
+	// NetworkName is the sandbox's internal network (allowlist mode) or
+	// its own open network (open mode).
 	NetworkName string
 	// ProxyEnv points the agent's tools at the egress proxy.
 	ProxyEnv []string
@@ -225,8 +226,11 @@ type Plan struct {
 	Interval      string                `json:"rescue_interval"`
 	Network       container.NetworkMode `json:"network"`
 	// Egress is allowlist mode's policy, networks and proxy.
-	Egress    *EgressPlan     `json:"egress,omitempty"`
-	Container *container.Spec `json:"container"`
+	Egress *EgressPlan `json:"egress,omitempty"`
+	// OpenNetwork is open mode's network of the sandbox's own: a bridge
+	// with a route out and no traffic between its containers.
+	OpenNetwork string          `json:"open_network,omitempty"`
+	Container   *container.Spec `json:"container"`
 	// Devcontainer is the repository's devcontainer.json when the image is
 	// built from it (start builds it, or reuses the image of the same
 	// inputs, before anything is created).
@@ -309,7 +313,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		}
 	}
 	if network == container.NetworkOpen {
-		e.UI.Warnf("network is open: the agent can reach any host, this machine's ports and other containers")
+		e.UI.Warnf("network is open: the agent can reach any host and this machine's ports (other sandboxes stay out of reach)")
 		e.UI.Hintf("the default, network = \"allowlist\", lets it reach only the hosts you allow")
 	}
 	if len(o.Allow) > 0 && network != container.NetworkAllowlist {
@@ -378,6 +382,11 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 			in.TrustDir = l.TrustDir(o.Branch)
 		}
 	}
+	openNet := ""
+	if network == container.NetworkOpen {
+		openNet = openNetworkName(name)
+		in.NetworkName = openNet
+	}
 	spec, err := BuildSpec(in)
 	if err != nil {
 		return nil, task, nil, err
@@ -396,6 +405,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		Interval:      e.Config.Rescue.Interval.String(),
 		Network:       network,
 		Egress:        eg,
+		OpenNetwork:   openNet,
 		Container:     spec,
 		Devcontainer:  dc,
 		in:            in,

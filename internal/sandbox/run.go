@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/go-units"
+
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
@@ -330,6 +332,7 @@ func (e *Env) run(ctx context.Context, d Engine, sb *Sandbox, detach bool, io IO
 		e.UI.Warnf("%v", err)
 	}
 	HintCLIDenials(e.UI, sb.CLIDenials())
+	sb.quarantineNested(context.WithoutCancel(ctx))
 	return res.Code, nil
 }
 
@@ -342,7 +345,15 @@ func (e *Env) startLocked(ctx context.Context, d Engine, sb *Sandbox) error {
 		return err
 	}
 	defer unlock()
-	return d.Start(ctx, sb.Container)
+	if err := e.restoreNested(sb); err != nil {
+		return err
+	}
+	if err := d.Start(ctx, sb.Container); err != nil {
+		// Not running after all: out of the way again.
+		sb.quarantineLocked(context.WithoutCancel(ctx))
+		return err
+	}
+	return nil
 }
 
 // forwardSignals passes Ctrl-C and termination to the agent while no
@@ -424,6 +435,9 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	st, err := sb.ContainerState(ctx)
 	if err != nil || st == nil {
 		_, serr := snap.Take(ctx, rescue.ReasonExit)
+		if err == nil {
+			sb.quarantineNested(ctx)
+		}
 		return errors.Join(err, serr)
 	}
 	// A run of the container is named by when it started: its events
@@ -438,10 +452,17 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	waitC := d.WaitExit(ctx, sb.Container, container.WaitNotRunning)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	budgetSaid := false
 	for {
 		select {
 		case <-tick.C:
-			if t, err := snap.Take(ctx, rescue.ReasonInterval); err != nil {
+			var spent *rescue.BudgetSpent
+			if t, err := snap.Take(ctx, rescue.ReasonInterval); errors.As(err, &spent) {
+				if !budgetSaid {
+					budgetSaid = true
+					e.UI.Warnf("%s interval snapshots stop: this sandbox's snapshots wrote %s, budget.snapshots is %s; the exit snapshot is still taken", time.Now().Format(time.RFC3339), units.BytesSize(float64(spent.Used)), units.BytesSize(float64(spent.Budget)))
+				}
+			} else if err != nil {
 				e.UI.Warnf("%s snapshot failed: %v", time.Now().Format(time.RFC3339), err)
 			} else if t.New {
 				e.UI.Infof("%s snapshot %s (%d changes)", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes)
@@ -473,6 +494,7 @@ func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int, run str
 	if err != nil {
 		return fmt.Errorf("final snapshot: %w", err)
 	}
+	sb.quarantineNested(ctx)
 	e.UI.Infof("%s agent exited with code %d; snapshot %s", time.Now().Format(time.RFC3339), code, shortID(t.ID))
 	e.recordUsage(ctx, sb, run)
 	e.notify(ctx, sb, notify.Exited, &code, run)

@@ -358,6 +358,11 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 			return nil, err
 		}
 	}
+	if p.OpenNetwork != "" {
+		if err := e.createOpenNetwork(ctx, d, p.Branch, p.OpenNetwork, &u); err != nil {
+			return nil, err
+		}
+	}
 	if err := e.ensureCaches(ctx, d, &spec, l.Home(p.Branch)); err != nil {
 		return nil, err
 	}
