@@ -72,7 +72,7 @@ func (e *Env) notifyConflict(ctx context.Context, sb *Sandbox) {
 	if e.Config == nil || e.Config.Notify == "" {
 		return
 	}
-	tips := e.rescueTips(ctx)
+	tips := e.rescueTips(ctx, sb.BaseRef)
 	fc, err := e.forecast(ctx, []*Sandbox{sb}, tips, true)
 	if err != nil {
 		e.UI.Warnf("conflict forecast: %v", err)

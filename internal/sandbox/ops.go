@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
@@ -99,16 +100,30 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 	e.EmptyTrash()
 	byName := map[string]container.State{}
 	dockerUp := false
-	if d, err := e.Engine(ctx); err == nil {
-		list, err := d.List(ctx, container.LabelRepo+"="+e.Repo.ID)
-		if err == nil {
-			dockerUp = true
-			for _, c := range list {
-				byName[c.Name] = c
+	// The engine is asked while git reads the refs.
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		if d, err := e.Engine(ctx); err == nil {
+			list, err := d.List(ctx, container.LabelRepo+"="+e.Repo.ID)
+			if err == nil {
+				dockerUp = true
+				for _, c := range list {
+					byName[c.Name] = c
+				}
 			}
 		}
+	}()
+	var bases []string
+	seen := map[string]bool{}
+	for _, sb := range sbs {
+		if sb.BaseRef != "" && !seen[sb.BaseRef] && !strings.HasPrefix(sb.BaseRef, rescue.RefPrefix) {
+			seen[sb.BaseRef] = true
+			bases = append(bases, sb.BaseRef)
+		}
 	}
-	tips := e.rescueTips(ctx)
+	tips := e.rescueTips(ctx, bases...)
+	<-listed
 	out := make([]Status, 0, len(sbs))
 	for _, sb := range sbs {
 		st := Status{
@@ -194,16 +209,38 @@ type tip struct {
 	nested   []string
 }
 
-// rescueTips reads every sandbox's newest snapshot and its change count in
-// one git call.
-func (e *Env) rescueTips(ctx context.Context) map[string]tip {
+// rescueTips reads every sandbox's newest snapshot and its change count,
+// and the refs named in extra (the bases, for the conflict forecast), with
+// three git processes run at once.
+func (e *Env) rescueTips(ctx context.Context, extra ...string) map[string]tip {
 	out := map[string]tip{}
-	lines, err := e.Git().Lines(ctx, "for-each-ref",
-		"--format=%(refname) %(objectname) %(tree) %(committerdate:unix) %(contents:trailers:key=Sandbox-Changes,valueonly,separator=)", rescue.RefPrefix)
-	if err != nil {
+	// git before 2.40 applies the options of one trailers atom to every
+	// other in the same format: one call per trailer.
+	var main, large, nested []string
+	var mainErr, largeErr, nestedErr error
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		args := []string{"for-each-ref",
+			"--format=%(refname) %(objectname) %(tree) %(committerdate:unix) %(contents:trailers:key=Sandbox-Changes,valueonly,separator=)", rescue.RefPrefix}
+		main, mainErr = e.Git().Lines(ctx, append(args, extra...)...)
+	}()
+	go func() {
+		defer wg.Done()
+		large, largeErr = e.Git().Lines(ctx, "for-each-ref",
+			"--format=%(refname) %(contents:trailers:key=Sandbox-Too-Large,valueonly,separator=%x01)", rescue.RefPrefix)
+	}()
+	go func() {
+		defer wg.Done()
+		nested, nestedErr = e.Git().Lines(ctx, "for-each-ref",
+			"--format=%(refname) %(contents:trailers:key=Sandbox-Nested,valueonly,separator=%x01)", rescue.RefPrefix)
+	}()
+	wg.Wait()
+	if mainErr != nil {
 		return out
 	}
-	for _, line := range lines {
+	for _, line := range main {
 		f := strings.Fields(line)
 		if len(f) < 2 {
 			continue
@@ -220,38 +257,30 @@ func (e *Env) rescueTips(ctx context.Context) map[string]tip {
 		}
 		out[f[0]] = t
 	}
-	// A second call: git before 2.40 applies the options of one trailers
-	// atom to every other in the same format.
-	lines, err = e.Git().Lines(ctx, "for-each-ref",
-		"--format=%(refname) %(contents:trailers:key=Sandbox-Too-Large,valueonly,separator=%x01)", rescue.RefPrefix)
-	if err != nil {
-		return out
-	}
-	for _, line := range lines {
-		ref, large, _ := strings.Cut(line, " ")
-		if t, ok := out[ref]; ok && large != "" {
-			// Paths are quoted: \x01 only separates.
-			t.tooLarge = strings.Count(large, "\x01") + 1
-			out[ref] = t
-		}
-	}
-	lines, err = e.Git().Lines(ctx, "for-each-ref",
-		"--format=%(refname) %(contents:trailers:key=Sandbox-Nested,valueonly,separator=%x01)", rescue.RefPrefix)
-	if err != nil {
-		return out
-	}
-	for _, line := range lines {
-		ref, nested, _ := strings.Cut(line, " ")
-		t, ok := out[ref]
-		if !ok || nested == "" {
-			continue
-		}
-		for _, q := range strings.Split(nested, "\x01") {
-			if p, err := strconv.Unquote(q); err == nil {
-				t.nested = append(t.nested, p)
+	if largeErr == nil {
+		for _, line := range large {
+			ref, l, _ := strings.Cut(line, " ")
+			if t, ok := out[ref]; ok && l != "" {
+				// Paths are quoted: \x01 only separates.
+				t.tooLarge = strings.Count(l, "\x01") + 1
+				out[ref] = t
 			}
 		}
-		out[ref] = t
+	}
+	if nestedErr == nil {
+		for _, line := range nested {
+			ref, n, _ := strings.Cut(line, " ")
+			t, ok := out[ref]
+			if !ok || n == "" {
+				continue
+			}
+			for _, q := range strings.Split(n, "\x01") {
+				if p, err := strconv.Unquote(q); err == nil {
+					t.nested = append(t.nested, p)
+				}
+			}
+			out[ref] = t
+		}
 	}
 	return out
 }
