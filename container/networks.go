@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/network"
 
@@ -39,6 +40,8 @@ type Network struct {
 	Labels   map[string]string
 	// Gateways are the host's addresses on the network.
 	Gateways []string
+	// Created is when the engine made it.
+	Created time.Time
 }
 
 // CreateNetwork creates a bridge network, stamped as managed by git
@@ -95,7 +98,7 @@ func (d *Docker) ListNetworks(ctx context.Context, labels ...string) ([]Network,
 	}
 	out := make([]Network, 0, len(list))
 	for _, n := range list {
-		nw := Network{ID: n.ID, Name: n.Name, Internal: n.Internal, Labels: n.Labels}
+		nw := Network{ID: n.ID, Name: n.Name, Internal: n.Internal, Labels: n.Labels, Created: n.Created}
 		for _, c := range n.IPAM.Config {
 			if c.Gateway != "" {
 				nw.Gateways = append(nw.Gateways, c.Gateway)

@@ -67,6 +67,9 @@ type Engine struct {
 	OnExec func(c Container, o container.ExecOptions) int
 	// Output is what every container printed (Attach and Logs write it).
 	Output string
+	// DuplicateNetworkNames lets CreateNetwork make a second network of a
+	// name, as an engine does when two creates race.
+	DuplicateNetworkNames bool
 
 	mu         sync.Mutex
 	seq        int
@@ -696,7 +699,7 @@ func (f *Engine) CreateNetwork(ctx context.Context, s container.NetworkSpec) (*c
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, n := range f.networks {
-		if n.Name == s.Name {
+		if n.Name == s.Name && !f.DuplicateNetworkNames {
 			return nil, conflict("network %s exists", s.Name)
 		}
 		if s.Subnet != "" && f.netSpecs[id].Subnet == s.Subnet {
@@ -704,7 +707,7 @@ func (f *Engine) CreateNetwork(ctx context.Context, s container.NetworkSpec) (*c
 		}
 	}
 	f.seq++
-	n := &container.Network{ID: fmt.Sprintf("net%061d", f.seq), Name: s.Name, Internal: s.Internal, Labels: withManaged(s.Labels)}
+	n := &container.Network{ID: fmt.Sprintf("net%061d", f.seq), Name: s.Name, Internal: s.Internal, Labels: withManaged(s.Labels), Created: time.Now()}
 	f.networks[n.ID] = n
 	f.netSpecs[n.ID] = s
 	cp := *n

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -215,28 +216,66 @@ func createInternalNetwork(ctx context.Context, d Engine, name string, labels ma
 		Hint("docker network ls shows the engine's networks; one of them may use the whole range")
 }
 
-// ensureEgressNetwork makes the network called name, which the proxies
-// leave by, unless it exists: made by an earlier start (another start
-// making it at the same moment is fine) or, for a user's egress_network,
-// by the user.
-func ensureEgressNetwork(ctx context.Context, d Engine, name string) error {
-	nets, err := d.ListNetworks(ctx, container.LabelRole+"="+container.RoleEgress)
-	if err != nil {
-		return err
+// ensureEgressNetwork returns the id of the network called name, which
+// the proxies leave by, made unless it exists (made by an earlier start,
+// or for a user's egress_network by the user).
+//
+// An engine checks a new network's name against the others, but not
+// atomically: two starts at the same moment can both make one. The oldest
+// of that name wins, for every start alike (one that saw a single network
+// saw the oldest, which was there first), and the others are removed when
+// nothing uses them; the proxy joins the winner by id, never by the name
+// that is ambiguous meanwhile.
+func ensureEgressNetwork(ctx context.Context, d Engine, name string) (string, error) {
+	pick := func() (string, []container.Network, error) {
+		nets, err := d.ListNetworks(ctx, container.LabelRole+"="+container.RoleEgress)
+		if err != nil {
+			return "", nil, err
+		}
+		var same []container.Network
+		for _, n := range nets {
+			if n.Name == name {
+				same = append(same, n)
+			}
+		}
+		if len(same) == 0 {
+			return "", nil, nil
+		}
+		sort.Slice(same, func(i, j int) bool {
+			if !same[i].Created.Equal(same[j].Created) {
+				return same[i].Created.Before(same[j].Created)
+			}
+			return same[i].ID < same[j].ID
+		})
+		return same[0].ID, same[1:], nil
 	}
-	for _, n := range nets {
-		if n.Name == name {
-			return nil
+	id, extra, err := pick()
+	if err != nil {
+		return "", err
+	}
+	if id == "" {
+		n, err := d.CreateNetwork(ctx, container.NetworkSpec{
+			Name:   name,
+			Labels: map[string]string{container.LabelRole: container.RoleEgress, container.LabelVersion: version.Version},
+		})
+		if err != nil && !container.IsConflict(err) {
+			return "", err
+		}
+		if id, extra, err = pick(); err != nil {
+			return "", err
+		}
+		if id == "" {
+			if n == nil {
+				// Not ours (no role label): a user's egress_network.
+				return name, nil
+			}
+			return n.ID, nil
 		}
 	}
-	_, err = d.CreateNetwork(ctx, container.NetworkSpec{
-		Name:   name,
-		Labels: map[string]string{container.LabelRole: container.RoleEgress, container.LabelVersion: version.Version},
-	})
-	if container.IsConflict(err) {
-		return nil // it exists
+	for _, x := range extra {
+		_ = d.RemoveNetwork(ctx, x.ID) // refused while a proxy uses it
 	}
-	return err
+	return id, nil
 }
 
 // openNetworkName is the network of a sandbox in open mode: its own, so
@@ -414,7 +453,8 @@ func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *Egress
 	}
 	// The shared egress network first: it may have been removed
 	// (docker network prune) since the last start.
-	if err := ensureEgressNetwork(ctx, d, p.EgressNetwork); err != nil {
+	egressID, err := ensureEgressNetwork(ctx, d, p.EgressNetwork)
+	if err != nil {
 		return fmt.Errorf("egress network: %w", err)
 	}
 	cfg := &egress.ProxyConfig{
@@ -448,7 +488,9 @@ func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *Egress
 	if err := egress.WriteConfig(filepath.Join(p.configDir, proxyConfigFile), cfg); err != nil {
 		return err
 	}
-	id, err := d.Create(ctx, p.Proxy)
+	spec := p.Proxy.Clone()
+	spec.NetworkName = egressID
+	id, err := d.Create(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("egress proxy: %w", err)
 	}

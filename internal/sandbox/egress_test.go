@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
@@ -79,8 +80,8 @@ func TestStartAllowlistMakesNetworksAndProxy(t *testing.T) {
 	if p.Name != eg.Proxy || p.Status != enginefake.StatusRunning {
 		t.Errorf("proxy %s %s, record says %s", p.Name, p.Status, eg.Proxy)
 	}
-	if p.Spec.NetworkName != eg.EgressNetwork || !slices.Contains(p.Networks, in.ID) {
-		t.Errorf("proxy joins %q and %v, want %s and %s", p.Spec.NetworkName, p.Networks, eg.EgressNetwork, in.ID)
+	if p.Spec.NetworkName != out.ID || !slices.Contains(p.Networks, in.ID) {
+		t.Errorf("proxy joins %q and %v, want %s (%s, by id) and %s", p.Spec.NetworkName, p.Networks, out.ID, eg.EgressNetwork, in.ID)
 	}
 	if !p.Spec.ReadOnlyRoot || p.Spec.CapDrop[0] != "ALL" || p.Spec.Argv[1] != "__proxy" {
 		t.Errorf("proxy spec = %+v", p.Spec)
@@ -414,5 +415,31 @@ func TestInternalNetworkTakesTheNextFreeRange(t *testing.T) {
 			t.Fatalf("range %d = %s", i, p)
 		}
 		seen[p.String()] = true
+	}
+}
+
+// TestRacingStartsShareTheOldestEgressNetwork: two egress networks of one
+// name (two starts made one each at the same moment) — every proxy joins
+// the oldest, by id, and the other goes.
+func TestRacingStartsShareTheOldestEgressNetwork(t *testing.T) {
+	te := allowlistEnv(t)
+	ctx := context.Background()
+	te.fake.DuplicateNetworkNames = true
+	labels := map[string]string{container.LabelRole: container.RoleEgress}
+	first, err := te.fake.CreateNetwork(ctx, container.NetworkSpec{Name: SharedEgressNetwork, Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond)
+	if _, err := te.fake.CreateNetwork(ctx, container.NetworkSpec{Name: SharedEgressNetwork, Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	te.start("t1")
+	p := te.role("t1", container.RoleProxy)
+	if len(p) != 1 || p[0].Spec.NetworkName != first.ID {
+		t.Fatalf("proxy joins %q, want the oldest network %s by id", p[0].Spec.NetworkName, first.ID)
+	}
+	if nets := mustNets(t, te, container.LabelRole+"="+container.RoleEgress); len(nets) != 1 || nets[0].ID != first.ID {
+		t.Errorf("egress networks left = %+v, want only the oldest", nets)
 	}
 }
