@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/verify"
-	"github.com/git-sandbox/git-sandbox/internal/version"
 	"github.com/git-sandbox/git-sandbox/land"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
@@ -37,51 +35,15 @@ func (e *Env) CommitHooks(ctx context.Context) (dir string, names []string, err 
 // commit-msg hook left (the plan's when there is none). A hook that fails
 // refuses the land.
 func (s *Sandbox) runCommitHooks(ctx context.Context, plan *land.Plan, dir string, names []string, io IO) (string, error) {
-	d, err := s.env.Engine(ctx)
-	if err != nil {
-		return "", err
-	}
-	if err := s.env.ensureImage(ctx, d, s.Image, io); err != nil {
-		return "", err
-	}
-	set, err := s.RunSettings()
-	if err != nil {
-		return "", err
-	}
-	name := s.Container + "-hooks"
-	network, netName, env, cleanup, err := s.env.VerifyNetwork(ctx, d, name, s.Branch, s.Image, set, filepath.Join(s.env.Layout.Dir(s.Branch), "hooks-net"))
+	o, cleanup, err := s.treeRun(ctx, io, "-hooks", container.RoleHooks, filepath.Join(s.env.Layout.Dir(s.Branch), "hooks-net"), s.env.Layout.CommitHooksDir(s.Branch))
 	if err != nil {
 		return "", err
 	}
 	defer cleanup()
-	maxBytes, err := ExportBudget(s.env.Config)
-	if err != nil {
-		return "", err
-	}
+	o.Tree = plan.Tree.String()
 	s.env.UI.Infof("running your %s hook(s) on the tree to land (%s), in a container", strings.Join(names, " and "), shortID(plan.Tree.String()))
 	res, err := verify.RunCommitHooks(ctx, verify.CommitHooksOptions{
-		Options: verify.Options{
-			Engine:    d,
-			CommonDir: s.CommonDir,
-			Tree:      plan.Tree.String(),
-			Image:     s.Image,
-			Name:      name,
-			Labels: map[string]string{
-				container.LabelManaged: "1", container.LabelRepo: s.RepoID, container.LabelBranch: s.Branch,
-				container.LabelRole: container.RoleHooks, container.LabelVersion: version.Version,
-			},
-			Network:     network,
-			NetworkName: netName,
-			Env:         env,
-			Runtime:     set.Runtime,
-			Limits:      set.Limits,
-			UID:         os.Getuid(),
-			GID:         os.Getgid(),
-			WorkDir:     s.env.Layout.CommitHooksDir(s.Branch),
-			MaxBytes:    maxBytes,
-			Stdout:      io.Stderr,
-			Stderr:      io.Stderr,
-		},
+		Options:  o,
 		HooksDir: dir,
 		Hooks:    names,
 		Also:     hooksAlso(s.env, dir),

@@ -62,39 +62,56 @@ func (s *Sandbox) lockVerify() (func(), error) {
 
 // runVerifyLocked runs verify; the caller holds the verify lock.
 func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO) (*record.Verdict, error) {
-	d, err := s.env.Engine(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.env.ensureImage(ctx, d, s.Image, io); err != nil {
-		return nil, err
-	}
-	// The sandbox's own settings: a verify never gets more network, a
-	// weaker runtime or higher limits than the sandbox was started with.
-	set, err := s.RunSettings()
-	if err != nil {
-		return nil, err
-	}
-	network, netName, env, cleanup, err := s.env.VerifyNetwork(ctx, d, s.Container+"-verify", s.Branch, s.Image, set, s.env.Layout.Dir(s.Branch))
+	o, cleanup, err := s.treeRun(ctx, io, "-verify", container.RoleVerify, s.env.Layout.Dir(s.Branch), s.env.Layout.VerifyDir(s.Branch))
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	maxBytes, err := ExportBudget(s.env.Config)
+	o.Tree, o.Command = snap.Tree, s.Verify
+	s.env.UI.Infof("verifying %s (tree %s): %s", s.Display(), shortID(snap.Tree), termsafe.String(s.Verify))
+	code, err := verify.Run(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	s.env.UI.Infof("verifying %s (tree %s): %s", s.Display(), shortID(snap.Tree), termsafe.String(s.Verify))
-	code, err := verify.Run(ctx, verify.Options{
+	return s.newVerdict(snap.Tree, code)
+}
+
+// treeRun prepares a throwaway container run on one tree of this sandbox
+// (verify, the commit hooks): the sandbox's image, made if missing; its
+// own settings, so such a run never gets more network, a weaker runtime or
+// higher limits than the sandbox was started with; its network (none
+// unless verify_allow, whose proxy files go in netDir); the export budget.
+// The container is named after the sandbox's plus suffix and labelled
+// with role; cleanup removes what the network took.
+func (s *Sandbox) treeRun(ctx context.Context, io IO, suffix, role, netDir, workDir string) (verify.Options, func(), error) {
+	d, err := s.env.Engine(ctx)
+	if err != nil {
+		return verify.Options{}, nil, err
+	}
+	if err := s.env.ensureImage(ctx, d, s.Image, io); err != nil {
+		return verify.Options{}, nil, err
+	}
+	set, err := s.RunSettings()
+	if err != nil {
+		return verify.Options{}, nil, err
+	}
+	maxBytes, err := ExportBudget(s.env.Config)
+	if err != nil {
+		return verify.Options{}, nil, err
+	}
+	name := s.Container + suffix
+	network, netName, env, cleanup, err := s.env.VerifyNetwork(ctx, d, name, s.Branch, s.Image, set, netDir)
+	if err != nil {
+		return verify.Options{}, nil, err
+	}
+	return verify.Options{
 		Engine:    d,
 		CommonDir: s.CommonDir,
-		Tree:      snap.Tree,
-		Command:   s.Verify,
 		Image:     s.Image,
-		Name:      s.Container + "-verify",
+		Name:      name,
 		Labels: map[string]string{
 			container.LabelManaged: "1", container.LabelRepo: s.RepoID, container.LabelBranch: s.Branch,
-			container.LabelRole: container.RoleVerify, container.LabelVersion: version.Version,
+			container.LabelRole: role, container.LabelVersion: version.Version,
 		},
 		Network:     network,
 		NetworkName: netName,
@@ -103,15 +120,11 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 		Limits:      set.Limits,
 		UID:         os.Getuid(),
 		GID:         os.Getgid(),
-		WorkDir:     s.env.Layout.VerifyDir(s.Branch),
+		WorkDir:     workDir,
+		MaxBytes:    maxBytes,
 		Stdout:      io.Stderr,
 		Stderr:      io.Stderr,
-		MaxBytes:    maxBytes,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return s.newVerdict(snap.Tree, code)
+	}, cleanup, nil
 }
 
 // VerifyNetwork gives a verify container its network: none, unless the
