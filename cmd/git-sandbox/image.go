@@ -9,6 +9,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/devcontainer"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
 )
@@ -16,7 +17,7 @@ import (
 // ImageCmd groups the image commands.
 type ImageCmd struct {
 	Build ImageBuildCmd `cmd:"" help:"Build the default sandbox image."`
-	Prune ImagePruneCmd `cmd:"" help:"Remove this repository's devcontainer images (and caches)."`
+	Prune ImagePruneCmd `cmd:"" help:"Remove this repository's devcontainer images, old warm images (and caches)."`
 }
 
 // ImagePruneCmd is git sandbox image prune.
@@ -28,9 +29,11 @@ type ImagePruneCmd struct {
 func (c *ImagePruneCmd) Help() string {
 	return `Removes the images git sandbox built from this repository's devcontainer,
 except those a sandbox's container still uses; the next start builds the one it
-needs again. With --caches, also the repository's cache volumes no sandbox
-uses: the next sandbox starts with empty caches. Your default image
-(git sandbox image build) and other images are never touched.`
+needs again. Removes the repository's warm images (setup's kept result) but the
+newest, except those a sandbox's container still uses. With --caches, also the
+repository's cache volumes no sandbox uses: the next sandbox starts with empty
+caches. Your default image (git sandbox image build) and other images are never
+touched.`
 }
 
 // Run prunes.
@@ -49,18 +52,33 @@ func (c *ImagePruneCmd) Run(app *App) error {
 		return err
 	}
 	removed, kept := 0, 0
+	remove := func(ref, what string) error {
+		switch err := d.RemoveImage(app.Ctx, ref); {
+		case container.IsConflict(err):
+			kept++
+			app.UI.Infof("kept %s: a sandbox uses it", termsafe.String(what))
+		case err != nil:
+			return err
+		default:
+			removed++
+			app.UI.Infof("removed image %s", termsafe.String(what))
+		}
+		return nil
+	}
 	for _, img := range imgs {
 		for _, tag := range img.Tags {
-			switch err := d.RemoveImage(app.Ctx, tag); {
-			case container.IsConflict(err):
-				kept++
-				app.UI.Infof("kept %s: a sandbox uses it", termsafe.String(tag))
-			case err != nil:
+			if err := remove(tag, tag); err != nil {
 				return err
-			default:
-				removed++
-				app.UI.Infof("removed image %s", termsafe.String(tag))
 			}
+		}
+	}
+	warm, err := d.ListImages(app.Ctx, sandbox.LabelWarm+"=1", sandbox.LabelWarmRepo+"="+env.Repo.ID)
+	if err != nil {
+		return err
+	}
+	for _, img := range sandbox.StaleWarmImages(warm) {
+		if err := remove(img.ID, warmName(img)); err != nil {
+			return err
 		}
 	}
 	if c.Caches {
@@ -88,6 +106,21 @@ func (c *ImagePruneCmd) Run(app *App) error {
 		app.UI.Hintf("git sandbox rm BRANCH removes a sandbox you no longer need; prune again then")
 	}
 	return nil
+}
+
+// warmName is how a warm image is named in messages: its tag, or its
+// short id once a newer image took the tag.
+func warmName(img container.Image) string {
+	for _, t := range img.Tags {
+		if t != "<none>:<none>" {
+			return t
+		}
+	}
+	id := strings.TrimPrefix(img.ID, "sha256:")
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return "(untagged) " + id
 }
 
 // ImageBuildCmd is git sandbox image build.
