@@ -173,6 +173,11 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 	for _, c := range in.RepoCaches {
 		t := path.Clean(c.Target)
 		for _, other := range mounts {
+			// Inside the agent's home is where caches usually are;
+			// anything else overlapping another mount is refused.
+			if other.dst == container.Home && t != container.Home {
+				continue
+			}
 			if overlaps(t, other.dst) {
 				return nil, usererr.New("%s: repo_cache %q: target %s overlaps %s (%s)", config.RepoFile, termsafe.String(c.Name), termsafe.String(t), other.dst, other.why).
 					Hint("give the cache a directory of its own in %s", config.RepoFile)
