@@ -527,9 +527,7 @@ func (e *Env) devImage(ctx context.Context, d Engine, p *Plan, adapter agent.Ada
 		return err
 	}
 	bo := devcontainer.BuildOptions{Out: io.Stderr}
-	if f, ok := io.Stderr.(*os.File); ok && ui.IsTerminal(f) {
-		bo.IsTerminal, bo.TerminalFd = true, f.Fd()
-	}
+	bo.TerminalFd, bo.IsTerminal = ui.TerminalFd(io.Stderr)
 	img, err := devcontainer.EnsureImage(ctx, de, src, plan, bo)
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
 	"github.com/git-sandbox/git-sandbox/worktree"
@@ -138,7 +139,9 @@ func (e *Env) ensureImage(ctx context.Context, d Engine, image string, io IO) er
 		return container.ErrImageMissing(image, false)
 	}
 	e.UI.Infof("image %s is missing; building it from %s", termsafe.String(image), termsafe.String(e.Config.BaseImage))
-	return d.Build(ctx, container.BuildOptions{Tag: image, Base: e.Config.BaseImage, Agents: agent.Packages(), Progress: io.Stderr})
+	bo := container.BuildOptions{Tag: image, Base: e.Config.BaseImage, Agents: agent.Packages(), Progress: io.Stderr}
+	bo.TerminalFd, bo.IsTerminal = ui.TerminalFd(io.Stderr)
+	return d.Build(ctx, bo)
 }
 
 // checkAgentCLI refuses, before anything is created, an agent whose CLI
