@@ -17,7 +17,7 @@ import (
 // ImageCmd groups the image commands.
 type ImageCmd struct {
 	Build ImageBuildCmd `cmd:"" help:"Build the default sandbox image."`
-	Prune ImagePruneCmd `cmd:"" help:"Remove this repository's devcontainer images, old warm images (and caches)."`
+	Prune ImagePruneCmd `cmd:"" help:"Remove this repository's unused and old images (and caches)."`
 }
 
 // ImagePruneCmd is git sandbox image prune.
