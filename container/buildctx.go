@@ -220,6 +220,11 @@ func (q *quietWriter) line(l string) {
 	if len(q.tail) > tailLines {
 		q.tail = q.tail[1:]
 	}
+	// A message of git sandbox's own may follow a tool's output that did
+	// not end its line (npm's progress): it is shown from where it starts.
+	if i := strings.Index(l, "git-sandbox: "); i > 0 {
+		l = l[i:]
+	}
 	if strings.HasPrefix(l, "Step ") || strings.HasPrefix(l, "git-sandbox: ") {
 		if r := []rune(l); len(r) > maxStepLine {
 			l = string(r[:maxStepLine-1]) + "…"

@@ -63,6 +63,9 @@ setup_inputs = ["go.sum", "missing.lock"]
 		t.Fatalf("first start: %s", r)
 	}
 	tag := warmTag(t, r.Stderr, "kept ")
+	if names := e.MustSandbox("diff", "w1", "--name-only").Stdout; strings.TrimSpace(names) != "agent.txt" {
+		t.Errorf("the first start's diff (setup's file is the baseline's): %q", names)
+	}
 	if !strings.Contains(r.Stderr, "keeping what setup installed as image "+tag) {
 		t.Errorf("no progress line for the commit: %s", r.Stderr)
 	}

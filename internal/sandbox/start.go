@@ -369,6 +369,7 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		if err := e.setupWarm(ctx, d, &spec, warm, sb, o.IO); err != nil {
 			return nil, err
 		}
+		rec = sb.Record // the baseline may have moved to setup's snapshot
 		withoutSetup(&spec, warm.tag)
 	}
 	id, err := d.Create(ctx, &spec)
