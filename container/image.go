@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 
-
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 

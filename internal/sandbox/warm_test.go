@@ -13,7 +13,7 @@ import (
 func TestWarmKeyChangesWithEachInput(t *testing.T) {
 	base := WarmInputs{Format: warmFormat, Repo: "r-1", BaseImage: "sha256:a", Setup: "make deps", Agent: "claude", User: "1000:1000",
 		Inputs: []WarmInput{{Path: "go.sum", Mode: "100644", Object: "aa"}, {Path: "missing.lock"}}}
-	if base.Hash() != base.Hash() || len(base.Hash()) != 64 {
+	if h := base.Hash(); h != (WarmInputs{Format: warmFormat, Repo: "r-1", BaseImage: "sha256:a", Setup: "make deps", Agent: "claude", User: "1000:1000", Inputs: slices.Clone(base.Inputs)}).Hash() || len(h) != 64 {
 		t.Fatalf("hash not stable: %s", base.Hash())
 	}
 	change := map[string]func(*WarmInputs){
