@@ -135,10 +135,11 @@ echo change > f.txt && git add f.txt && git commit -qm "agent change" && echo co
 		t.Errorf("ps: %+v", p)
 	}
 
-	// Unchanged inputs: the same image, nothing built, setup run again.
+	// Unchanged inputs: the same image, nothing built, and setup skipped:
+	// the first start kept its result as a warm image of that image.
 	r = e.MustSandbox("start", "dc2", "--agent", "shell", "--", "sh", "-c", "cat /var/tmp/setup-marker")
 	if strings.Contains(r.Stderr, "building image") || !strings.Contains(r.Stderr, "image "+tag+" (from .devcontainer/devcontainer.json, unchanged)") ||
-		!strings.Contains(r.Stdout, "projtool ran: --setup") {
+		!strings.Contains(r.Stdout, "projtool ran: --setup") || !strings.Contains(r.Stderr, "setup skipped: image git-sandbox-warm:") {
 		t.Errorf("second start: %s", r)
 	}
 
