@@ -72,6 +72,7 @@ func devTag(t *testing.T, e *Env, stderr string) string {
 	}
 	t.Cleanup(func() {
 		removeContainers(e.RepoID())
+		removeWarmImages(e.RepoID()) // children of the tag
 		removeImage(tag)
 	})
 	return tag
