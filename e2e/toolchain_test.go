@@ -149,6 +149,20 @@ echo change > f.txt && git add f.txt && git commit -qm "agent change" && echo co
 	if strings.Contains(r.Stderr, "devcontainer") || !strings.Contains(r.Stdout, "no projtool") || !strings.Contains(r.Stdout, "no setup") {
 		t.Errorf("start --image: %s", r)
 	}
+
+	// Once no sandbox uses them, prune keeps the newest warm image (made
+	// on the devcontainer image, which inherits its labels) and so the
+	// devcontainer image it was made from.
+	for _, b := range []string{"dc1", "dc2", "dc3"} {
+		e.MustSandbox("rm", "-f", b)
+	}
+	r = e.MustSandbox("image", "prune")
+	if !strings.Contains(r.Stderr, "kept "+tag+": the warm image git-sandbox-warm:") || strings.Contains(r.Stderr, "removed image") {
+		t.Errorf("prune: %s", r)
+	}
+	if len(warmImages(t, e.RepoID())) != 1 || imageID(tag) == "" {
+		t.Errorf("prune removed the newest warm image or its devcontainer image")
+	}
 }
 
 // TestPublishPorts: a server the agent starts is reached from the host on

@@ -29,8 +29,9 @@ type ImagePruneCmd struct {
 func (c *ImagePruneCmd) Help() string {
 	return `Removes the images git sandbox built from this repository's devcontainer,
 except those a sandbox's container still uses; the next start builds the one it
-needs again. Removes the repository's warm images (setup's kept result) but the
-newest, except those a sandbox's container still uses. With --caches, also the
+needs again (one a kept warm image was made on stays). Removes the repository's
+warm images (setup's kept result) but the newest, except those a sandbox's
+container still uses. With --caches, also the
 repository's cache volumes no sandbox uses: the next sandbox starts with empty
 caches. Your default image (git sandbox image build) and other images are never
 touched.`
@@ -47,16 +48,12 @@ func (c *ImagePruneCmd) Run(app *App) error {
 		return err
 	}
 	defer d.Close()
-	imgs, err := d.ListImages(app.Ctx, devcontainer.LabelRepo+"="+env.Repo.ID)
-	if err != nil {
-		return err
-	}
 	removed, kept := 0, 0
-	remove := func(ref, what string) error {
+	remove := func(ref, what, user string) error {
 		switch err := d.RemoveImage(app.Ctx, ref); {
 		case container.IsConflict(err):
 			kept++
-			app.UI.Infof("kept %s: a sandbox uses it", termsafe.String(what))
+			app.UI.Infof("kept %s: %s uses it", termsafe.String(what), user)
 		case err != nil:
 			return err
 		default:
@@ -65,20 +62,48 @@ func (c *ImagePruneCmd) Run(app *App) error {
 		}
 		return nil
 	}
-	for _, img := range imgs {
-		for _, tag := range img.Tags {
-			if err := remove(tag, tag); err != nil {
-				return err
-			}
-		}
-	}
+	// Warm images first: a devcontainer image they were made from is
+	// their parent, and goes only after them.
 	warm, err := d.ListImages(app.Ctx, sandbox.LabelWarm+"=1", sandbox.LabelWarmRepo+"="+env.Repo.ID)
 	if err != nil {
 		return err
 	}
-	for _, img := range sandbox.StaleWarmImages(warm) {
-		if err := remove(img.ID, warmName(img)); err != nil {
+	stale := sandbox.StaleWarmImages(warm)
+	gone := map[string]bool{}
+	for _, img := range stale {
+		before := removed
+		if err := remove(img.ID, warmName(img), "a sandbox"); err != nil {
 			return err
+		}
+		gone[img.ID] = removed > before
+	}
+	// The images the remaining warm images were made on stay: removing
+	// their tag would free nothing.
+	parentOf := map[string]string{}
+	for _, img := range warm {
+		if !gone[img.ID] {
+			parentOf[img.Labels[sandbox.LabelWarmBase]] = warmName(img)
+		}
+	}
+	imgs, err := d.ListImages(app.Ctx, devcontainer.LabelRepo+"="+env.Repo.ID)
+	if err != nil {
+		return err
+	}
+	for _, img := range imgs {
+		if img.Labels[sandbox.LabelWarm] != "" {
+			continue // a warm image inherits its devcontainer image's labels
+		}
+		if child, ok := parentOf[img.ID]; ok {
+			for _, tag := range img.Tags {
+				kept++
+				app.UI.Infof("kept %s: the warm image %s is made from it", termsafe.String(tag), termsafe.String(child))
+			}
+			continue
+		}
+		for _, tag := range img.Tags {
+			if err := remove(tag, tag, "a sandbox"); err != nil {
+				return err
+			}
 		}
 	}
 	if c.Caches {

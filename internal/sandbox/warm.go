@@ -32,6 +32,8 @@ const (
 	LabelWarmRepo = "git-sandbox.warm.repo"
 	// LabelWarmKey is the full hash of what it was made from (WarmInputs).
 	LabelWarmKey = "git-sandbox.warm.key"
+	// LabelWarmBase is the id of the image it was made on (its parent).
+	LabelWarmBase = "git-sandbox.warm.base"
 	// LabelWarmFrom and LabelWarmWorkspace are set when setup wrote into
 	// /workspace: the tree it started from and the tree it left. A warm
 	// start from the same tree writes the difference into its worktree;
@@ -260,6 +262,7 @@ func (e *Env) setupWarm(ctx context.Context, d Engine, spec *container.Spec, w *
 		LabelWarm:              "1",
 		LabelWarmRepo:          e.Repo.ID,
 		LabelWarmKey:           w.key,
+		LabelWarmBase:          w.base.ID,
 	}
 	if taken.New {
 		if err := sb.Update(func(r *record.Record) error { r.Baseline = taken.ID; return nil }); err != nil {
