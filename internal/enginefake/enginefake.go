@@ -72,8 +72,10 @@ type Engine struct {
 	seq        int
 	containers map[string]*Container // by id
 	volumes    map[string]container.Volume
-	networks   map[string]*container.Network // by id
-	images     map[string][]string           // ref -> agents
+	networks   map[string]*container.Network  // by id
+	images     map[string][]string            // ref -> agents
+	imageInfo  map[string]container.ImageInfo // ref -> what a commit made
+	commits    []Commit
 	calls      []Call
 	fail       map[string]failure
 	subs       []*subscriber
