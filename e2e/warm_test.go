@@ -47,6 +47,7 @@ func TestWarmStart(t *testing.T) {
 	e.WriteFile("go.sum", "example.com/a v1.0.0 h1:one\n")
 	e.WriteFile(".sandbox.toml", `setup = "echo setup-ran; echo run >> $HOME/setup-runs; echo installed > /var/tmp/tool; echo generated > generated.txt"
 setup_inputs = ["go.sum", "missing.lock"]
+verify = "cat /var/tmp/tool"
 `)
 	e.Git("add", ".")
 	e.Git("commit", "-qm", "setup with inputs")
@@ -107,6 +108,11 @@ setup_inputs = ["go.sum", "missing.lock"]
 	}
 	if names := e.MustSandbox("diff", "w2", "--name-only").Stdout; strings.TrimSpace(names) != "agent.txt" {
 		t.Errorf("the warm start's diff (setup's file is the baseline's): %q", names)
+	}
+	// Verify runs in the warm image: setup's tool is there (cat fails
+	// without it).
+	if r := e.Sandbox("verify", "w2"); r.Code != 0 || !strings.Contains(r.Stderr, "verify passed on w2") {
+		t.Errorf("verify in a warm sandbox: %s", r)
 	}
 	// A follow-up task in a new container of the warm image: no setup.
 	if r := e.MustSandbox("start", "w2", "-p", "cat /var/tmp/tool"); strings.Contains(r.Stdout+r.Stderr, "setup-ran") || !strings.Contains(r.Stdout, "installed") {

@@ -37,7 +37,8 @@ exec "$@"`
 
 // runSetup starts the container once to run the setup command (the
 // container's first start does only that), then takes the baseline again so
-// what setup wrote is not counted as the agent's work.
+// what setup wrote is not counted as the agent's work. It is the path of
+// an engine that cannot keep setup's result as an image (see setupWarm).
 func (e *Env) runSetup(ctx context.Context, d Engine, sb *Sandbox, io IO) error {
 	e.UI.Infof("running setup in %s", sb.Display())
 	waitC := d.WaitExit(ctx, sb.Container, container.WaitNextExit)

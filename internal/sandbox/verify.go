@@ -60,13 +60,26 @@ func (s *Sandbox) lockVerify() (func(), error) {
 	return unlock, nil
 }
 
+// verifyImage is the image verify runs in: the sandbox's warm image when
+// it has one (what setup installed, made before any agent ran), else its
+// image, built when it is the default one and missing.
+func (s *Sandbox) verifyImage(ctx context.Context, d Engine, io IO) (string, error) {
+	if s.WarmImage != "" {
+		if ok, err := d.ImageExists(ctx, s.WarmImage); err == nil && ok {
+			return s.WarmImage, nil
+		}
+	}
+	return s.Image, s.env.ensureImage(ctx, d, s.Image, io)
+}
+
 // runVerifyLocked runs verify; the caller holds the verify lock.
 func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO) (*record.Verdict, error) {
 	d, err := s.env.Engine(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.env.ensureImage(ctx, d, s.Image, io); err != nil {
+	image, err := s.verifyImage(ctx, d, io)
+	if err != nil {
 		return nil, err
 	}
 	// The sandbox's own settings: a verify never gets more network, a
@@ -75,7 +88,7 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 	if err != nil {
 		return nil, err
 	}
-	network, netName, env, cleanup, err := s.env.VerifyNetwork(ctx, d, s.Container+"-verify", s.Branch, s.Image, set, s.env.Layout.Dir(s.Branch))
+	network, netName, env, cleanup, err := s.env.VerifyNetwork(ctx, d, s.Container+"-verify", s.Branch, image, set, s.env.Layout.Dir(s.Branch))
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +103,7 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 		CommonDir: s.CommonDir,
 		Tree:      snap.Tree,
 		Command:   s.Verify,
-		Image:     s.Image,
+		Image:     image,
 		Name:      s.Container + "-verify",
 		Labels: map[string]string{
 			container.LabelManaged: "1", container.LabelRepo: s.RepoID, container.LabelBranch: s.Branch,
