@@ -136,6 +136,9 @@ verify = "cat /var/tmp/tool"
 		t.Fatalf("%d warm images, want 2", n)
 	}
 
+	if d := e.Sandbox("doctor"); strings.Count(d.Stdout, "info warm image git-sandbox-warm:repo-") != 2 {
+		t.Errorf("doctor does not list both warm images: %s", d)
+	}
 	// Prune keeps the newest, and any a sandbox uses.
 	if r := e.MustSandbox("image", "prune"); !strings.Contains(r.Stderr, "kept "+tag+": a sandbox uses it") {
 		t.Errorf("prune while w1 and w2 use the old image: %s", r)

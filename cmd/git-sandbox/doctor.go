@@ -98,6 +98,7 @@ func (c *DoctorCmd) Run(app *App) error {
 		}
 		if env != nil {
 			cacheLines(app, env)
+			warmLines(app, d, env)
 		}
 	}
 
@@ -192,6 +193,23 @@ func cacheLines(app *App, env *sandbox.Env) {
 		if !configured[c.Volume] {
 			fmt.Fprintf(app.Stdout, "info cache volume %s (%s) is no longer configured\n", c.Volume, termsafe.String(c.Target))
 			fmt.Fprintf(app.Stdout, "     hint: git sandbox image prune --caches removes it\n")
+		}
+	}
+}
+
+// warmLines lists the repository's warm images (setup's kept results),
+// newest first.
+func warmLines(app *App, d *container.Docker, env *sandbox.Env) {
+	imgs, err := d.ListImages(app.Ctx, sandbox.LabelWarm+"=1", sandbox.LabelWarmRepo+"="+env.Repo.ID)
+	if err != nil {
+		fmt.Fprintf(app.Stdout, "info warm images: %s\n", errText(err))
+		return
+	}
+	slices.SortFunc(imgs, func(a, b container.Image) int { return b.Created.Compare(a.Created) })
+	for i, img := range imgs {
+		fmt.Fprintf(app.Stdout, "info warm image %s (setup's result, made %s)\n", termsafe.String(warmName(img)), img.Created.Local().Format("2006-01-02 15:04"))
+		if i == 1 {
+			fmt.Fprintf(app.Stdout, "     hint: git sandbox image prune removes all but the newest\n")
 		}
 	}
 }
