@@ -93,7 +93,10 @@ func TestAttackSetupAndVerifyOutputIsEscaped(t *testing.T) {
 	if r := e.Sandbox("wait", "esc", "--timeout", "60s"); r.Code != 0 {
 		t.Fatalf("wait: %s", r)
 	}
-	// A change since the supervisor's verify makes verify run again.
+	// A change since the supervisor's verify makes verify run again. (Once
+	// that verify is recorded: the supervisor's exit snapshot may come
+	// after wait returns, and would take the change in.)
+	Eventually(t, 2*time.Minute, "the supervisor's verify", func() bool { return len(e.atkVerdicts("esc")) > 0 })
 	must(t, os.WriteFile(filepath.Join(e.Worktree("esc"), "late.txt"), []byte("late\n"), 0o644))
 	outputs["verify"] = e.Sandbox("verify", "esc")
 	// land runs verify through the same code when it finds no verdict.
