@@ -87,7 +87,13 @@ func (d *Docker) Create(ctx context.Context, spec *Spec) (string, error) {
 				Hint("remove it with docker rm -f %s if it is left over", spec.Name)
 		}
 		if IsNotFound(err) {
-			return "", errImageMissing(spec.Image, false)
+			// The engine says "not found" for a missing image, network
+			// or volume alike: name the image only when it is the one.
+			if _, ok, ierr := d.InspectImage(context.WithoutCancel(ctx), spec.Image); ierr == nil && !ok {
+				return "", errImageMissing(spec.Image, false)
+			}
+			return "", usererr.Wrap(err, "create container %s: %v", spec.Name, err).
+				Hint("a network or volume it needs is gone; git sandbox stop and start again re-creates the sandbox's own")
 		}
 		return "", fmt.Errorf("create container: %w", err)
 	}

@@ -15,6 +15,9 @@ var (
 	// ErrConflict: the object is not in a state that allows the request
 	// (not running, already paused, a name in use).
 	ErrConflict = errors.New("conflict")
+	// ErrAddressInUse: a network's requested address range overlaps one
+	// the engine has given out already.
+	ErrAddressInUse = errors.New("address range in use")
 )
 
 // IsNotFound reports whether err says the object does not exist.

@@ -20,8 +20,9 @@ const (
 	// no route out, where an egress proxy lets through the hosts its allow
 	// list names (Spec.NetworkName is that network).
 	NetworkAllowlist NetworkMode = "allowlist"
-	// NetworkOpen: the engine's default bridge, with a route out to
-	// anything (the host's ports and other containers included).
+	// NetworkOpen: a bridge network of the sandbox's own (Spec.NetworkName)
+	// with a route out to anything, this machine's ports included; no
+	// other sandbox is on it.
 	NetworkOpen NetworkMode = "open"
 )
 

@@ -3,8 +3,12 @@ package container
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/network"
+
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // NetworkSpec describes a network of the engine's own (not a NetworkMode:
@@ -18,7 +22,14 @@ type NetworkSpec struct {
 	// containers cannot reach the host's ports through the gateway (an
 	// internal network alone still lets them).
 	HostUnreachable bool
-	Labels          map[string]string
+	// Subnet, when set, is the network's IPv4 range (CIDR) instead of one
+	// the engine picks from its address pools (a few dozen at most).
+	Subnet string
+	// Isolated turns off traffic between the network's containers
+	// (inter-container communication): a container on it reaches the
+	// world and nothing else on the network.
+	Isolated bool
+	Labels   map[string]string
 }
 
 // Network is a network that exists.
@@ -29,18 +40,34 @@ type Network struct {
 	Labels   map[string]string
 	// Gateways are the host's addresses on the network.
 	Gateways []string
+	// Created is when the engine made it.
+	Created time.Time
 }
 
 // CreateNetwork creates a bridge network, stamped as managed by git
 // sandbox, and returns it.
 func (d *Docker) CreateNetwork(ctx context.Context, s NetworkSpec) (*Network, error) {
-	o := network.CreateOptions{Driver: "bridge", Internal: s.Internal, Labels: managedLabels(s.Labels)}
+	o := network.CreateOptions{Driver: "bridge", Internal: s.Internal, Labels: managedLabels(s.Labels), Options: map[string]string{}}
 	if s.HostUnreachable {
-		o.Options = map[string]string{"com.docker.network.bridge.inhibit_ipv4": "true"}
+		o.Options["com.docker.network.bridge.inhibit_ipv4"] = "true"
+	}
+	if s.Isolated {
+		o.Options["com.docker.network.bridge.enable_icc"] = "false"
+	}
+	if s.Subnet != "" {
+		o.IPAM = &network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: s.Subnet}}}
 	}
 	resp, err := d.api.NetworkCreate(ctx, s.Name, o)
 	if err != nil {
-		return nil, fmt.Errorf("create network %s: %w", s.Name, sdkErr(err))
+		err = sdkErr(err)
+		switch msg := err.Error(); {
+		case strings.Contains(msg, "overlaps"):
+			return nil, &kindError{kind: ErrAddressInUse, err: fmt.Errorf("create network %s: %w", s.Name, err)}
+		case strings.Contains(msg, "non-overlapping IPv4 address pool"):
+			return nil, usererr.Wrap(err, "create network %s: the engine has no address range left for a new network", s.Name).
+				Hint("docker network prune removes networks no container uses; default-address-pools in the engine's daemon.json gives it more")
+		}
+		return nil, fmt.Errorf("create network %s: %w", s.Name, err)
 	}
 	return &Network{ID: resp.ID, Name: s.Name, Internal: s.Internal, Labels: managedLabels(s.Labels)}, nil
 }
@@ -71,7 +98,7 @@ func (d *Docker) ListNetworks(ctx context.Context, labels ...string) ([]Network,
 	}
 	out := make([]Network, 0, len(list))
 	for _, n := range list {
-		nw := Network{ID: n.ID, Name: n.Name, Internal: n.Internal, Labels: n.Labels}
+		nw := Network{ID: n.ID, Name: n.Name, Internal: n.Internal, Labels: n.Labels, Created: n.Created}
 		for _, c := range n.IPAM.Config {
 			if c.Gateway != "" {
 				nw.Gateways = append(nw.Gateways, c.Gateway)

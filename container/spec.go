@@ -48,6 +48,11 @@ const (
 	RoleExec = "exec"
 	// RoleProxy is a sandbox's egress proxy; its networks carry it too.
 	RoleProxy = "proxy"
+	// RoleHooks runs the user's pre-commit and commit-msg hooks at land.
+	RoleHooks = "hooks"
+	// RoleEgress is the network every proxy leaves by, shared by all
+	// sandboxes of the engine.
+	RoleEgress = "egress"
 )
 
 // Workspace is where the worktree appears inside the container.
@@ -91,8 +96,9 @@ type Spec struct {
 	Network  NetworkMode       `json:"network"`
 	// NetworkName is the engine network the container joins: for
 	// NetworkAllowlist the sandbox's internal network (required); for
-	// NetworkOpen, one to use instead of the default bridge (the egress
-	// proxy's way out). Never set with NetworkNone.
+	// NetworkOpen, the sandbox's own open network, or the egress proxy's
+	// way out; without one an open container joins the engine's default
+	// bridge (older sandboxes). Never set with NetworkNone.
 	NetworkName string `json:"network_name,omitempty"`
 	// ReadOnlyRoot mounts the image's root file system read-only.
 	ReadOnlyRoot bool     `json:"read_only_root,omitempty"`
@@ -204,6 +210,7 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 		Init:           &init,
 		AutoRemove:     s.AutoRemove,
 		IpcMode:        dcontainer.IPCModePrivate,
+		LogConfig:      logConfig,
 		Resources: dcontainer.Resources{
 			Memory:    s.Limits.MemoryBytes,
 			NanoCPUs:  int64(s.Limits.CPUs * 1e9),
@@ -227,6 +234,15 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 		})
 	}
 	return cfg, hc
+}
+
+// logConfig bounds what the engine keeps of a container's output: an
+// agent printing in a loop all night would otherwise fill the engine's
+// disk. json-file is the engine's usual default and `logs` reads its
+// rotated files; three files of 32 MB keep the last 96 MB.
+var logConfig = dcontainer.LogConfig{
+	Type:   "json-file",
+	Config: map[string]string{"max-size": "32m", "max-file": "3"},
 }
 
 // dockerNetworkMode is what a spec's network means to Docker.

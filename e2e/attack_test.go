@@ -869,9 +869,18 @@ func TestAttackGitlinksAndNestedRepositories(t *testing.T) {
 	}
 	// git sandbox run in the wrong directory does not open these repositories.
 	for _, dir := range []string{"sub", "nested", "nested/.git", "bare.git", "evilgit"} {
+		if _, err := os.Stat(filepath.Join(wt, dir)); err != nil {
+			// Quarantined while the agent is stopped (nested/.git).
+			continue
+		}
 		r := e.Run(filepath.Join(wt, dir), nil, "git", "sandbox", "ps")
 		e.atkNoMark(mark, "git sandbox ps in "+dir)
-		if r.Code == 0 {
+		// With the agent stopped its repositories are quarantined: the
+		// directory is then a plain one of the sandbox worktree, where git
+		// sandbox works. One that is still a repository must be refused.
+		_, gerr := os.Lstat(filepath.Join(wt, dir, ".git"))
+		_, herr := os.Lstat(filepath.Join(wt, dir, "HEAD"))
+		if r.Code == 0 && (gerr == nil || herr == nil) {
 			t.Errorf("git sandbox ps in the agent's %s worked: %s", dir, r)
 		}
 	}
@@ -1867,6 +1876,10 @@ func TestAttackContainerHardening(t *testing.T) {
 	}
 	if hc["Init"] != true {
 		t.Errorf("Init = %v, want true", hc["Init"])
+	}
+	// Output the agent prints in a loop cannot fill the engine's disk.
+	if lc, _ := hc["LogConfig"].(map[string]any); lc["Type"] != "json-file" || lc["Config"].(map[string]any)["max-size"] == nil {
+		t.Errorf("LogConfig = %v, want json-file with a max-size", hc["LogConfig"])
 	}
 	// none, or the sandbox's own internal network (allowlist mode); never
 	// the host's, the default bridge or another container's.

@@ -59,9 +59,11 @@ func runOK(t testing.TB, dir string, env []string, name string, args ...string) 
 	}
 }
 
-// BenchmarkStartOverhead: `git sandbox start -d --agent shell -- true`
-// until the container runs, against `git worktree add` plus `docker run -d`
-// of the same image with the same mounts and hardening.
+// BenchmarkStartOverhead: `git sandbox start -d --agent shell --network
+// none -- true` until the container runs, against `git worktree add` plus
+// `docker run -d --network none` of the same image with the same mounts
+// and hardening. (Allowlist mode, the default, adds networks and a proxy:
+// BenchmarkStartAllowlist compares it with the same made by hand.)
 func BenchmarkStartOverhead(b *testing.B) {
 	e := NewEnv(b)
 	hostGit := filepath.Join(e.Repo, ".git")
@@ -69,7 +71,7 @@ func BenchmarkStartOverhead(b *testing.B) {
 	for i := 0; i < benchRounds; i++ {
 		branch := "bench-" + strconv.Itoa(i)
 		ours = append(ours, timeIt(b, func() {
-			e.MustSandbox("start", "-d", branch, "--agent", "shell", "--", "true")
+			e.MustSandbox("start", "-d", branch, "--agent", "shell", "--network", "none", "--", "true")
 		}))
 
 		// The same by hand.
@@ -88,7 +90,7 @@ func BenchmarkStartOverhead(b *testing.B) {
 				"--label", "git-sandbox.repo="+e.RepoID(),
 				"--user", fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid()),
 				"--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--pids-limit", "256",
-				"--memory", "1g", "--init", "-w", "/workspace",
+				"--memory", "1g", "--init", "-w", "/workspace", "--network", "none",
 				"-v", wt+":/workspace", "-v", gitfile+":/workspace/.git:ro",
 				"-v", priv+":"+priv, "-v", filepath.Join(hostGit, "objects")+":"+filepath.Join(hostGit, "objects")+":ro",
 				"-v", filepath.Join(hostGit, "hooks")+":"+filepath.Join(hostGit, "hooks")+":ro",

@@ -20,7 +20,24 @@ func (e *Env) egressConfig(allow ...string) {
 	for i, a := range allow {
 		quoted[i] = strconv.Quote(a)
 	}
-	e.WriteConfig("allow = [%s]\nbase_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n", strings.Join(quoted, ", "), baseImage)
+	e.WriteConfig("allow = [%s]\negress_network = %q\nbase_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n",
+		strings.Join(quoted, ", "), e.egressNetwork(), baseImage)
+}
+
+// egressNetwork is the test's own network for its proxies to leave by
+// (egress_network), so that the upstream servers it starts there under
+// shared names (api.allowed.test) are never another test's. Removed at
+// the end of the test with whatever is still attached.
+func (e *Env) egressNetwork() string {
+	name := "git-sandbox-e2e-egress-" + e.RepoID()
+	e.t.Cleanup(func() {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "network="+name).Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			_ = exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
+		}
+		_ = exec.Command("docker", "network", "rm", name).Run()
+	})
+	return name
 }
 
 // sandboxNetworks lists the networks made for a sandbox, by name.
@@ -46,7 +63,7 @@ func (e *Env) sandboxContainers(branch, role string) []string {
 	return strings.Fields(string(out))
 }
 
-func networkWithSuffix(t *testing.T, names []string, suffix string) string {
+func networkWithSuffix(t testing.TB, names []string, suffix string) string {
 	t.Helper()
 	for _, n := range names {
 		if strings.HasSuffix(n, suffix) {
@@ -59,13 +76,21 @@ func networkWithSuffix(t *testing.T, names []string, suffix string) string {
 
 // startUpstream runs the test upstream server on a network under the given
 // names and returns its container's name and its address there.
-func startUpstream(t *testing.T, network string, aliases ...string) (string, string) {
+func startUpstream(t testing.TB, network string, aliases ...string) (string, string) {
+	t.Helper()
+	return startUpstreamWith(t, network, nil, aliases...)
+}
+
+// startUpstreamWith is startUpstream with more docker run arguments (a
+// TLS certificate, say).
+func startUpstreamWith(t testing.TB, network string, extra []string, aliases ...string) (string, string) {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	name := "git-sandbox-e2e-upstream-" + hex.EncodeToString(b)
 	args := []string{"run", "-d", "--name", name, "--network", network, "--user", "65534:65534",
 		"-e", "UPSTREAM_NAME=" + aliases[0], "-v", filepath.Join(binDir, "test-upstream") + ":/upstream:ro"}
+	args = append(args, extra...)
 	for _, a := range aliases {
 		args = append(args, "--network-alias", a)
 	}
@@ -77,7 +102,7 @@ func startUpstream(t *testing.T, network string, aliases ...string) (string, str
 	return name, containerIP(t, name, network)
 }
 
-func containerIP(t *testing.T, name, network string) string {
+func containerIP(t testing.TB, name, network string) string {
 	t.Helper()
 	out, err := exec.Command("docker", "inspect", "--format", "{{(index .NetworkSettings.Networks \""+network+"\").IPAddress}}", name).Output()
 	if err != nil || strings.TrimSpace(string(out)) == "" {
@@ -146,11 +171,12 @@ func TestEgressAllowlist(t *testing.T) {
 	e.MustSandbox("start", "egress", "-d", "--agent", "shell", "--", "sleep", "600")
 	e.MustSandbox("start", "other", "-d", "--agent", "shell", "--", "sleep", "600")
 
+	// One network of the sandbox's own; the proxy leaves by the shared one.
 	nets := e.sandboxNetworks("egress")
-	if len(nets) != 2 {
-		t.Fatalf("networks of the sandbox = %q, want an internal one and an egress one", nets)
+	if len(nets) != 1 {
+		t.Fatalf("networks of the sandbox = %q, want its internal one only", nets)
 	}
-	internal, egressNet := networkWithSuffix(t, nets, "-net"), networkWithSuffix(t, nets, "-egress")
+	internal, egressNet := networkWithSuffix(t, nets, "-net"), e.egressNetwork()
 	doc := Inspect(t, e.PsOf("egress").Container)
 	if nm := doc["HostConfig"].(map[string]any)["NetworkMode"]; nm != internal {
 		t.Errorf("agent's network = %v, want %s", nm, internal)
@@ -161,6 +187,12 @@ func TestEgressAllowlist(t *testing.T) {
 	out, _ := exec.Command("docker", "network", "inspect", "--format", "{{.Internal}} {{index .Options \"com.docker.network.bridge.inhibit_ipv4\"}}", internal).Output()
 	if got := strings.TrimSpace(string(out)); got != "true true" {
 		t.Errorf("internal network: internal, no host address = %q, want \"true true\"", got)
+	}
+	// Its range is numbered by git sandbox, not taken from the engine's
+	// few pools.
+	out, _ = exec.Command("docker", "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}}{{end}}", internal).Output()
+	if sub, err := netip.ParsePrefix(strings.TrimSpace(string(out))); err != nil || sub.Bits() != 27 || !netip.MustParsePrefix("10.213.0.0/16").Contains(sub.Addr()) {
+		t.Errorf("internal network's range = %q, want a /27 of 10.213.0.0/16", out)
 	}
 	proxies := e.sandboxContainers("egress", "proxy")
 	if len(proxies) != 1 {
@@ -325,11 +357,12 @@ func TestEgressModesAndSources(t *testing.T) {
 	if !strings.Contains(r.Stderr, "warning: network is open") {
 		t.Errorf("open mode start without a warning:\n%s", r)
 	}
-	if n := e.sandboxNetworks("wide"); len(n) != 0 {
-		t.Errorf("open mode made networks %q", n)
-	}
-	if nm := Inspect(t, e.PsOf("wide").Container)["HostConfig"].(map[string]any)["NetworkMode"]; nm != "bridge" {
-		t.Errorf("open mode network = %v", nm)
+	// Open mode: one network of the sandbox's own, no other sandbox on it.
+	n := e.sandboxNetworks("wide")
+	if len(n) != 1 || !strings.HasSuffix(n[0], "-open") {
+		t.Errorf("open mode networks = %q, want one of its own", n)
+	} else if nm := Inspect(t, e.PsOf("wide").Container)["HostConfig"].(map[string]any)["NetworkMode"]; nm != n[0] {
+		t.Errorf("open mode network = %v, want %s", nm, n[0])
 	}
 
 	e.MustSandbox("start", "closed", "-d", "--network", "none", "--agent", "shell", "--", "sleep", "60")
@@ -375,7 +408,7 @@ func TestEgressModesAndSources(t *testing.T) {
 		}
 	}
 	e.MustSandbox("start", "narrow", "-d", "--agent", "shell", "--", "sleep", "600")
-	egressNet := networkWithSuffix(t, e.sandboxNetworks("narrow"), "-egress")
+	egressNet := e.egressNetwork()
 	upstream, _ := startUpstream(t, egressNet, "api.allowed.test")
 	r = e.MustSandbox("exec", "narrow", "--", "bash", "-c", `p=${http_proxy#http://}; exec 3<>/dev/tcp/${p%:*}/${p##*:}
 printf 'GET http://api.allowed.test/ HTTP/1.1\r\nHost: api.allowed.test\r\nConnection: close\r\n\r\n' >&3; timeout 10 cat <&3`)
@@ -387,4 +420,32 @@ printf 'GET http://api.allowed.test/ HTTP/1.1\r\nHost: api.allowed.test\r\nConne
 		t.Errorf("the denial does not name the repository:\n%s", r.Stdout)
 	}
 	_ = exec.Command("docker", "rm", "-f", upstream).Run()
+}
+
+// TestDeniedCLIHostHint: when the agent's own CLI is denied a host of its
+// domain, the attached start prints a hint naming --allow, and net does
+// too; a host of no agent's gets the generic hint only.
+func TestDeniedCLIHostHint(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	img := fakeClaudeImage(t)
+	r := e.MustSandbox("start", "hint", "--agent", "claude", "--image", img, "-p", `p=${http_proxy#http://}
+for h in telemetry.anthropic.com example.org; do
+exec 3<>/dev/tcp/${p%:*}/${p##*:}; printf 'GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' $h $h >&3; timeout 10 head -n 1 <&3; exec 3<&-
+done`)
+	if strings.Count(r.Stdout, " 403 ") != 2 {
+		t.Fatalf("requests not denied:\n%s", r)
+	}
+	for _, want := range []string{"warning: the claude CLI was denied telemetry.anthropic.com:80 (not in the allow list)", "hint: a new sandbox reaches it with git sandbox start NEW-BRANCH --allow telemetry.anthropic.com"} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("start's output lacks %q:\n%s", want, r)
+		}
+	}
+	if strings.Contains(r.Stderr, "denied example.org") {
+		t.Errorf("a host the CLI does not need got the hint:\n%s", r)
+	}
+	r = e.MustSandbox("net", "hint")
+	if !strings.Contains(r.Stderr, "--allow telemetry.anthropic.com") {
+		t.Errorf("net lacks the hint:\n%s", r)
+	}
 }

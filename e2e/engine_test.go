@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,6 +85,13 @@ func TestEngineNetworksVolumesEvents(t *testing.T) {
 		Limits: container.Limits{Pids: 32, MemoryBytes: 64 << 20},
 	}
 	spec.Harden()
+	// A missing image is named as such (the engine's "not found" is
+	// checked against the image, not assumed to be about it).
+	lost := spec.Clone()
+	lost.Name, lost.Image = tag+"-lost", tag+"-no-such-image:x"
+	if _, err := d.Create(ctx, lost); err == nil || !strings.Contains(err.Error(), "image "+lost.Image+" is not present") {
+		t.Errorf("create from a missing image = %v, want the missing image named", err)
+	}
 	id, err := d.Create(ctx, spec)
 	if err != nil {
 		t.Fatal(err)

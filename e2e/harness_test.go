@@ -56,6 +56,9 @@ func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
 
+// sharedEgressNetwork is internal/sandbox.SharedEgressNetwork.
+const sharedEgressNetwork = "git-sandbox-egress"
+
 func runMain(m *testing.M) int {
 	flag.Parse()
 	if err := exec.Command("docker", "info").Run(); err != nil {
@@ -93,8 +96,15 @@ func runMain(m *testing.M) int {
 		removeImages()
 		return 1
 	}
+	// The engine's shared egress network is git sandbox's, made by the
+	// first allowlist start; the suite removes it again only if it made it
+	// (a user's sandboxes may be using one that was there before).
+	hadEgress := exec.Command("docker", "network", "inspect", sharedEgressNetwork).Run() == nil
 	code := m.Run()
 	cleanupLeftovers()
+	if !hadEgress {
+		_ = exec.Command("docker", "network", "rm", sharedEgressNetwork).Run()
+	}
 	stopEngine2()
 	if err := stopCluster(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: FAIL: %v\n", err)
@@ -357,19 +367,20 @@ func (e *Env) WriteFile(rel, content string) {
 
 // PsEntry is one object of ps --json.
 type PsEntry struct {
-	Branch    string `json:"branch"`
-	State     string `json:"state"`
-	ExitCode  *int   `json:"exit_code"`
-	Agent     string `json:"agent"`
-	Base      string `json:"base"`
-	Worktree  string `json:"worktree"`
-	Baseline  string `json:"baseline"`
-	Container string `json:"container"`
-	Changes   int    `json:"changes"`
-	Network   string `json:"network"`
-	Denied    int    `json:"denied"`
-	TooLarge  int    `json:"too_large"`
-	Snapshot  string `json:"snapshot"`
+	Branch    string   `json:"branch"`
+	State     string   `json:"state"`
+	ExitCode  *int     `json:"exit_code"`
+	Agent     string   `json:"agent"`
+	Base      string   `json:"base"`
+	Worktree  string   `json:"worktree"`
+	Baseline  string   `json:"baseline"`
+	Container string   `json:"container"`
+	Changes   int      `json:"changes"`
+	Network   string   `json:"network"`
+	Denied    int      `json:"denied"`
+	TooLarge  int      `json:"too_large"`
+	Snapshot  string   `json:"snapshot"`
+	Conflicts []string `json:"conflicts"`
 }
 
 // Ps returns ps --json.

@@ -238,3 +238,54 @@ func TestPrePushWithoutBinary(t *testing.T) {
 		t.Errorf("push without the binary, allowed by config: %s", r)
 	}
 }
+
+// verify_before_push verifies every pushed commit, oldest first, and stops
+// at the first that fails, naming it.
+func TestVerifyBeforePushVerifiesEveryPushedCommit(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	remote := withRemote(t, e)
+	e.WriteConfig("base_image = %q\nverify = \"! test -f bad.txt\"\nverify_before_push = true\n[limits]\npids = 256\n", baseImage)
+	e.MustSandbox("hooks", "install")
+	if r := e.push("main"); r.Code != 0 || !strings.Contains(r.Stderr, "verifying its tip only") {
+		t.Fatalf("first push: %s", r)
+	}
+	commit := func(msg string, args ...string) string {
+		for _, f := range args {
+			e.WriteFile(f, f+"\n")
+			e.Git("add", f)
+		}
+		e.Git("commit", "-qm", msg)
+		return e.Git("rev-parse", "HEAD")
+	}
+	first := commit("add a", "a.txt")
+	bad := commit("add bad", "bad.txt")
+	commit("add c", "c.txt")
+	r := e.push("main")
+	if r.Code == 0 {
+		t.Fatalf("a push whose middle commit fails verify went through: %s", r)
+	}
+	if !strings.Contains(r.Stderr, "verify failed on the pushed commit "+bad[:12]+" (add bad;") || !strings.Contains(r.Stderr, "1 later commit(s) were not verified") {
+		t.Errorf("the refusal does not name the failing commit: %s", r)
+	}
+	if !strings.Contains(r.Stderr, first[:12]+" add a) [1/3]") || !strings.Contains(r.Stderr, bad[:12]+" add bad) [2/3]") || strings.Contains(r.Stderr, "[3/3]") {
+		t.Errorf("not verified in order, stopping at the failure: %s", r)
+	}
+	if got := e.Run(e.Repo, nil, "git", "--git-dir", remote, "rev-parse", "main").Stdout; strings.TrimSpace(got) == e.Git("rev-parse", "main") {
+		t.Errorf("the remote got the refused commits")
+	}
+	// Dropping the failing commit makes the push pass; the commit the
+	// remote already has is not verified again.
+	e.Git("rebase", "-q", "--onto", first, bad, "main")
+	r = e.push("main")
+	if r.Code != 0 || !strings.Contains(r.Stderr, "[2/2]") || strings.Contains(r.Stderr, "[3/") {
+		t.Errorf("push after dropping the failing commit: %s", r)
+	}
+	e.Git("commit", "--allow-empty", "-qm", "empty")
+	if r := e.push("main"); r.Code != 0 || !strings.Contains(r.Stderr, "verifying refs/heads/main") || strings.Contains(r.Stderr, "[") {
+		t.Errorf("push of one more commit: %s", r)
+	}
+	if out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=git-sandbox.repo="+e.RepoID(), "--filter", "label=git-sandbox.role=verify").Output(); strings.TrimSpace(string(out)) != "" {
+		t.Errorf("verify containers left: %s", out)
+	}
+}

@@ -54,6 +54,13 @@ func TestUpdateConflictResolveLand(t *testing.T) {
 		t.Fatalf("land while markers remain: want exit 3 naming lines.txt, got %s", r)
 	}
 	mainBefore := e.Git("rev-parse", "main")
+	// ps shows the sandbox as conflicted, naming the path.
+	if ps := e.PsOf("t2"); !slices.Equal(ps.Conflicts, []string{"lines.txt"}) {
+		t.Errorf("ps --json conflicts = %q, want lines.txt", ps.Conflicts)
+	}
+	if r := e.MustSandbox("ps"); !strings.Contains(r.Stdout, ", 1 conflicted") || !strings.Contains(r.Stderr, "conflict markers in lines.txt") {
+		t.Errorf("ps does not show the conflict: %s", r)
+	}
 
 	r = e.MustSandbox("exec", "t2", "--", "sh", "-c", `printf 'one\nTWO from t1 and t2\nthree\n' > lines.txt; echo resolved`)
 	if !strings.Contains(r.Stdout, "resolved") {
@@ -61,6 +68,9 @@ func TestUpdateConflictResolveLand(t *testing.T) {
 	}
 	if got := e.Git("rev-parse", "main"); got != mainBefore {
 		t.Fatalf("main moved before land")
+	}
+	if r := e.MustSandbox("ps"); strings.Contains(r.Stdout, "conflicted") || len(e.PsOf("t2").Conflicts) != 0 {
+		t.Errorf("ps still shows a resolved conflict: %s", r)
 	}
 	e.MustSandbox("land", "t2")
 	if got := e.Git("show", "main:lines.txt"); got != "one\nTWO from t1 and t2\nthree" {
@@ -121,18 +131,31 @@ func TestUpdateCleanThenLand(t *testing.T) {
 func TestUpdateKeepsEveryKindOfWork(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
+	e.WriteFile("shared.txt", "one\ntwo\nthree\n")
+	e.Git("add", "shared.txt")
+	e.Git("commit", "-qm", "shared")
 	e.WriteFile("carried.txt", "carried\n")
 	e.MustSandbox("start", "t1", "--carry", "--agent", "shell", "--", "sh", "-c",
-		`echo c > committed.txt && git add committed.txt && git commit -qm c && echo u > uncommitted.txt && echo more >> README.md`)
+		`echo c > committed.txt && git add committed.txt && git commit -qm c && echo u > uncommitted.txt && echo more >> README.md &&
+		echo s > staged.txt && printf 'ONE\ntwo\nthree\n' > shared.txt && git add staged.txt shared.txt`)
 	e.WriteFile("base.txt", "base\n")
-	e.Git("add", "base.txt")
+	e.WriteFile("shared.txt", "one\ntwo\nTHREE\n")
+	e.Git("add", "base.txt", "shared.txt")
 	e.Git("commit", "-qm", "base change")
 
-	e.MustSandbox("update", "t1")
+	r := e.MustSandbox("update", "t1")
+	// What the agent staged stays staged, except where the base changed
+	// the path too (said so).
+	if !strings.Contains(r.Stderr, "staged changes to shared.txt, which the base changed too") {
+		t.Errorf("update does not name the staged change it unstaged: %s", r)
+	}
+	if got := e.MustSandbox("exec", "t1", "--", "git", "diff", "--cached", "--name-only").Stdout; got != "staged.txt\n" {
+		t.Errorf("the agent's staged paths after update = %q, want staged.txt", got)
+	}
 	wt := e.Worktree("t1")
 	for path, want := range map[string]string{
 		"carried.txt": "carried\n", "committed.txt": "c\n", "uncommitted.txt": "u\n",
-		"README.md": "hello\nmore\n", "base.txt": "base\n",
+		"README.md": "hello\nmore\n", "base.txt": "base\n", "staged.txt": "s\n", "shared.txt": "ONE\ntwo\nTHREE\n",
 	} {
 		if got := readFile(filepath.Join(wt, path)); got != want {
 			t.Errorf("%s after update = %q, want %q", path, got, want)
@@ -158,8 +181,8 @@ func TestUpdateKeepsEveryKindOfWork(t *testing.T) {
 		}
 	}
 	e.MustSandbox("land", "t1", "-m", "work")
-	if got := e.changedPaths("main"); !slices.Equal(got, []string{"README.md", "committed.txt", "uncommitted.txt"}) {
-		t.Errorf("the landed commit changes %q, want the agent's three paths only", got)
+	if got := e.changedPaths("main"); !slices.Equal(got, []string{"README.md", "committed.txt", "shared.txt", "staged.txt", "uncommitted.txt"}) {
+		t.Errorf("the landed commit changes %q, want the agent's five paths only", got)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
@@ -99,12 +100,85 @@ func Check(ctx context.Context, env *sandbox.Env, updates []Update) []Refusal {
 // VerifyOptions configure verify-before-push.
 type VerifyOptions struct {
 	Config *config.Loaded
+	// Remote is the remote pushed to (its name, or a URL), as git gives
+	// it to the hook: commits its remote-tracking refs hold are not
+	// verified again.
+	Remote string
 	// UI receives progress, warnings and a failed run's (escaped) output;
 	// nil means the environment's printer.
 	UI *ui.Printer
 }
 
-// VerifyPushed runs the verify command on exactly each pushed commit, in a
+// Pushed is one commit of a pushed range to verify.
+type Pushed struct {
+	Ref, Commit, Tree, Subject string
+}
+
+// PushedCommits lists the commits a push sends that need verifying, oldest
+// first, one per distinct tree (the first commit with each tree): for each
+// update, the commits of the local side not in the remote's old value nor
+// in any of the remote's remote-tracking refs. When the remote has none of
+// them (a new ref on a remote this repository knows nothing of), the range
+// would be the whole history, and only the tip is verified; tipOnly names
+// those refs. Deletions and tags are not verified.
+func PushedCommits(ctx context.Context, env *sandbox.Env, updates []Update, remote string) (list []Pushed, tipOnly []string, err error) {
+	g := env.Git()
+	seen := map[string]bool{}
+	var remoteRefs []string
+	if remote != "" && !strings.ContainsAny(remote, "*?[\\") {
+		remoteRefs, err = g.Lines(ctx, "for-each-ref", "--format=%(objectname)", "refs/remotes/"+remote+"/")
+		if err != nil {
+			return nil, nil, fmt.Errorf("pre-push: %w", err)
+		}
+	}
+	for _, u := range updates {
+		if u.Deletes() || strings.HasPrefix(u.RemoteRef, "refs/tags/") {
+			continue
+		}
+		if _, err := gitcmd.ParseHash(u.LocalSHA); err != nil {
+			return nil, nil, fmt.Errorf("pre-push: %w", err)
+		}
+		exclude := append([]string{}, remoteRefs...)
+		if old := gitcmd.Hash(u.RemoteSHA); !old.IsZero() {
+			if _, err := gitcmd.ParseHash(u.RemoteSHA); err == nil {
+				if _, err := g.RevParse(ctx, u.RemoteSHA+"^{commit}"); err == nil {
+					exclude = append(exclude, u.RemoteSHA)
+				}
+			}
+		}
+		args := []string{"log", "--reverse", "--topo-order", "--format=%H %T %s"}
+		if len(exclude) == 0 {
+			args = append(args, "-1")
+			tipOnly = append(tipOnly, u.LocalRef)
+		}
+		args = append(args, u.LocalSHA)
+		if len(exclude) > 0 {
+			args = append(args, "--not")
+			args = append(args, exclude...)
+		}
+		args = append(args, "--")
+		lines, err := g.Lines(ctx, args...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pre-push: list the pushed commits of %s: %w", termsafe.String(u.LocalRef), err)
+		}
+		for _, l := range lines {
+			f := strings.SplitN(l, " ", 3)
+			if len(f) < 2 || seen[f[1]] {
+				continue
+			}
+			seen[f[1]] = true
+			c := Pushed{Ref: u.LocalRef, Commit: f[0], Tree: f[1]}
+			if len(f) == 3 {
+				c.Subject = f[2]
+			}
+			list = append(list, c)
+		}
+	}
+	return list, tipOnly, nil
+}
+
+// VerifyPushed runs the verify command on every pushed commit (one run per
+// distinct tree, oldest first, stopping at the first failure), each in a
 // fresh hardened container on a throwaway copy of the commit's files, and
 // returns the refusals. The container and the copy are removed also when
 // ctx is cancelled (Ctrl-C).
@@ -118,17 +192,15 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 		p.Warnf("verify_before_push is set but no verify command is configured; pushing unverified")
 		return nil, nil
 	}
-	var todo []Update
-	seen := map[string]bool{}
-	for _, u := range updates {
-		if u.Deletes() || strings.HasPrefix(u.RemoteRef, "refs/tags/") || seen[u.LocalSHA] {
-			continue
-		}
-		seen[u.LocalSHA] = true
-		todo = append(todo, u)
+	todo, tipOnly, err := PushedCommits(ctx, env, updates, o.Remote)
+	if err != nil {
+		return nil, err
 	}
 	if len(todo) == 0 {
 		return nil, nil
+	}
+	for _, r := range tipOnly {
+		p.Infof("note: the remote has none of %s's history; verifying its tip only", termsafe.String(r))
 	}
 	d, err := env.Engine(ctx)
 	if err != nil {
@@ -149,8 +221,10 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 	if err != nil {
 		return nil, err
 	}
-	var refused []Refusal
-	for _, u := range todo {
+	if len(todo) > 1 {
+		p.Infof("verifying %d pushed commits before the push, oldest first: %s", len(todo), termsafe.String(cfg.Verify))
+	}
+	for i, c := range todo {
 		if err := os.MkdirAll(env.Layout.RepoDir(), 0o700); err != nil {
 			return nil, err
 		}
@@ -160,27 +234,29 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 		}
 		// A sandbox branch is verified as strictly as its sandbox runs.
 		set := cur
-		if b, ok := strings.CutPrefix(u.LocalRef, "refs/heads/"); ok {
+		if b, ok := strings.CutPrefix(c.Ref, "refs/heads/"); ok {
 			sb, err := env.Find(b)
 			switch {
 			case err == nil:
 				set = cur.Stricter(sb.Record)
 			case !errors.Is(err, sandbox.ErrNotFound):
+				_ = os.RemoveAll(work)
 				return nil, err
 			}
 		}
-		name := container.Name(env.Repo.ID, env.Repo.Name, "push-verify-"+u.LocalSHA[:12])
-		network, netName, netEnv, cleanup, err := env.VerifyNetwork(ctx, d, name, "push-verify-"+u.LocalSHA[:12], cfg.Image, set, work)
+		short := gitcmd.Hash(c.Commit).Short()
+		name := container.Name(env.Repo.ID, env.Repo.Name, "push-verify-"+c.Commit[:12])
+		network, netName, netEnv, cleanup, err := env.VerifyNetwork(ctx, d, name, "push-verify-"+c.Commit[:12], cfg.Image, set, work)
 		if err != nil {
 			_ = os.RemoveAll(work)
 			return nil, err
 		}
-		p.Infof("verifying %s (%s) before the push: %s", termsafe.String(u.LocalRef), u.LocalSHA[:12], termsafe.String(cfg.Verify))
+		p.Infof("verifying %s (%s %s)%s before the push: %s", termsafe.String(c.Ref), short, termsafe.String(c.Subject), progress(i, len(todo)), termsafe.String(cfg.Verify))
 		var output strings.Builder
 		code, err := verify.Run(ctx, verify.Options{
 			Engine:    d,
 			CommonDir: env.Repo.CommonDir,
-			Tree:      u.LocalSHA,
+			Tree:      c.Tree,
 			Command:   cfg.Verify,
 			Image:     cfg.Image,
 			Name:      name,
@@ -206,12 +282,22 @@ func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o Ver
 		}
 		if code != 0 {
 			fmt.Fprint(p.Writer(), termsafe.Text(output.String()))
-			refused = append(refused, Refusal{Ref: u.LocalRef,
-				Reason: fmt.Sprintf("verify failed on the pushed commit %s (exit code %d; output above)", u.LocalSHA[:12], code),
-				Hint:   "fix the commit and push again"})
+			why := fmt.Sprintf("verify failed on the pushed commit %s (%s; exit code %d; output above)", short, termsafe.String(c.Subject), code)
+			if left := len(todo) - i - 1; left > 0 {
+				why += fmt.Sprintf("; %d later commit(s) were not verified", left)
+			}
+			return []Refusal{{Ref: c.Ref, Reason: why, Hint: "every pushed commit is verified, so fix that commit itself (git rebase -i) and push again"}}, nil
 		}
 	}
-	return refused, nil
+	return nil, nil
+}
+
+// progress is " [i/n]" when there is more than one run.
+func progress(i, n int) string {
+	if n < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" [%d/%d]", i+1, n)
 }
 
 // RefusalError turns refusals into the error the hook exits with.

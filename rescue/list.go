@@ -79,6 +79,10 @@ func parseMessage(msg string) (Snapshot, bool) {
 			if p, err := strconv.Unquote(v); err == nil {
 				s.InSubmodule = append(s.InSubmodule, p)
 			}
+		case trailerNested:
+			if p, err := strconv.Unquote(v); err == nil {
+				s.Nested = append(s.Nested, p)
+			}
 		case trailerTooLarge:
 			n, q, _ := strings.Cut(v, " ")
 			size, err1 := strconv.ParseInt(n, 10, 64)

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
@@ -60,6 +61,7 @@ const (
 	trailerSkipped  = "Sandbox-Skipped"
 	trailerTooLarge = "Sandbox-Too-Large"
 	trailerInSubmod = "Sandbox-In-Submodule"
+	trailerNested   = "Sandbox-Nested"
 	trailerStart    = "Sandbox-Start"
 )
 
@@ -109,6 +111,22 @@ type Snapshotter struct {
 	// read, so a sparse file of many gigabytes costs nothing). Files the
 	// agent tracks are always kept.
 	MaxFileSize int64
+	// Quarantine is the directory where the git directories of nested
+	// repositories are kept while the agent is not running
+	// (worktree.Quarantine); "" for none. A snapshot taken meanwhile
+	// records each such repository as it did with its .git in place:
+	// its directory left as the private index has it, its commit as a
+	// gitlink.
+	Quarantine string
+	// Budget, when positive, bounds the bytes of the files this sandbox's
+	// snapshots write into the object store, counted in the file Usage:
+	// once they are spent, interval snapshots are refused (BudgetSpent);
+	// those of exit, stop, land, rm and the user's own are still taken,
+	// and counted.
+	Budget int64
+	// Usage is the file counting the bytes snapshots wrote; "" counts
+	// nothing.
+	Usage string
 	// Start is the commit the sandbox branch began at.
 	Start string
 	// Baseline is the baseline snapshot, "" until it is taken.
@@ -146,6 +164,10 @@ type Snapshot struct {
 	// InSubmodule are submodule paths (gitlinks) the agent wrote files
 	// into; the snapshot keeps the gitlink and leaves those files out.
 	InSubmodule []string `json:"in_submodule,omitempty"`
+	// Nested are nested repositories in the worktree that the agent does
+	// not track as submodules: their files are in no snapshot (a gitlink
+	// at most), and a git run in them reads their configuration.
+	Nested []string `json:"nested,omitempty"`
 	// Ref is the chain ref the snapshot was found through (list only).
 	Ref string `json:"ref,omitempty"`
 }
@@ -161,6 +183,7 @@ type added struct {
 	skipped     []string
 	tooLarge    []LargeFile
 	inSubmodule []string
+	nested      []string
 }
 
 // tracked is what the agent tracks (its index and HEAD). When complete is
@@ -261,6 +284,11 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		return nil, err
 	}
 	defer unlock()
+	if reason == ReasonInterval && s.Budget > 0 {
+		if used := ReadUsage(s.Usage); used >= s.Budget {
+			return nil, &BudgetSpent{Used: used, Budget: s.Budget}
+		}
+	}
 	if err := s.ensureScratch(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -292,14 +320,81 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		// Same files and same facts about them: nothing to write. A moved
 		// baseline (land --keep) or a different set of skipped paths makes
 		// a new commit of the same tree, so what ps and rm read stays true.
-		if slices.Equal(snap.Skipped, left.skipped) && slices.Equal(snap.TooLarge, left.tooLarge) && slices.Equal(snap.InSubmodule, left.inSubmodule) && (isBaseline || snap.Baseline == s.Baseline) {
+		if slices.Equal(snap.Skipped, left.skipped) && slices.Equal(snap.TooLarge, left.tooLarge) && slices.Equal(snap.InSubmodule, left.inSubmodule) && slices.Equal(snap.Nested, left.nested) && (isBaseline || snap.Baseline == s.Baseline) {
 			return &Taken{Snapshot: *snap}, nil
 		}
 	}
 	if reason == ReasonStart {
-		prev = "" // a new chain (an ended one was moved aside at start)
+		prev, prevTree = "", "" // a new chain (an ended one was moved aside at start)
 	}
-	return s.write(ctx, reason, tree, prev, left, head)
+	t, err := s.write(ctx, reason, tree, prev, left, head)
+	if err == nil {
+		s.charge(ctx, prevTree.String(), tree)
+	}
+	return t, err
+}
+
+// BudgetSpent is the error of an interval snapshot once the sandbox's
+// snapshots have written their budget.
+type BudgetSpent struct{ Used, Budget int64 }
+
+func (e *BudgetSpent) Error() string {
+	return fmt.Sprintf("snapshots of this sandbox wrote %d bytes, their budget is %d: interval snapshots stop", e.Used, e.Budget)
+}
+
+// ReadUsage returns the bytes counted in a usage file (0 when there is
+// none).
+func ReadUsage(path string) int64 {
+	if path == "" {
+		return 0
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+// charge adds to the usage file the sizes of the blobs tree has that the
+// tree before it (the previous snapshot's, or the start commit's) lacks:
+// what this snapshot wrote, at most. Sizes come from the object headers
+// of the user's store; nothing is read whole. A failure counts nothing.
+func (s *Snapshotter) charge(ctx context.Context, before, tree string) {
+	if s.Usage == "" {
+		return
+	}
+	if before == "" {
+		if s.Start == "" {
+			return
+		}
+		before = s.Start + "^{tree}"
+	}
+	out, err := s.host().Run(ctx, nil, "diff-tree", "-r", "-z", "--no-renames", "--diff-filter=AMT", before, tree)
+	if err != nil {
+		return
+	}
+	var ids bytes.Buffer
+	recs := gitcmd.SplitLines(out)
+	for i := 0; i+1 < len(recs); i += 2 {
+		f := strings.Fields(recs[i])
+		if len(f) == 5 && f[1] != "160000" {
+			ids.WriteString(f[3] + "\n")
+		}
+	}
+	if ids.Len() == 0 {
+		return
+	}
+	sizes, err := s.host().Run(ctx, &ids, "cat-file", "--batch-check=%(objectsize)")
+	if err != nil {
+		return
+	}
+	var n int64
+	for _, l := range strings.Fields(string(sizes)) {
+		v, _ := strconv.ParseInt(l, 10, 64)
+		n += v
+	}
+	_ = os.WriteFile(s.Usage, []byte(strconv.FormatInt(ReadUsage(s.Usage)+n, 10)+"\n"), 0o600)
 }
 
 // write commits tree as a snapshot whose first parent is prev (the start
@@ -308,7 +403,7 @@ func (s *Snapshotter) write(ctx context.Context, reason Reason, tree string, pre
 	refs := Refs{s.Branch}
 	isBaseline := reason == ReasonStart || reason == ReasonSetup
 	now := s.now()
-	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: s.Start, Skipped: left.skipped, TooLarge: left.tooLarge, InSubmodule: left.inSubmodule, Head: head}
+	snap := Snapshot{Tree: tree, Branch: s.Branch, Time: now, Reason: reason, Start: s.Start, Skipped: left.skipped, TooLarge: left.tooLarge, InSubmodule: left.inSubmodule, Nested: left.nested, Head: head}
 	if !isBaseline {
 		snap.Baseline = s.Baseline
 	}
@@ -373,7 +468,7 @@ func (s *Snapshotter) Restamp(ctx context.Context, reason Reason) (*Taken, error
 	if err != nil {
 		return nil, err
 	}
-	return s.write(ctx, reason, tree.String(), prev, added{skipped: old.Skipped, tooLarge: old.TooLarge, inSubmodule: old.InSubmodule}, old.Head)
+	return s.write(ctx, reason, tree.String(), prev, added{skipped: old.Skipped, tooLarge: old.TooLarge, inSubmodule: old.InSubmodule, nested: old.Nested}, old.Head)
 }
 
 // addFrozen stages the worktree while the agent is frozen. The agent is
@@ -425,13 +520,30 @@ func (s *Snapshotter) stripGitlinks(ctx context.Context, g *gitcmd.Runner) error
 // returned, so one hostile file cannot stop every later snapshot. Paths the
 // agent tracks are staged even when ignored, as git add -f staged them.
 func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tr tracked) (added, error) {
-	large, err := s.tooLarge(ctx, g, tr)
+	var quarantined []worktree.Nested
+	if s.Quarantine != "" {
+		q, err := worktree.Quarantined(s.Quarantine)
+		if err != nil {
+			return added{}, fmt.Errorf("snapshot: %w", err)
+		}
+		quarantined = q
+	}
+	large, err := s.tooLarge(ctx, g, tr, quarantined)
 	if err != nil {
 		return added{}, err
 	}
 	spec := bytes.NewBufferString(".\x00")
 	for _, f := range large {
 		spec.WriteString(":(exclude,literal)" + f.Path + "\x00")
+	}
+	// A quarantined repository's directory (or a bare layout's HEAD) is
+	// left as the private index has it.
+	excl, err := s.notIgnored(ctx, g, quarantined)
+	if err != nil {
+		return added{}, err
+	}
+	for _, p := range excl {
+		spec.WriteString(":(exclude,literal)" + p + "\x00")
 	}
 	_, stderr, err := g.RunFull(ctx, spec, "add", "--all", "--ignore-errors", "--pathspec-from-file=-", "--pathspec-file-nul")
 	if strings.Contains(string(stderr), "adding embedded git repository") {
@@ -443,12 +555,145 @@ func (s *Snapshotter) addAll(ctx context.Context, g *gitcmd.Runner, tr tracked) 
 	if err != nil {
 		return added{}, err
 	}
-	more, err := s.addForced(ctx, g, tr.entries)
+	// A quarantined repository without a commit is what git add refused
+	// with its .git in place (unless it is ignored: git add never saw it).
+	for _, q := range quarantined {
+		if !q.Bare && q.Gitlink == "" && slices.Contains(excl, q.Repo()) {
+			skipped = append(skipped, q.Repo())
+		}
+	}
+	more, err := s.addForced(ctx, g, tr.entries, large)
 	if err != nil {
 		return added{}, err
 	}
+	if err := s.addQuarantinedGitlinks(ctx, g, quarantined); err != nil {
+		return added{}, err
+	}
 	inSub, err := s.addGitlinks(ctx, g, tr.entries)
-	return added{skipped: append(skipped, more...), tooLarge: large, inSubmodule: inSub}, err
+	nested := nestedRepos(string(stderr), quarantined, excl, tr.entries)
+	return added{skipped: append(skipped, more...), tooLarge: large, inSubmodule: inSub, nested: nested}, err
+}
+
+// notIgnored returns the paths of the quarantined entries that are not
+// ignored: git add --all never enters an ignored directory, and an
+// exclude pathspec naming one makes it fail ("paths are ignored").
+func (s *Snapshotter) notIgnored(ctx context.Context, g *gitcmd.Runner, quarantined []worktree.Nested) ([]string, error) {
+	if len(quarantined) == 0 {
+		return nil, nil
+	}
+	var in bytes.Buffer
+	for _, q := range quarantined {
+		in.WriteString(quarantinedPath(q) + "\x00")
+	}
+	// check-ignore takes no pathspec magic; it answers for each name given.
+	out, err := g.Run(ctx, &in, "check-ignore", "-z", "--stdin")
+	var ge *gitcmd.Error
+	if err != nil && !(errors.As(err, &ge) && ge.Code == 1) {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	ignored := map[string]bool{}
+	for _, p := range gitcmd.SplitLines(out) {
+		ignored[p] = true
+	}
+	var keep []string
+	for _, q := range quarantined {
+		if p := quarantinedPath(q); !ignored[p] {
+			keep = append(keep, p)
+		}
+	}
+	return keep, nil
+}
+
+// quarantinedPath is what a snapshot leaves as the private index has it
+// for a quarantined entry: a nested repository's directory, a bare
+// layout's HEAD.
+func quarantinedPath(q worktree.Nested) string {
+	if q.Bare {
+		return q.Path
+	}
+	return q.Repo()
+}
+
+// addQuarantinedGitlinks records the commit of each quarantined nested
+// repository that had one, as git add recorded it with its .git in place.
+func (s *Snapshotter) addQuarantinedGitlinks(ctx context.Context, g *gitcmd.Runner, quarantined []worktree.Nested) error {
+	var add bytes.Buffer
+	for _, q := range quarantined {
+		if !q.Bare && q.Gitlink != "" && agentrepo.CheckPath(q.Repo()) == nil {
+			fmt.Fprintf(&add, "160000 %s 0\t%s\x00", q.Gitlink, q.Repo())
+		}
+	}
+	if add.Len() == 0 {
+		return nil
+	}
+	if _, err := g.Run(ctx, &add, "update-index", "-z", "--index-info"); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	if err := os.WriteFile(s.gitlinksMarker(), nil, 0o600); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+// nestedRepos lists the nested repositories a snapshot met: those git add
+// recorded as embedded (a gitlink), those it refused for having no
+// commit, and the quarantined ones it would have met (not ignored);
+// submodules the agent tracks are not counted (their files belong to
+// their own repository).
+func nestedRepos(stderr string, quarantined []worktree.Nested, notIgnored []string, tracked []agentrepo.IndexEntry) []string {
+	sub := map[string]bool{}
+	for _, e := range tracked {
+		if e.Mode == "160000" {
+			sub[e.Path] = true
+		}
+	}
+	seen := map[string]bool{}
+	var out []string
+	add := func(p string) {
+		p = strings.TrimSuffix(p, "/")
+		if p != "" && !sub[p] && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	for _, line := range strings.Split(stderr, "\n") {
+		if p, ok := strings.CutPrefix(line, "warning: adding embedded git repository: "); ok {
+			add(p)
+		}
+		if p, ok := strings.CutPrefix(line, "error: '"); ok {
+			if p, ok := strings.CutSuffix(p, "' does not have a commit checked out"); ok {
+				add(p)
+			}
+		}
+	}
+	for _, q := range quarantined {
+		if !q.Bare && slices.Contains(notIgnored, q.Repo()) {
+			add(q.Repo())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// IndexedGitlinks returns the gitlinks of the private index (what the last
+// snapshot recorded for nested repositories and submodules), by path.
+func (s *Snapshotter) IndexedGitlinks(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	if _, err := os.Stat(s.Index); err != nil {
+		return out, nil
+	}
+	b, err := s.isolated().Run(ctx, nil, "ls-files", "-z", "--stage")
+	if err != nil {
+		return nil, fmt.Errorf("read the snapshot index: %w", err)
+	}
+	for _, rec := range gitcmd.SplitLines(b) {
+		meta, p, ok := strings.Cut(rec, "\t")
+		f := strings.Fields(meta)
+		if ok && len(f) == 3 && f[0] == "160000" {
+			out[p] = f[1]
+		}
+	}
+	return out, nil
 }
 
 // addGitlinks puts the agent's gitlinks (its submodules' commits) into
@@ -512,7 +757,7 @@ func (s *Snapshotter) addGitlinks(ctx context.Context, g *gitcmd.Runner, entries
 // private index lacks, and those an earlier snapshot took that the agent
 // does not track — and drops the latter from the private index. Sizes come
 // from lstat: no file is opened.
-func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked) ([]LargeFile, error) {
+func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked, quarantined []worktree.Nested) ([]LargeFile, error) {
 	if s.MaxFileSize <= 0 {
 		return nil, nil
 	}
@@ -522,9 +767,9 @@ func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked
 	}
 	candidates := gitcmd.SplitLines(out)
 	var inIndex map[string]bool
+	agent := map[string]bool{}
 	if tr.complete {
 		// Without the agent's list, every indexed file counts as tracked.
-		agent := map[string]bool{}
 		for _, e := range tr.entries {
 			agent[e.Path] = true
 		}
@@ -543,6 +788,11 @@ func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked
 	var large []LargeFile
 	var drop bytes.Buffer
 	for _, p := range candidates {
+		// What the agent tracks is judged below (untracked by the
+		// private index only because no snapshot took it yet).
+		if agent[p] || underQuarantine(p, quarantined) {
+			continue
+		}
 		fi, err := os.Lstat(filepath.Join(s.Worktree, p))
 		if err != nil || !fi.Mode().IsRegular() || fi.Size() <= s.MaxFileSize {
 			continue
@@ -552,6 +802,25 @@ func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked
 			drop.WriteString(p + "\x00")
 		}
 	}
+	// A file the agent tracks is kept whatever its size, unless it is
+	// sparse: a few blocks on disk that git would read (and hash, with the
+	// agent paused) at their full size on every snapshot that finds them
+	// touched.
+	listed := map[string]bool{}
+	for _, f := range large {
+		listed[f.Path] = true
+	}
+	for _, e := range tr.entries {
+		if e.Mode == "160000" || listed[e.Path] || underQuarantine(e.Path, quarantined) || agentrepo.CheckPath(e.Path) != nil {
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(s.Worktree, e.Path))
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() <= s.MaxFileSize || !sparse(fi) {
+			continue
+		}
+		large = append(large, LargeFile{Path: e.Path, Size: fi.Size()})
+		drop.WriteString(e.Path + "\x00")
+	}
 	if drop.Len() > 0 {
 		if _, err := g.Run(ctx, &drop, "update-index", "--force-remove", "-z", "--stdin"); err != nil {
 			return nil, fmt.Errorf("snapshot: %w", err)
@@ -559,6 +828,25 @@ func (s *Snapshotter) tooLarge(ctx context.Context, g *gitcmd.Runner, tr tracked
 	}
 	slices.SortFunc(large, func(a, b LargeFile) int { return strings.Compare(a.Path, b.Path) })
 	return large, nil
+}
+
+// sparse reports whether a file has less than half of its size allocated
+// on disk (holes, or a file system that compresses).
+func sparse(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Blocks*512 < fi.Size()/2
+}
+
+// underQuarantine reports whether p is a path a snapshot leaves alone
+// because of a quarantined entry.
+func underQuarantine(p string, quarantined []worktree.Nested) bool {
+	for _, q := range quarantined {
+		qp := quarantinedPath(q)
+		if p == qp || strings.HasPrefix(p, qp+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // skippedPaths returns the paths a git add --ignore-errors could not
@@ -662,9 +950,13 @@ func (s *Snapshotter) treeEntries(ctx context.Context, commit string) []agentrep
 // out because they are ignored (the agent's git add -f). Only regular
 // files and symlinks whose every parent is a real directory of the
 // worktree are added.
-func (s *Snapshotter) addForced(ctx context.Context, g *gitcmd.Runner, entries []agentrepo.IndexEntry) ([]string, error) {
+func (s *Snapshotter) addForced(ctx context.Context, g *gitcmd.Runner, entries []agentrepo.IndexEntry, large []LargeFile) ([]string, error) {
 	if len(entries) == 0 {
 		return nil, nil
+	}
+	left := map[string]bool{}
+	for _, f := range large {
+		left[f.Path] = true
 	}
 	out, err := g.Run(ctx, nil, "ls-files", "-z", "--cached")
 	if err != nil {
@@ -676,7 +968,7 @@ func (s *Snapshotter) addForced(ctx context.Context, g *gitcmd.Runner, entries [
 	}
 	var list bytes.Buffer
 	for _, e := range entries {
-		if e.Mode == "160000" || have[e.Path] || !plainFileIn(s.Worktree, e.Path) {
+		if e.Mode == "160000" || have[e.Path] || left[e.Path] || !plainFileIn(s.Worktree, e.Path) {
 			continue
 		}
 		list.WriteString(e.Path)
@@ -757,6 +1049,9 @@ func message(s Snapshot) string {
 	}
 	for _, p := range s.InSubmodule {
 		fmt.Fprintf(&b, "%s: %s\n", trailerInSubmod, strconv.Quote(p))
+	}
+	for _, p := range s.Nested {
+		fmt.Fprintf(&b, "%s: %s\n", trailerNested, strconv.Quote(p))
 	}
 	return b.String()
 }

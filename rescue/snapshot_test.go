@@ -14,6 +14,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
 // TestMain keeps the tests away from the user's and the system's git
@@ -501,5 +502,58 @@ func TestPrune(t *testing.T) {
 	}
 	if out := f.git(f.repo, "for-each-ref", RefPrefix); out != "" {
 		t.Errorf("refs left: %s", out)
+	}
+}
+
+// A snapshot taken while the nested repositories' git directories are
+// quarantined sees the tree it saw with them in place, and names them.
+func TestTakeWithQuarantinedNestedRepositories(t *testing.T) {
+	f := newFixture(t)
+	f.baseline()
+	f.snap.Quarantine = filepath.Join(filepath.Dir(f.snap.Index), "quarantine")
+	f.git(f.wt, "init", "-q", "lib")
+	f.write(f.wt, "lib/one.txt", "one\n")
+	f.git(filepath.Join(f.wt, "lib"), "add", "one.txt")
+	f.git(filepath.Join(f.wt, "lib"), "commit", "-q", "-m", "lib")
+	f.git(f.wt, "init", "-q", "nocommit")
+	f.write(f.wt, "nocommit/x.txt", "x\n")
+	f.write(f.wt, ".gitignore", "vendor/\n")
+	f.git(f.wt, "init", "-q", "vendor/pkg")
+	f.write(f.wt, "work.txt", "work\n")
+	running := f.take(ReasonInterval)
+	if !slices.Equal(running.Nested, []string{"lib", "nocommit"}) {
+		t.Errorf("nested = %v, want lib and nocommit", running.Nested)
+	}
+	links, err := f.snap.IndexedGitlinks(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := worktree.Quarantine(f.wt, f.snap.Quarantine, func(repo string) string { return links[repo] })
+	if err != nil || len(q) != 3 {
+		t.Fatalf("quarantine: %v %v", q, err)
+	}
+	f.write(f.wt, "work.txt", "more work\n")
+	stopped := f.take(ReasonStop)
+	if !stopped.New {
+		t.Fatal("a changed file made no new snapshot")
+	}
+	if got := f.git(f.repo, "ls-tree", "-r", stopped.ID, "lib"); !strings.HasPrefix(got, "160000 commit ") {
+		t.Errorf("lib while quarantined = %q, want its gitlink", got)
+	}
+	for _, p := range []string{"lib/one.txt", "nocommit/x.txt", "nocommit/.git"} {
+		if x := f.git(f.repo, "ls-tree", "-r", "--name-only", stopped.ID, p); x != "" {
+			t.Errorf("the quarantined snapshot holds %s", x)
+		}
+	}
+	if !slices.Equal(stopped.Nested, running.Nested) || !slices.Contains(stopped.Skipped, "nocommit") {
+		t.Errorf("quarantined snapshot: nested %v skipped %v", stopped.Nested, stopped.Skipped)
+	}
+	// Restored, the next snapshot is the same tree.
+	if _, err := worktree.RestoreQuarantined(f.wt, f.snap.Quarantine); err != nil {
+		t.Fatal(err)
+	}
+	again := f.take(ReasonInterval)
+	if again.Tree != stopped.Tree {
+		t.Errorf("tree after restore %s, while quarantined %s", again.Tree, stopped.Tree)
 	}
 }

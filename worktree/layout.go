@@ -44,6 +44,10 @@ func (l Layout) RepoDir() string { return filepath.Join(l.Root, l.RepoID) }
 // component that starts with a dot).
 func (l Layout) Trash() string { return filepath.Join(l.RepoDir(), ".trash") }
 
+// FleetDir holds the repository's fleets and its landing queue (a dot
+// name, like Trash, so no sandbox's directory can be it).
+func (l Layout) FleetDir() string { return filepath.Join(l.RepoDir(), ".fleet") }
+
 // Dir is one sandbox's state directory. The branch is escaped into a single
 // path element ('%' → %25, '/' → %2F), so a sandbox is one directory entry
 // and listing the repository's sandboxes is one ReadDir.
@@ -94,6 +98,12 @@ func (l Layout) VerifyDir(branch string) string {
 	return filepath.Join(l.Dir(branch), "verify")
 }
 
+// CommitHooksDir is the scratch directory land runs the user's commit hooks
+// in; it is removed after each run.
+func (l Layout) CommitHooksDir(branch string) string {
+	return filepath.Join(l.Dir(branch), "commit-hooks")
+}
+
 // RescueIndex is the private index snapshots are written through.
 func (l Layout) RescueIndex(branch string) string {
 	return filepath.Join(l.Dir(branch), "rescue.index")
@@ -102,6 +112,18 @@ func (l Layout) RescueIndex(branch string) string {
 // ScratchGitDir is the configuration-free git directory snapshots run in.
 func (l Layout) ScratchGitDir(branch string) string {
 	return filepath.Join(l.Dir(branch), "scratch")
+}
+
+// Quarantine is where the git directories of nested repositories in the
+// worktree are kept while the agent is not running (see Quarantine).
+func (l Layout) Quarantine(branch string) string {
+	return filepath.Join(l.Dir(branch), "quarantine")
+}
+
+// SnapshotUsage counts the bytes the sandbox's snapshots wrote into the
+// object store (budget.snapshots).
+func (l Layout) SnapshotUsage(branch string) string {
+	return filepath.Join(l.Dir(branch), "snapshot-bytes")
 }
 
 // SupervisorLog is where the detached supervisor writes.
@@ -115,6 +137,14 @@ func (l Layout) ProxyDir(branch string) string {
 	return filepath.Join(l.Dir(branch), "proxy")
 }
 
+// TrustDir holds the certificates the agent's container trusts when the
+// sandbox has secrets: the sandbox CA's certificate (never its key, which
+// stays in ProxyDir) and a bundle of this machine's roots plus that CA.
+// Mounted read-only into the agent's container.
+func (l Layout) TrustDir(branch string) string {
+	return filepath.Join(l.Dir(branch), "trust")
+}
+
 // NetLogDir holds the egress decision log, mounted read-write into the
 // proxy's container only; NetLog is the log itself (JSON lines).
 func (l Layout) NetLogDir(branch string) string {
@@ -126,8 +156,22 @@ func (l Layout) NetLog(branch string) string {
 	return filepath.Join(l.NetLogDir(branch), "egress.jsonl")
 }
 
-// AgentHome is where an agent's home directory (login, settings) persists
-// across sandboxes; mounted read-write as the container's home.
+// Home is the sandbox's own home directory, mounted read-write as the
+// container's home: new for every sandbox.
+func (l Layout) Home(branch string) string { return filepath.Join(l.Dir(branch), "home") }
+
+// Logins is where an agent's login files persist between sandboxes: one
+// store per agent, or per agent and repository when repoID is set.
+func (l Layout) Logins(agent, repoID string) string {
+	if repoID != "" {
+		return filepath.Join(l.Root, "logins", agent+"@"+repoID)
+	}
+	return filepath.Join(l.Root, "logins", agent)
+}
+
+// AgentHome is the home directory an agent had, shared by all its
+// sandboxes, before homes were per sandbox: its login is taken from there
+// into the agent's login store once.
 func (l Layout) AgentHome(agent string) string {
 	return filepath.Join(l.Root, "agents", agent)
 }

@@ -35,8 +35,10 @@ const exitStatusHelp = `EXIT STATUS
   2    the command line could not be parsed
   3    land: the change conflicts with the base branch; nothing was changed
        update: conflicts remain, marked in the sandbox's files
+       fleet land: the queue stopped at a conflict
   4    refused: the sandbox is running, verify failed or is stale, or unlanded work would be lost
-  124  wait: the timeout passed
+       fleet land: the queue stopped at a running sandbox or a failed verify of the merged tree
+  124  wait, fleet wait: the timeout passed
   start (attached) and wait exit with the agent's own exit code.`
 
 // CLI is the command line of git sandbox.
@@ -56,6 +58,7 @@ type CLI struct {
 	Diff   DiffCmd   `cmd:"" help:"Show exactly what land would apply, with review flags."`
 	Land   LandCmd   `cmd:"" help:"Land the sandbox's work as one commit on its base branch."`
 	Update UpdateCmd `cmd:"" help:"Bring the base branch's new commits into a sandbox (3-way merge)."`
+	Fleet  FleetCmd  `cmd:"" help:"Many sandboxes from one tasks file: start, ps, wait, stop, resume, rm, land."`
 	Sync   SyncCmd   `cmd:"" help:"Bring the agent's commits back onto the sandbox branch."`
 	Verify VerifyCmd `cmd:"" help:"Run the verify command on the sandbox's work now."`
 	Rescue RescueCmd `cmd:"" help:"Snapshots: list, show, restore, snapshot, prune."`
@@ -71,6 +74,7 @@ type CLI struct {
 	Man       ManCmd       `cmd:"" name:"__man" hidden:"" help:"Print the man page."`
 	Purge     PurgeCmd     `cmd:"" name:"__purge" hidden:"" help:"Delete what removed sandboxes left."`
 	Proxy     ProxyCmd     `cmd:"" name:"__proxy" hidden:"" help:"Run a sandbox's egress proxy (started in its proxy container)."`
+	FleetRun  FleetRunCmd  `cmd:"" name:"__fleet-run" hidden:"" help:"Run a fleet's runner (started by fleet start)."`
 }
 
 // App is what every command's Run receives: the process's streams, the

@@ -54,13 +54,18 @@ func (c *DiffCmd) Run(app *App) error {
 	if err != nil {
 		return err
 	}
-	if running, err := sb.Running(app.Ctx); err == nil && running {
+	running, err := sb.Running(app.Ctx)
+	if err == nil && running {
 		app.UI.Warnf("%s is still running: its work may still change", sb.Display())
 	}
 	final, sync, err := sb.Final(app.Ctx, rescue.ReasonManual)
 	if err != nil {
 		return err
 	}
+	if running {
+		sb.WarnNested(final.Nested)
+	}
+	warnNestedLost(app, final.Nested, "would not land")
 	g := env.Git()
 	changes, err := review.Changes(app.Ctx, g, sb.Baseline, final.ID, c.Paths...)
 	if err != nil {

@@ -108,7 +108,12 @@ func (c *DoctorCmd) Run(app *App) error {
 		if len(paths) == 0 {
 			continue
 		}
-		home := worktree.Layout{Root: root}.AgentHome(name)
+		// The shared store (agent_home = "per-repo" keeps one per
+		// repository next to it); before its first use, the old shared home.
+		home := worktree.Layout{Root: root}.Logins(name, "")
+		if _, err := os.Stat(home); err != nil {
+			home = worktree.Layout{Root: root}.AgentHome(name)
+		}
 		found := ""
 		for _, p := range paths {
 			if _, err := os.Stat(filepath.Join(home, p)); err == nil {

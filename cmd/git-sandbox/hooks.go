@@ -50,7 +50,11 @@ pre-push.git-sandbox-chained, and runs first; its refusal stops the push.
 
 On push the hook refuses refs/sandbox/*, a sandbox branch whose agent is still
 running, and one whose recorded verify failed; with verify_before_push = true in
-your config, every pushed commit is verified in a fresh container first.
+your config, every pushed commit is verified in a fresh container first: the
+commits the remote does not have yet (by its old value and its remote-tracking
+refs), one run per distinct tree, oldest first, stopping at the first failure,
+which names the commit. A ref the remote has no history of at all (a first
+push) has its tip verified only.
 
 A hooks directory inside a work tree (core.hooksPath = .husky, say) holds files
 the repository tracks or would commit: install refuses it, since the hook would
@@ -204,7 +208,7 @@ func (c *HookPrePushCmd) Run(app *App) error {
 	if !env.Config.VerifyBeforePush {
 		return nil
 	}
-	refused, err := hooks.VerifyPushed(ctx, env, updates, hooks.VerifyOptions{Config: env.Config, UI: app.UI})
+	refused, err := hooks.VerifyPushed(ctx, env, updates, hooks.VerifyOptions{Config: env.Config, Remote: c.Remote, UI: app.UI})
 	if err != nil {
 		return err
 	}

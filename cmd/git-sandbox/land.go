@@ -2,26 +2,30 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
+	"syscall"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/review"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
 // LandCmd is git sandbox land.
 type LandCmd struct {
-	Branch  string `arg:"" help:"The sandbox."`
-	Message string `short:"m" help:"Commit message (default: the prompt, else the agent's last commit subject)." placeholder:"MSG"`
-	Onto    string `help:"Land on this branch instead of the sandbox's base." placeholder:"REF"`
-	Merge   bool   `help:"Keep the agent's commits, under a merge commit."`
-	Keep    bool   `help:"Keep the sandbox after landing (the next land starts from here)."`
-	Force   bool   `help:"Land although verify failed or ran on other work."`
-	DryRun  bool   `help:"Show what would land and change nothing."`
-	Expect  string `help:"Land only if the work is this tree (as git sandbox diff printed it)." placeholder:"TREE"`
-	Update  bool   `help:"Run git sandbox update first; land only if it leaves no conflicts."`
-	NoSign  bool   `help:"Do not sign the commit, even with commit.gpgSign set."`
+	Branch   string `arg:"" help:"The sandbox."`
+	Message  string `short:"m" help:"Commit message (default: the prompt, else the agent's last commit subject)." placeholder:"MSG"`
+	Onto     string `help:"Land on this branch instead of the sandbox's base." placeholder:"REF"`
+	Merge    bool   `help:"Keep the agent's commits, under a merge commit."`
+	Keep     bool   `help:"Keep the sandbox after landing (the next land starts from here)."`
+	Force    bool   `help:"Land although verify failed or ran on other work."`
+	DryRun   bool   `help:"Show what would land and change nothing."`
+	Expect   string `help:"Land only if the work is this tree (as git sandbox diff printed it)." placeholder:"TREE"`
+	Update   bool   `help:"Run git sandbox update first; land only if it leaves no conflicts."`
+	NoSign   bool   `help:"Do not sign the commit, even with commit.gpgSign set."`
+	NoVerify bool   `help:"Skip your pre-commit and commit-msg hooks (recorded in the commit); not the verify command."`
 }
 
 // Help is land's long help.
@@ -36,13 +40,24 @@ The trailers join the message's own trailer block (Signed-off-by …); a land
 commit.gpgSign set the commit is signed as git commit signs (user.signingKey,
 gpg.format openpgp or ssh); --no-sign leaves it unsigned.
 
+Your pre-commit and commit-msg hooks (core.hooksPath, else .git/hooks) run
+for the landed commit as git commit runs them, but never on this machine: in a
+fresh container hardened like verify's, on an exported copy of the tree to land
+(a repository of its own: HEAD on the base branch, the index holding the tree).
+commit-msg may rewrite the message (plain text only); files the hooks change are
+not taken. A hook that fails refuses the land with its output. --no-verify skips
+them, as git commit --no-verify does, and the commit records it in a
+Sandbox-No-Verify trailer. Without such hooks nothing runs.
+
 With --expect TREE it lands only the tree you reviewed: git sandbox diff prints
 it, and work that changed since (an agent that noticed the review) is refused.
 Land prints the diffstat of what it applies.
 
 Refuses while the agent runs, when verify failed or ran on other work (--force
-overrides that only), and when the base's checkout has local changes where the
-change writes. A conflict changes nothing and exits with status 3: bring the
+overrides that), when the worktree holds a nested git repository whose files
+are in no snapshot (--force lands the rest and deletes it; --keep deletes
+nothing), and when the base's checkout has local changes where the change
+writes. A conflict changes nothing and exits with status 3: bring the
 base into the sandbox with git sandbox update, resolve, and land again (land
 refuses while files the update left conflicted still hold markers; --force
 overrides). The message is -m, else the task's prompt, else the subject of the
@@ -54,13 +69,18 @@ Afterwards the container, worktree, branch and agent repository are removed
 
 // Run lands.
 func (c *LandCmd) Run(app *App) error {
+	// Ctrl-C while verify or your hooks run must still remove their
+	// container and files.
+	ctx, stop := sigstack.NotifyContext(app.Ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	app.Ctx = ctx
 	env, sb, err := app.Find(c.Branch)
 	if err != nil {
 		return err
 	}
 	baseline := sb.Baseline
 	res, err := sb.Land(app.Ctx, sandbox.LandOptions{
-		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, Expect: c.Expect, Update: c.Update, NoSign: c.NoSign, IO: app.IO(),
+		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, Expect: c.Expect, Update: c.Update, NoSign: c.NoSign, NoVerify: c.NoVerify, IO: app.IO(),
 	})
 	if err != nil {
 		return err
@@ -91,6 +111,9 @@ func (c *LandCmd) Run(app *App) error {
 	}
 	for _, f := range p.Flags {
 		fmt.Fprintf(app.UI.Writer(), "  ! %s: %s\n", termsafe.String(f.Path), termsafe.String(f.Reason))
+	}
+	if c.DryRun && len(res.Hooks) > 0 {
+		app.UI.Infof("your %s hook(s) would run on the tree in a container", strings.Join(res.Hooks, " and "))
 	}
 	if c.DryRun {
 		fmt.Fprintf(app.Stdout, "%s\n", termsafe.Text(strings.TrimRight(p.Message, "\n")))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
@@ -78,7 +79,9 @@ func (c *NetCmd) Run(app *App) error {
 	}
 	table(app.Stdout, rows)
 	fmt.Fprintf(app.Stdout, "%d allowed, %d denied, %d leaks\n", s.Allowed, s.Denied, s.Leaks)
-	if s.Denied > 0 {
+	if d := sb.CLIDenials(); len(d) > 0 {
+		sandbox.HintCLIDenials(app.UI, d)
+	} else if s.Denied > 0 {
 		app.UI.Hintf("git sandbox start --allow HOST[:PORT] (or allow in your config) lets a needed host through")
 	}
 	return nil
@@ -87,8 +90,21 @@ func (c *NetCmd) Run(app *App) error {
 // followLog prints the log's records (raw lines with asJSON) and, with
 // follow, keeps printing new ones until the command is interrupted.
 func followLog(app *App, path string, asJSON, follow bool) error {
+	// The proxy rotates its log (egress.PreviousGeneration): the older
+	// generation first, then the current file, started again from its
+	// beginning whenever it is a new file.
+	if _, err := printFrom(app.Stdout, egress.PreviousGeneration(path), 0, asJSON); err != nil {
+		return err
+	}
 	var off int64
+	var cur os.FileInfo
 	for {
+		if fi, err := os.Stat(path); err == nil {
+			if cur != nil && !os.SameFile(cur, fi) {
+				off = 0
+			}
+			cur = fi
+		}
 		n, err := printFrom(app.Stdout, path, off, asJSON)
 		if err != nil {
 			return err

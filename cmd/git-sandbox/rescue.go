@@ -80,6 +80,9 @@ func (c *RescueListCmd) Run(app *App) error {
 		if len(s.TooLarge) > 0 {
 			note = strings.TrimSpace(note + fmt.Sprintf(" %d file(s) too large were skipped", len(s.TooLarge)))
 		}
+		if len(s.Nested) > 0 {
+			note = strings.TrimSpace(note + fmt.Sprintf(" %d nested repositor%s", len(s.Nested), map[bool]string{true: "y", false: "ies"}[len(s.Nested) == 1]))
+		}
 		if strings.Contains(s.Ref, "/ended/") {
 			note = strings.TrimSpace(note + " ended sandbox")
 		}
@@ -120,6 +123,9 @@ func (c *RescueShowCmd) Run(app *App) error {
 	}
 	for _, f := range s.TooLarge {
 		fmt.Fprintf(w, "skipped  %s (%s, larger than rescue.max_file_size)\n", termsafe.String(f.Path), units.BytesSize(float64(f.Size)))
+	}
+	for _, p := range s.Nested {
+		fmt.Fprintf(w, "skipped  %s/… (a nested git repository: only its commit, if any, is kept)\n", termsafe.String(p))
 	}
 	fmt.Fprintln(w)
 	format := review.FormatPatch
@@ -284,5 +290,17 @@ func warnInSubmodule(app *App, paths []string, what string) {
 	}
 	if len(paths) > 0 {
 		app.UI.Hintf("to change a submodule, commit in its own repository and update the submodule's commit")
+	}
+}
+
+// warnNestedLost names the nested repositories a snapshot met: their files
+// are in no snapshot (a gitlink at most), so they do not land and rm or
+// land's cleanup would delete them.
+func warnNestedLost(app *App, paths []string, what string) {
+	for _, p := range paths {
+		app.UI.Warnf("%s is a nested git repository: its files are in no snapshot and %s", termsafe.String(p), what)
+	}
+	if len(paths) > 0 {
+		app.UI.Hintf("land and rm refuse while it is there (--force goes ahead and deletes it with the worktree)")
 	}
 }

@@ -64,9 +64,23 @@ recorded (land's default message) and passed as GIT_SANDBOX_PROMPT.
 
 The network is one of: allowlist (the default: the agent joins a network of its
 own with no route out, and reaches only the hosts its allow list names through
-an egress proxy; git sandbox net shows what it tried), none, or open (any host,
-this machine's ports and other containers; your config or --network only).
+an egress proxy; git sandbox net shows what it tried), none, or open (a network
+of its own: any host and this machine's ports, but no other sandbox; your config
+or --network only).
 git sandbox config show prints the allow list and where each entry came from.
+A host the agent's own CLI needs and was denied is named after an attached run,
+with a hint naming --allow.
+
+Credentials: each [[secret]] in your config (name, hosts, and from_env,
+from_file or from_command) gives the agent a placeholder in that variable,
+never the value; the proxy puts the value into request headers sent to the
+secret's hosts only, over TLS it terminates with a CA made for the sandbox
+(trusted inside it), and refuses the placeholder anywhere else. Allowlist
+network only.
+
+The home directory is the sandbox's own, new for each sandbox; only the agent's
+login files persist (copied in after setup, back when the agent exits), per
+agent or, with agent_home = "per-repo" in your config, per repository.
 
 Examples:
   git sandbox start fix-login --agent claude -p "fix the login redirect"

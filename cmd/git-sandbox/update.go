@@ -27,7 +27,9 @@ markers labelled with the sandbox and the base, and are listed.
 The baseline moves to the base tip, so land afterwards applies only the agent's
 work. The agent's repository sees the new base: its base branch moves, and its
 branch fast-forwards or gets a merge commit (with conflicts, its next commit is
-the merge). A snapshot is taken before and after, so nothing can be lost.
+the merge). What the agent had staged stays staged, except on paths the base
+changed too (named; the files keep the content). A snapshot is taken before and
+after, so nothing can be lost.
 
 Refused while the agent runs (stop it first, or --wait). Exits with status 3
 when conflicts remain; land refuses until they are resolved.`

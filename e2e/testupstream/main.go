@@ -2,18 +2,40 @@
 // in a container on a sandbox's egress network under names such as
 // api.allowed.test. On :80 it answers every HTTP request with its name; on
 // :443 it writes its name to every connection and closes it (a CONNECT
-// tunnel is blind, so the bytes need not be TLS).
+// tunnel is blind, so the bytes need not be TLS). With UPSTREAM_TLS_CERT
+// and UPSTREAM_TLS_KEY it also serves HTTPS on :8443, printing each
+// request's credential headers to stdout (the test reads them with docker
+// logs) and echoing them in the response.
+//
+// "testupstream client URL [NAME: VALUE]..." is the client the tests run
+// inside a sandbox (the test image has no curl): a GET through the proxy
+// the environment names, trusting what Go's crypto/x509 trusts there
+// (SSL_CERT_FILE, else the system bundle). It prints the status and body.
 package main
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 )
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "client" {
+		os.Exit(client(os.Args[2], os.Args[3:]))
+	}
+	if len(os.Args) == 5 && os.Args[1] == "fetch" {
+		n, _ := strconv.Atoi(os.Args[4])
+		os.Exit(fetch(os.Args[2], os.Args[3], n))
+	}
 	name := os.Getenv("UPSTREAM_NAME")
 	if name == "" {
 		name = "upstream"
@@ -32,7 +54,117 @@ func main() {
 			c.Close()
 		}
 	}()
+	if cert, key := os.Getenv("UPSTREAM_TLS_CERT"), os.Getenv("UPSTREAM_TLS_KEY"); cert != "" {
+		go func() {
+			log.Fatal(http.ListenAndServeTLS(":8443", cert, key, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var got []string
+				for _, h := range []string{"Authorization", "X-Api-Key"} {
+					if v := r.Header.Get(h); v != "" {
+						got = append(got, strings.ToLower(h)+"="+v)
+					}
+				}
+				fmt.Printf("tls request %s %s %s\n", r.Host, r.URL.Path, strings.Join(got, " "))
+				fmt.Fprintf(w, "hello over TLS from %s (%s) %s\n", name, r.Host, strings.Join(got, " "))
+			})))
+		}()
+	}
+	zeros := make([]byte, 256<<10)
 	log.Fatal(http.ListenAndServe(":80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n, ok := strings.CutPrefix(r.URL.Path, "/bytes/"); ok {
+			size, _ := strconv.ParseInt(n, 10, 64)
+			w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+			for size > 0 {
+				k := min(size, int64(len(zeros)))
+				if _, err := w.Write(zeros[:k]); err != nil {
+					return
+				}
+				size -= k
+			}
+			return
+		}
 		fmt.Fprintf(w, "hello from %s (%s)\n", name, r.Host)
 	})))
+}
+
+// fetch GETs url count times, one after the other, and prints the bytes
+// read, the total time and the median time of a request. mode "direct"
+// ignores any proxy; "proxy" uses the environment's proxy for plain HTTP
+// (kept-alive connections); "connect" opens a new CONNECT tunnel through
+// the environment's proxy for every request; "fresh" a new direct
+// connection for every request (what "connect" is compared with).
+func fetch(mode, url string, count int) int {
+	t := &http.Transport{MaxIdleConnsPerHost: 1}
+	switch mode {
+	case "proxy":
+		t.Proxy = http.ProxyFromEnvironment
+	case "connect":
+		t.DisableKeepAlives = true
+		proxy := strings.TrimPrefix(os.Getenv("http_proxy"), "http://")
+		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", proxy)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr)
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				c.Close()
+				return nil, err
+			}
+			if resp.StatusCode != http.StatusOK {
+				c.Close()
+				return nil, fmt.Errorf("CONNECT: %s", resp.Status)
+			}
+			return c, nil
+		}
+	case "fresh":
+		t.DisableKeepAlives = true
+	}
+	c := &http.Client{Transport: t}
+	var total int64
+	var times []time.Duration
+	start := time.Now()
+	for range count {
+		s := time.Now()
+		resp, err := c.Get(url)
+		if err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			fmt.Println("error:", resp.Status, err)
+			return 1
+		}
+		total += n
+		times = append(times, time.Since(s))
+	}
+	elapsed := time.Since(start)
+	slices.Sort(times)
+	fmt.Printf("bytes %d seconds %.6f median_ms %.4f\n", total, elapsed.Seconds(), float64(times[len(times)/2].Microseconds())/1000)
+	return 0
+}
+
+func client(url string, headers []string) int {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ":")
+		req.Header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	c := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}
+	resp, err := c.Do(req)
+	if err != nil {
+		fmt.Println("error:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Printf("status %d\n%s", resp.StatusCode, body)
+	return 0
 }

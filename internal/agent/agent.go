@@ -102,3 +102,28 @@ func NeedTerminal(name string) error {
 	return usererr.New("%s without a prompt is interactive and needs a terminal", name).
 		Hint("give it a task with -p PROMPT, or run git sandbox start from a terminal (or with -d and attach later)")
 }
+
+// NeedsHost reports whether host is one the agent's CLI talks to: an entry
+// of its Hosts, or a name in the same domain as one (api.anthropic.com
+// puts every *.anthropic.com name there), so that a denial of it is worth
+// a hint naming --allow.
+func NeedsHost(a Adapter, host string) bool {
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	for _, h := range a.Hosts() {
+		h = strings.TrimPrefix(strings.ToLower(h), "*.")
+		if i := strings.LastIndexByte(h, ':'); i >= 0 {
+			h = h[:i]
+		}
+		if host == h {
+			return true
+		}
+		labels := strings.Split(h, ".")
+		if len(labels) >= 2 {
+			domain := strings.Join(labels[len(labels)-2:], ".")
+			if host == domain || strings.HasSuffix(host, "."+domain) {
+				return true
+			}
+		}
+	}
+	return false
+}

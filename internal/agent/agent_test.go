@@ -94,3 +94,24 @@ func TestInstallable(t *testing.T) {
 		}
 	}
 }
+
+func TestNeedsHost(t *testing.T) {
+	c, _ := Get("claude")
+	s, _ := Get("shell")
+	for _, tt := range []struct {
+		a    Adapter
+		host string
+		want bool
+	}{
+		{c, "api.anthropic.com", true},
+		{c, "sentry-proxy.anthropic.com", true},
+		{c, "claude.ai", true},
+		{c, "evil-anthropic.com", false},
+		{c, "github.com", false},
+		{s, "api.anthropic.com", false},
+	} {
+		if got := NeedsHost(tt.a, tt.host); got != tt.want {
+			t.Errorf("NeedsHost(%s, %s) = %v", tt.a.Name(), tt.host, got)
+		}
+	}
+}

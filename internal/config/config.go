@@ -84,9 +84,20 @@ type Config struct {
 	Allow []string `toml:"allow"`
 	// Deny removes hosts from the allow list, whoever added them.
 	Deny []string `toml:"deny"`
+	// EgressNetwork is the engine network egress proxies leave by (user
+	// config only); empty means git sandbox's own shared one.
+	EgressNetwork string `toml:"egress_network"`
 	// VerifyAllow gives the verify container an allow list of its own;
 	// without it verify runs with no network.
 	VerifyAllow []string `toml:"verify_allow"`
+	// Secrets are credentials the agent uses without seeing them (user
+	// config only): its container holds a placeholder, the egress proxy
+	// puts the real value in requests to the secret's hosts.
+	Secrets []Secret `toml:"secret"`
+	// UpstreamCA is a PEM file of extra certificate authorities the egress
+	// proxy trusts for the servers a secret goes to (a company's TLS
+	// inspection, a test server), on top of this machine's roots.
+	UpstreamCA string `toml:"upstream_ca"`
 	// Runtime is an optional OCI runtime such as runsc or kata-runtime.
 	Runtime string `toml:"runtime"`
 	// Env lists host environment variables passed to the agent (KEY or KEY=VALUE).
@@ -115,7 +126,17 @@ type Config struct {
 	// Budget bounds the host memory and disk spent on what an agent hands
 	// back.
 	Budget Budget `toml:"budget"`
+	// AgentHome says where an agent's login persists: AgentHomePerAgent
+	// (one login per agent, shared by every repository) or
+	// AgentHomePerRepo (one per agent and repository). User config only.
+	AgentHome string `toml:"agent_home"`
 }
+
+// Values of agent_home.
+const (
+	AgentHomePerAgent = "per-agent"
+	AgentHomePerRepo  = "per-repo"
+)
 
 // Budget bounds what git sandbox spends on the host for an agent's work.
 // Each is a size such as "2g"; "0" means no bound.
@@ -127,6 +148,39 @@ type Budget struct {
 	Sync string `toml:"sync"`
 	// Export is the total size of the files verify writes out for one tree.
 	Export string `toml:"export"`
+	// Snapshots is the total size of the files one sandbox's snapshots may
+	// write into the object store; once spent, interval snapshots stop
+	// (those of exit, stop, land, rm and the user's own still run).
+	Snapshots string `toml:"snapshots"`
+}
+
+// Secret is a credential given to the agent as a placeholder: the real
+// value comes from exactly one of FromEnv (a variable of git sandbox's
+// own environment), FromFile (a file's content, one trailing line break
+// dropped) or FromCommand (what the command prints, run by /bin/sh when
+// the sandbox starts or resumes), and only ever goes to Hosts.
+type Secret struct {
+	// Name is the variable the agent's container gets the placeholder in.
+	Name string `toml:"name"`
+	// Hosts are the allow-list entries the value may be sent to (names,
+	// not addresses; port 443 unless one is given).
+	Hosts       []string `toml:"hosts"`
+	FromEnv     string   `toml:"from_env,omitempty"`
+	FromFile    string   `toml:"from_file,omitempty"`
+	FromCommand string   `toml:"from_command,omitempty"`
+}
+
+// Source describes where the secret's value comes from, for messages
+// (never the value).
+func (s Secret) Source() string {
+	switch {
+	case s.FromEnv != "":
+		return "from_env " + s.FromEnv
+	case s.FromFile != "":
+		return "from_file " + s.FromFile
+	default:
+		return "from_command"
+	}
 }
 
 // Mount is an extra bind mount from the user's own config.
@@ -218,8 +272,9 @@ func Defaults() Config {
 			CPUs:   float64(runtime.NumCPU()),
 			Pids:   4096,
 		},
-		Rescue: Rescue{Interval: Duration{2 * time.Minute}, MaxFileSize: "50m"},
-		Budget: Budget{SyncObject: "100m", Sync: "2g", Export: "2g"},
+		Rescue:    Rescue{Interval: Duration{2 * time.Minute}, MaxFileSize: "50m"},
+		Budget:    Budget{SyncObject: "100m", Sync: "2g", Export: "2g", Snapshots: "2g"},
+		AgentHome: AgentHomePerAgent,
 	}
 }
 
@@ -349,6 +404,10 @@ func decodeFile(path string, c *Config, check func(path string, md toml.MetaData
 var repoRefused = map[string]string{
 	"allow":              "hosts on the network allow list (it may remove them with deny)",
 	"verify_allow":       "network access for verify",
+	"secret":             "credentials (a secret and the hosts it may go to are yours to name)",
+	"upstream_ca":        "certificate authorities the egress proxy trusts",
+	"agent_home":         "where agent logins are kept",
+	"egress_network":     "the network the egress proxies leave by",
 	"mount":              "mounts of host paths",
 	"env":                "passing host environment variables",
 	"runtime":            "choosing the container runtime",
@@ -475,7 +534,7 @@ func (l *Loaded) validate(file string) error {
 	if _, err := MemoryBytes(l.Limits.Memory); err != nil {
 		return usererr.New("%s: limits.memory = %q: %v", where, l.Limits.Memory, err)
 	}
-	for key, v := range map[string]string{"sync_object": l.Budget.SyncObject, "sync": l.Budget.Sync, "export": l.Budget.Export} {
+	for key, v := range map[string]string{"sync_object": l.Budget.SyncObject, "sync": l.Budget.Sync, "export": l.Budget.Export, "snapshots": l.Budget.Snapshots} {
 		if _, err := MemoryBytes(v); err != nil {
 			return usererr.New("%s: budget.%s = %q: %v", where, key, v, err).Hint("give a size such as \"2g\", or \"0\" for no bound")
 		}
@@ -491,6 +550,15 @@ func (l *Loaded) validate(file string) error {
 		if _, err := egress.ParseEntry(entry, egress.FromRepository); err != nil {
 			return usererr.Wrap(err, "%s: deny: %v", where, err).Hint("entries look like api.example.com, *.example.com, example.com:8443 or 192.0.2.7")
 		}
+	}
+	if l.AgentHome != AgentHomePerAgent && l.AgentHome != AgentHomePerRepo {
+		return usererr.New("%s: agent_home = %q: must be %q or %q", where, l.AgentHome, AgentHomePerAgent, AgentHomePerRepo)
+	}
+	if err := checkSecrets(where, l.Secrets); err != nil {
+		return err
+	}
+	if l.UpstreamCA != "" && !filepath.IsAbs(l.UpstreamCA) {
+		return usererr.New("%s: upstream_ca %q must be an absolute path", where, l.UpstreamCA)
 	}
 	for _, m := range l.Mounts {
 		if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {
@@ -590,6 +658,83 @@ func CheckRepoCache(c RepoCache) error {
 		}
 	}
 	return nil
+}
+
+// checkSecrets checks every [[secret]]: a variable name used once, hosts
+// that are names, and exactly one source.
+func checkSecrets(where string, secrets []Secret) error {
+	seen := map[string]bool{}
+	for i, s := range secrets {
+		what := fmt.Sprintf("%s: secret %q", where, s.Name)
+		if s.Name == "" {
+			what = fmt.Sprintf("%s: secret #%d", where, i+1)
+		}
+		if !ValidEnvName(s.Name) {
+			return usererr.New("%s: name must be an environment variable name (letters, digits, _; not starting with a digit)", what).
+				Hint("[[secret]] name = \"ANTHROPIC_API_KEY\", hosts = [\"api.anthropic.com\"], from_env = \"ANTHROPIC_API_KEY\"")
+		}
+		if reservedSecretName(s.Name) {
+			return usererr.New("%s: git sandbox sets %s in the container itself", what, s.Name).
+				Hint("name the variable the agent's tool reads its key from, such as ANTHROPIC_API_KEY or GH_TOKEN")
+		}
+		if seen[s.Name] {
+			return usererr.New("%s is listed twice", what)
+		}
+		seen[s.Name] = true
+		if len(s.Hosts) == 0 {
+			return usererr.New("%s: no hosts", what).Hint("name the hosts the secret may be sent to: hosts = [\"api.example.com\"]")
+		}
+		for _, h := range s.Hosts {
+			e, err := egress.ParseEntry(h, egress.SecretSource(s.Name))
+			if err != nil {
+				return usererr.Wrap(err, "%s: hosts: %v", what, err).Hint("entries look like api.example.com, *.example.com or example.com:8443")
+			}
+			if e.Addr.IsValid() {
+				return usererr.New("%s: host %s is an address", what, h).
+					Hint("a secret is bound to host names: the proxy checks the server's certificate for that name")
+			}
+		}
+		n := 0
+		for _, v := range []string{s.FromEnv, s.FromFile, s.FromCommand} {
+			if v != "" {
+				n++
+			}
+		}
+		if n != 1 {
+			return usererr.New("%s: give exactly one of from_env, from_file and from_command", what)
+		}
+		if s.FromEnv != "" && !ValidEnvName(s.FromEnv) {
+			return usererr.New("%s: from_env %q is not a variable name", what, s.FromEnv)
+		}
+		if s.FromFile != "" && !filepath.IsAbs(s.FromFile) {
+			return usererr.New("%s: from_file %q must be an absolute path", what, s.FromFile)
+		}
+	}
+	return nil
+}
+
+// reservedSecretName reports whether name is a variable git sandbox sets
+// in the agent's container (home, proxy, trust bundle, its own).
+func reservedSecretName(name string) bool {
+	switch strings.ToUpper(name) {
+	case "HOME", "USER", "LOGNAME", "PATH", "TERM", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+		"SSL_CERT_FILE", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS":
+		return true
+	}
+	return strings.HasPrefix(strings.ToUpper(name), "GIT_SANDBOX")
+}
+
+// ValidEnvName reports whether s is a portable environment variable name.
+func ValidEnvName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // Accepted ranges of the numeric and duration settings.

@@ -79,6 +79,8 @@ func TestRepoConfigRefusals(t *testing.T) {
 		{"worktrees_dir", "worktrees_dir = \"/\"\n", "worktrees_dir"},
 		{"base_image", "base_image = \"evil/base\"\n", "base_image"},
 		{"cache", "[[cache]]\ntarget = \"/home/sandbox/.npm\"\n", "cache"},
+		{"secret", "[[secret]]\nname = \"GH_TOKEN\"\nhosts = [\"evil.example\"]\nfrom_env = \"GH_TOKEN\"\n", "secret"},
+		{"upstream_ca", "upstream_ca = \"/tmp/evil.pem\"\n", "upstream_ca"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -275,5 +277,33 @@ func TestRepoCachesAndSetupInputs(t *testing.T) {
 		if _, err := Load(setup(t, "", "setup_inputs = [\""+bad+"\"]\n")); err == nil {
 			t.Errorf("setup input %q accepted", bad)
 		}
+	}
+}
+
+func TestSecrets(t *testing.T) {
+	ok := "[[secret]]\nname = \"API_KEY\"\nhosts = [\"api.example.com\", \"*.example.org:8443\"]\nfrom_env = \"MY_KEY\"\n"
+	l, err := Load(setup(t, ok, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Secrets) != 1 || l.Secrets[0].Name != "API_KEY" || len(l.Secrets[0].Hosts) != 2 || l.Secrets[0].Source() != "from_env MY_KEY" {
+		t.Errorf("secrets = %+v", l.Secrets)
+	}
+	for _, tt := range []struct{ name, user, want string }{
+		{"no source", "[[secret]]\nname = \"K\"\nhosts = [\"a.example\"]\n", "exactly one of"},
+		{"two sources", "[[secret]]\nname = \"K\"\nhosts = [\"a.example\"]\nfrom_env = \"K\"\nfrom_command = \"echo x\"\n", "exactly one of"},
+		{"no hosts", "[[secret]]\nname = \"K\"\nfrom_env = \"K\"\n", "no hosts"},
+		{"address", "[[secret]]\nname = \"K\"\nhosts = [\"192.0.2.7\"]\nfrom_env = \"K\"\n", "is an address"},
+		{"bad name", "[[secret]]\nname = \"A-B\"\nhosts = [\"a.example\"]\nfrom_env = \"K\"\n", "environment variable name"},
+		{"twice", "[[secret]]\nname = \"K\"\nhosts = [\"a.example\"]\nfrom_env = \"K\"\n[[secret]]\nname = \"K\"\nhosts = [\"b.example\"]\nfrom_env = \"K\"\n", "twice"},
+		{"reserved", "[[secret]]\nname = \"https_proxy\"\nhosts = [\"a.example\"]\nfrom_env = \"K\"\n", "sets https_proxy"},
+		{"relative file", "[[secret]]\nname = \"K\"\nhosts = [\"a.example\"]\nfrom_file = \"key.txt\"\n", "absolute"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(setup(t, tt.user, ""))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want %q", err, tt.want)
+			}
+		})
 	}
 }

@@ -127,10 +127,10 @@ func (ca *CA) Write(certPath, keyPath string) error {
 		return fmt.Errorf("write CA: %w", err)
 	}
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
-	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+	if err := WriteFileAtomic(keyPath, keyPEM, 0o600); err != nil {
 		return fmt.Errorf("write CA key: %w", err)
 	}
-	if err := writeFileAtomic(certPath, ca.CertPEM, 0o644); err != nil {
+	if err := WriteFileAtomic(certPath, ca.CertPEM, 0o644); err != nil {
 		return fmt.Errorf("write CA certificate: %w", err)
 	}
 	return nil
@@ -281,9 +281,11 @@ func CAEnv(bundlePath string) []string {
 	}
 }
 
-// writeFileAtomic writes data to path through a temporary file in the
-// same directory, so a reader sees the old file or the new one.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+// WriteFileAtomic writes data to path through a temporary file in the
+// same directory, so a reader sees the old file or the new one (and a
+// stopped container with path bind-mounted sees the new one when it
+// starts again).
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
 	if err != nil {
 		return err

@@ -108,7 +108,7 @@ func WriteConfig(path string, c *ProxyConfig) error {
 	if err != nil {
 		return fmt.Errorf("write proxy config: %w", err)
 	}
-	if err := writeFileAtomic(path, append(b, '\n'), 0o600); err != nil {
+	if err := WriteFileAtomic(path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("write proxy config: %w", err)
 	}
 	return nil

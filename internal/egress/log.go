@@ -53,13 +53,29 @@ type Record struct {
 
 // Log appends records to a file as JSON lines. It is safe for concurrent
 // use; each record is one write on a file opened for appending.
+//
+// A log opened by path holds at most two generations of LogGenerationBytes:
+// when the current file would grow past that, it becomes the path with
+// ".1" appended (replacing the older one) and a new file is started. An
+// agent making requests in a loop all night so fills a few megabytes of
+// the host's disk, not all of it.
 type Log struct {
 	mu     sync.Mutex
 	w      io.Writer
 	c      io.Closer
 	redact []redaction
 	err    error
+
+	path  string // set when opened by path: the log rotates
+	size  int64  // bytes in the current generation
+	limit int64
 }
+
+// LogGenerationBytes is the size at which a log file is rotated.
+const LogGenerationBytes = 8 << 20
+
+// PreviousGeneration is where a rotated log's older records are.
+func PreviousGeneration(path string) string { return path + ".1" }
 
 type redaction struct{ value, as []byte }
 
@@ -68,13 +84,44 @@ type redaction struct{ value, as []byte }
 // "[secret NAME]" instead: the log is for the user to read and may be
 // shown anywhere.
 func OpenLog(path string, secrets []Secret) (*Log, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, size, err := openAppend(path)
 	if err != nil {
-		return nil, fmt.Errorf("open egress log: %w", err)
+		return nil, err
 	}
 	l := NewLog(f, secrets)
 	l.c = f
+	l.path, l.size, l.limit = path, size, LogGenerationBytes
 	return l, nil
+}
+
+func openAppend(path string) (*os.File, int64, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, 0, fmt.Errorf("open egress log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("open egress log: %w", err)
+	}
+	return f, fi.Size(), nil
+}
+
+// rotate starts a new generation; l.mu is held.
+func (l *Log) rotate() error {
+	if err := l.c.Close(); err != nil {
+		return err
+	}
+	l.w, l.c = io.Discard, nil
+	if err := os.Rename(l.path, PreviousGeneration(l.path)); err != nil {
+		return fmt.Errorf("rotate egress log: %w", err)
+	}
+	f, size, err := openAppend(l.path)
+	if err != nil {
+		return err
+	}
+	l.w, l.c, l.size = f, f, size
+	return nil
 }
 
 // NewLog writes records to w.
@@ -112,7 +159,14 @@ func (l *Log) Write(rec Record) {
 	line = append(line, '\n')
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := l.w.Write(line); err != nil && l.err == nil {
+	if l.path != "" && l.c != nil && l.size > 0 && l.size+int64(len(line)) > l.limit {
+		if err := l.rotate(); err != nil && l.err == nil {
+			l.err = err
+		}
+	}
+	n, err := l.w.Write(line)
+	l.size += int64(n)
+	if err != nil && l.err == nil {
 		l.err = err
 	}
 }
@@ -225,17 +279,22 @@ func Summarize(r io.Reader) (Summary, error) {
 	return s, err
 }
 
-// SummarizeFile summarises the log at path; a missing log is an empty one.
+// SummarizeFile summarises the log at path, its previous generation
+// included; a missing log is an empty one.
 func SummarizeFile(path string) (Summary, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return Summary{}, nil
+	var rs []io.Reader
+	for _, p := range []string{PreviousGeneration(path), path} {
+		f, err := os.Open(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return Summary{}, fmt.Errorf("read egress log: %w", err)
+		}
+		defer f.Close()
+		rs = append(rs, f)
 	}
-	if err != nil {
-		return Summary{}, fmt.Errorf("read egress log: %w", err)
-	}
-	defer f.Close()
-	s, err := Summarize(f)
+	s, err := Summarize(io.MultiReader(rs...))
 	if err != nil {
 		return s, fmt.Errorf("read egress log: %w", err)
 	}

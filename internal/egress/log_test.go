@@ -104,3 +104,35 @@ func TestSummarize(t *testing.T) {
 		t.Fatalf("missing log: %+v %v", empty, err)
 	}
 }
+
+// TestLogRotates: a log never holds more than two generations, and the
+// summary counts both.
+func TestLogRotates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "egress.log")
+	l, err := OpenLog(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.limit = 4096
+	const n = 200
+	for i := 0; i < n; i++ {
+		l.Write(Record{Time: time.Now(), Kind: "connect", Host: "flood.example.com", Port: 443, Decision: Denied, Reason: "not in the allow list"})
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, PreviousGeneration(path)} {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Size() > 4096 || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v, %v", p, fi, err)
+		}
+	}
+	s, err := SummarizeFile(path)
+	if err != nil || s.Denied == 0 || s.Denied >= n {
+		t.Fatalf("summary of two generations = %+v, %v (want some but not all %d denials kept)", s, err, n)
+	}
+	lines := strings.Count(readFile(t, path)+readFile(t, PreviousGeneration(path)), "\n")
+	if s.Denied != lines {
+		t.Fatalf("summary counts %d denials, files hold %d lines", s.Denied, lines)
+	}
+}

@@ -67,14 +67,18 @@ type Engine struct {
 	OnExec func(c Container, o container.ExecOptions) int
 	// Output is what every container printed (Attach and Logs write it).
 	Output string
+	// DuplicateNetworkNames lets CreateNetwork make a second network of a
+	// name, as an engine does when two creates race.
+	DuplicateNetworkNames bool
 
 	mu         sync.Mutex
 	seq        int
 	containers map[string]*Container // by id
 	volumes    map[string]container.Volume
-	networks   map[string]*container.Network  // by id
-	images     map[string][]string            // ref -> agents
-	imageInfo  map[string]container.ImageInfo // ref -> what a commit made
+	networks   map[string]*container.Network    // by id
+	netSpecs   map[string]container.NetworkSpec // by id: what each was made from
+	images     map[string][]string              // ref -> agents
+	imageInfo  map[string]container.ImageInfo   // ref -> what a commit made
 	commits    []Commit
 	calls      []Call
 	fail       map[string]failure
@@ -99,6 +103,7 @@ func New(images ...string) *Engine {
 		containers: map[string]*Container{},
 		volumes:    map[string]container.Volume{},
 		networks:   map[string]*container.Network{},
+		netSpecs:   map[string]container.NetworkSpec{},
 		images:     map[string][]string{},
 		fail:       map[string]failure{},
 	}
@@ -695,16 +700,27 @@ func (f *Engine) CreateNetwork(ctx context.Context, s container.NetworkSpec) (*c
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, n := range f.networks {
-		if n.Name == s.Name {
+	for id, n := range f.networks {
+		if n.Name == s.Name && !f.DuplicateNetworkNames {
 			return nil, conflict("network %s exists", s.Name)
+		}
+		if s.Subnet != "" && f.netSpecs[id].Subnet == s.Subnet {
+			return nil, fmt.Errorf("network %s: pool overlaps: %w", s.Name, container.ErrAddressInUse)
 		}
 	}
 	f.seq++
-	n := &container.Network{ID: fmt.Sprintf("net%061d", f.seq), Name: s.Name, Internal: s.Internal, Labels: withManaged(s.Labels)}
+	n := &container.Network{ID: fmt.Sprintf("net%061d", f.seq), Name: s.Name, Internal: s.Internal, Labels: withManaged(s.Labels), Created: time.Now()}
 	f.networks[n.ID] = n
+	f.netSpecs[n.ID] = s
 	cp := *n
 	return &cp, nil
+}
+
+// NetworkSpec is what the network with this id was made from.
+func (f *Engine) NetworkSpec(id string) container.NetworkSpec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.netSpecs[id]
 }
 
 func (f *Engine) network(idOrName string) *container.Network {

@@ -3,6 +3,8 @@ package gitcmd
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -110,4 +112,26 @@ func (r *Runner) ReadTree(ctx context.Context, req ReadTreeRequest) error {
 	}
 	_, err := r.Run(ctx, nil, append(args, req.Tree)...)
 	return err
+}
+
+// Alternates lists the object stores an object directory borrows from
+// (objects/info/alternates: a clone made with --reference or --shared),
+// as absolute paths. It reads the file only; no git runs.
+func Alternates(objects string) []string {
+	b, err := os.ReadFile(filepath.Join(objects, "info", "alternates"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if !filepath.IsAbs(line) {
+			line = filepath.Join(objects, line)
+		}
+		out = append(out, filepath.Clean(line))
+	}
+	return out
 }

@@ -17,7 +17,7 @@ import (
 var execAllowed = map[string]string{
 	"internal/gitcmd": "the one gateway for git processes (hardened environment, safety config)",
 	"container":       "the gateway to Docker (the SDK today; a docker CLI call would go here)",
-	"internal/proc":   "the tool's own binary (the detached supervisor), the PATH look-up for it, the user's pager and clean filters",
+	"internal/proc":   "the tool's own binary (the detached supervisor), the PATH look-up for it, the user's pager, secret commands and clean filters",
 }
 
 // TestOSExecOnlyInGateways fails when a non-test Go file outside the

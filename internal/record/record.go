@@ -49,13 +49,16 @@ type Record struct {
 	Agent     string `json:"agent"`
 	Prompt    string `json:"prompt,omitempty"`
 	// Tasks are the follow-up tasks given after the first, in order.
-	Tasks  []string `json:"tasks,omitempty"`
-	Verify string   `json:"verify,omitempty"`
-	Setup  string   `json:"setup,omitempty"`
+	Tasks   []string `json:"tasks,omitempty"`
+	Verify  string   `json:"verify,omitempty"`
+	Setup   string   `json:"setup,omitempty"`
 	// WarmImage is the image holding setup's result that the sandbox's
 	// container runs (made by its start, or an earlier one's).
 	WarmImage string `json:"warm_image,omitempty"`
 	Carried   bool   `json:"carried,omitempty"`
+	// LoginStore is where the agent's login is copied from before it runs
+	// and back to after ("" for sandboxes that mount the old shared home).
+	LoginStore string `json:"login_store,omitempty"`
 	// Egress is the allowlist mode's policy and what enforces it.
 	Egress *Egress `json:"egress,omitempty"`
 	// Stopped is set by git sandbox stop and cleared when it runs again.
@@ -86,6 +89,19 @@ type Egress struct {
 	InternalNetwork string `json:"internal_network"`
 	EgressNetwork   string `json:"egress_network"`
 	Proxy           string `json:"proxy"`
+	// Secrets are the credentials given to the agent as placeholders: the
+	// placeholder stays the same on every resume (the container's
+	// environment holds it), the hosts are those of the start, and the
+	// value is read again from the user's config each time the proxy is
+	// made. No value is ever recorded.
+	Secrets []Secret `json:"secrets,omitempty"`
+}
+
+// Secret is a credential of the sandbox, without its value.
+type Secret struct {
+	Name        string   `json:"name"`
+	Hosts       []string `json:"hosts"`
+	Placeholder string   `json:"placeholder"`
 }
 
 // Network is the network mode the sandbox's container was created with

@@ -3,11 +3,13 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
@@ -40,21 +42,30 @@ func TestStartAllowlistMakesNetworksAndProxy(t *testing.T) {
 	sb := te.start("t1")
 	ctx := context.Background()
 
+	// One network of the sandbox's own, on a range numbered by us; the
+	// proxies' way out is the engine's one shared, isolated network.
 	nets, err := te.fake.ListNetworks(ctx, container.LabelRepo+"="+te.env.Repo.ID, container.LabelBranch+"=t1")
-	if err != nil || len(nets) != 2 {
+	if err != nil || len(nets) != 1 {
 		t.Fatalf("networks = %+v, %v", nets, err)
 	}
-	byName := map[string]container.Network{}
-	for _, n := range nets {
-		byName[n.Name] = n
+	shared, err := te.fake.ListNetworks(ctx, container.LabelRole+"="+container.RoleEgress)
+	if err != nil || len(shared) != 1 {
+		t.Fatalf("shared egress networks = %+v, %v", shared, err)
 	}
 	eg := sb.Egress
 	if eg == nil {
 		t.Fatal("no egress in the record")
 	}
-	in, out := byName[eg.InternalNetwork], byName[eg.EgressNetwork]
-	if !in.Internal || out.Internal || in.ID == "" || out.ID == "" {
-		t.Errorf("internal %+v egress %+v", in, out)
+	in, out := nets[0], shared[0]
+	if in.Name != eg.InternalNetwork || !in.Internal || out.Name != eg.EgressNetwork || out.Internal || in.ID == "" || out.ID == "" {
+		t.Errorf("internal %+v egress %+v, record %+v", in, out, eg)
+	}
+	spec := te.fake.NetworkSpec(in.ID)
+	if sub, err := netip.ParsePrefix(spec.Subnet); err != nil || !internalPool.Contains(sub.Addr()) || sub.Bits() != internalBits || !spec.HostUnreachable {
+		t.Errorf("internal network spec %+v", spec)
+	}
+	if spec := te.fake.NetworkSpec(out.ID); spec.Internal || spec.Subnet != "" {
+		t.Errorf("egress network spec %+v", spec)
 	}
 	if sb.Network() != "allowlist" || !slices.ContainsFunc(eg.Allow, func(r egress.Rule) bool { return r.Entry == "api.example.com" && r.Source == egress.FromUser }) ||
 		len(eg.Remove) != 1 || eg.Remove[0].Source != egress.FromRepository {
@@ -69,8 +80,8 @@ func TestStartAllowlistMakesNetworksAndProxy(t *testing.T) {
 	if p.Name != eg.Proxy || p.Status != enginefake.StatusRunning {
 		t.Errorf("proxy %s %s, record says %s", p.Name, p.Status, eg.Proxy)
 	}
-	if p.Spec.NetworkName != eg.EgressNetwork || !slices.Contains(p.Networks, in.ID) {
-		t.Errorf("proxy joins %q and %v, want %s and %s", p.Spec.NetworkName, p.Networks, eg.EgressNetwork, in.ID)
+	if p.Spec.NetworkName != out.ID || !slices.Contains(p.Networks, in.ID) {
+		t.Errorf("proxy joins %q and %v, want %s (%s, by id) and %s", p.Spec.NetworkName, p.Networks, out.ID, eg.EgressNetwork, in.ID)
 	}
 	if !p.Spec.ReadOnlyRoot || p.Spec.CapDrop[0] != "ALL" || p.Spec.Argv[1] != "__proxy" {
 		t.Errorf("proxy spec = %+v", p.Spec)
@@ -113,10 +124,18 @@ func TestStartAllowlistMakesNetworksAndProxy(t *testing.T) {
 	if len(order) != 2 || order[0] != p.ID {
 		t.Errorf("start order = %v, want the proxy %s first", order, p.ID)
 	}
+	// A second sandbox makes a network of its own and shares the egress.
+	te.start("t2")
+	if nets, _ := te.fake.ListNetworks(ctx, container.LabelBranch+"=t2"); len(nets) != 1 || nets[0].ID == in.ID {
+		t.Errorf("second sandbox's networks = %+v", nets)
+	}
+	if shared, _ := te.fake.ListNetworks(ctx, container.LabelRole+"="+container.RoleEgress); len(shared) != 1 {
+		t.Errorf("shared egress networks after a second start = %+v", shared)
+	}
 }
 
 func TestStartAllowlistRollsBack(t *testing.T) {
-	for _, step := range []string{"internal network", "egress network", "proxy", "container"} {
+	for _, step := range []string{"internal network", "proxy", "container"} {
 		t.Run(step, func(t *testing.T) {
 			te := allowlistEnv(t)
 			te.env.failStep = func(s string) error {
@@ -165,8 +184,14 @@ func TestAllowlistStopResumeRemove(t *testing.T) {
 	if p := te.role("t1", container.RoleProxy); len(p) != 0 {
 		t.Errorf("proxy after stop: %+v", p)
 	}
-	if nets, _ := te.fake.ListNetworks(ctx, container.LabelBranch+"=t1"); len(nets) != 2 {
-		t.Errorf("networks after stop = %d, want both kept for the agent's container", len(nets))
+	if nets, _ := te.fake.ListNetworks(ctx, container.LabelBranch+"=t1"); len(nets) != 1 {
+		t.Errorf("networks after stop = %d, want the internal one kept for the agent's container", len(nets))
+	}
+	// The shared egress network pruned while stopped: resume makes it again.
+	for _, n := range mustNets(t, te, container.LabelRole+"="+container.RoleEgress) {
+		if err := te.fake.RemoveNetwork(ctx, n.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// A repository's config changed since: resume keeps the record's policy.
@@ -189,7 +214,7 @@ func TestAllowlistStopResumeRemove(t *testing.T) {
 	}
 	nets, _ := te.fake.ListNetworks(ctx, container.LabelBranch+"=t1")
 	for _, n := range nets {
-		if n.Name == sb.Egress.EgressNetwork {
+		if n.Name == sb.Egress.InternalNetwork {
 			if err := te.fake.RemoveNetwork(ctx, n.ID); err != nil {
 				t.Fatal(err)
 			}
@@ -275,13 +300,14 @@ func TestVerifyNetwork(t *testing.T) {
 		te.env.Config.Verify = "make test"
 		te.env.Config.VerifyAllow = []string{"proxy.golang.org"}
 		te.start("t1")
+		sandboxProxy := te.role("t1", container.RoleProxy)[0].Spec.Name
 		var verifySpec, verifyProxy container.Spec
 		te.fake.OnStart = func(c enginefake.Container) (int, bool) {
 			switch {
 			case c.Spec.Labels[container.LabelRole] == container.RoleVerify:
 				verifySpec = c.Spec
 				return 0, true
-			case c.Spec.Labels[container.LabelRole] == container.RoleProxy && strings.HasSuffix(c.Spec.NetworkName, "-verify-egress"):
+			case c.Spec.Labels[container.LabelRole] == container.RoleProxy && c.Spec.Name != sandboxProxy:
 				verifyProxy = c.Spec
 			}
 			return 0, false
@@ -307,8 +333,113 @@ func TestVerifyNetwork(t *testing.T) {
 		if got := len(te.role("t1", container.RoleProxy)); got != 1 {
 			t.Errorf("proxies after verify = %d, want only the sandbox's", got)
 		}
-		if nets, _ := te.fake.ListNetworks(ctx, container.LabelBranch+"=t1"); len(nets) != 2 {
-			t.Errorf("networks after verify = %d, want the sandbox's two", len(nets))
+		if nets, _ := te.fake.ListNetworks(ctx, container.LabelBranch+"=t1"); len(nets) != 1 {
+			t.Errorf("networks after verify = %d, want the sandbox's one", len(nets))
 		}
 	})
+}
+
+// TestCLIDenialHints: a denied host in the agent CLI's domain gets a hint
+// naming --allow; one a deny list removed says so; other hosts none.
+func TestCLIDenialHints(t *testing.T) {
+	te := allowlistEnv(t)
+	te.fake.AddImage(te.env.Config.Image, "claude")
+	o := detached("t1")
+	o.Agent, o.Args, o.Prompt = "claude", nil, "fix it"
+	res, err := te.env.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := res.Sandbox
+	lines := `{"time":"2026-12-01T00:00:00Z","kind":"connect","host":"mcp-proxy.anthropic.com","port":443,"decision":"denied","reason":"not in the allow list"}
+{"time":"2026-12-01T00:00:01Z","kind":"connect","host":"api.anthropic.com","port":8443,"decision":"denied","reason":"removed by repository (api.anthropic.com)"}
+{"time":"2026-12-01T00:00:02Z","kind":"connect","host":"example.org","port":443,"decision":"denied","reason":"not in the allow list"}
+`
+	if err := os.MkdirAll(filepath.Dir(sb.NetLog()), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sb.NetLog(), []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := sb.CLIDenials()
+	if len(d) != 2 {
+		t.Fatalf("denials = %+v", d)
+	}
+	te.err.Reset()
+	HintCLIDenials(te.env.UI, d)
+	out := te.err.String()
+	for _, want := range []string{
+		"the claude CLI was denied mcp-proxy.anthropic.com:443",
+		"--allow mcp-proxy.anthropic.com ",
+		"the claude CLI was denied api.anthropic.com:8443",
+		"a deny list removed it",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("hints lack %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "example.org") {
+		t.Errorf("a host the CLI does not need got a hint:\n%s", out)
+	}
+}
+
+func mustNets(t *testing.T, te *testEnv, labels ...string) []container.Network {
+	t.Helper()
+	nets, err := te.fake.ListNetworks(context.Background(), labels...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nets
+}
+
+// TestInternalNetworkTakesTheNextFreeRange: a range the engine has given
+// out already is skipped, and every range is a /27 of the pool.
+func TestInternalNetworkTakesTheNextFreeRange(t *testing.T) {
+	te := allowlistEnv(t)
+	ctx := context.Background()
+	name := "git-sandbox-x-net"
+	if _, err := te.fake.CreateNetwork(ctx, container.NetworkSpec{Name: "someone-elses", Subnet: internalSubnet(name, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := createInternalNetwork(ctx, te.fake, name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := te.fake.NetworkSpec(n.ID).Subnet, internalSubnet(name, 1); got != want {
+		t.Errorf("subnet = %s, want the next one %s", got, want)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 1<<(internalBits-internalPool.Bits()); i++ {
+		p := netip.MustParsePrefix(internalSubnet(name, i))
+		if !internalPool.Contains(p.Addr()) || p.Bits() != internalBits || p.Masked() != p || seen[p.String()] {
+			t.Fatalf("range %d = %s", i, p)
+		}
+		seen[p.String()] = true
+	}
+}
+
+// TestRacingStartsShareTheOldestEgressNetwork: two egress networks of one
+// name (two starts made one each at the same moment) — every proxy joins
+// the oldest, by id, and the other goes.
+func TestRacingStartsShareTheOldestEgressNetwork(t *testing.T) {
+	te := allowlistEnv(t)
+	ctx := context.Background()
+	te.fake.DuplicateNetworkNames = true
+	labels := map[string]string{container.LabelRole: container.RoleEgress}
+	first, err := te.fake.CreateNetwork(ctx, container.NetworkSpec{Name: SharedEgressNetwork, Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond)
+	if _, err := te.fake.CreateNetwork(ctx, container.NetworkSpec{Name: SharedEgressNetwork, Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	te.start("t1")
+	p := te.role("t1", container.RoleProxy)
+	if len(p) != 1 || p[0].Spec.NetworkName != first.ID {
+		t.Fatalf("proxy joins %q, want the oldest network %s by id", p[0].Spec.NetworkName, first.ID)
+	}
+	if nets := mustNets(t, te, container.LabelRole+"="+container.RoleEgress); len(nets) != 1 || nets[0].ID != first.ID {
+		t.Errorf("egress networks left = %+v, want only the oldest", nets)
+	}
 }

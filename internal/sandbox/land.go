@@ -5,7 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
@@ -124,6 +128,14 @@ type LandOptions struct {
 	Update bool
 	// NoSign leaves the commit unsigned whatever commit.gpgSign says.
 	NoSign bool
+	// NoVerify skips the user's pre-commit and commit-msg hooks (as git
+	// commit --no-verify does); the commit records it in a trailer.
+	NoVerify bool
+	// VerifyMerged runs verify on the merged tree — exactly the tree the
+	// base will hold — instead of applying the verdict rules to the
+	// sandbox's own final tree (the landing queue's mode). A failure
+	// refuses whatever Force says.
+	VerifyMerged bool
 	// Verify runs the verify command when land has to (stdout/stderr of
 	// the caller receive its output).
 	IO IO
@@ -139,7 +151,10 @@ type LandResult struct {
 	VerifyRan bool
 	// Forced says what --force went past ("" when nothing), as recorded in
 	// the commit's Sandbox-Forced trailer.
-	Forced  string
+	Forced string
+	// Hooks are the user's commit hooks that ran on the landed tree (or
+	// would run, with DryRun).
+	Hooks   []string
 	Cleaned bool
 }
 
@@ -200,12 +215,23 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 			Hint("remove or rename them in the worktree %s (or with git sandbox exec %s -- …), and land again; nothing was landed", s.Worktree, s.Display()).
 			WithCode(usererr.ExitRefused)
 	}
+	if len(final.Nested) > 0 && !o.Keep && !o.Force {
+		return nil, nestedRefusal(s, final.Nested, "git sandbox land")
+	}
 	res := &LandResult{Final: final}
 	if o.Merge && (sync.Head == "" || sync.Head == s.Start) {
 		return nil, usererr.New("the agent made no commits: there is nothing for --merge to keep").
 			Hint("land without --merge")
 	}
-	msg, err := s.commitMessage(ctx, o.Message, final.ID, sync.Head, "")
+	hooksDir, hookNames, err := s.env.CommitHooks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var skipped []string
+	if o.NoVerify {
+		skipped = hookNames
+	}
+	msg, err := s.commitMessage(ctx, o.Message, sync.Head, s.landTrailers(final.ID, "", skipped))
 	if err != nil {
 		return nil, err
 	}
@@ -232,13 +258,31 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	if plan.Empty {
 		return res, nil
 	}
+	if o.VerifyMerged {
+		verdict, ran, next, err := s.verifyMerged(ctx, plan, prepare, o)
+		res.Verdict, res.VerifyRan = verdict, ran
+		if err != nil {
+			return res, err
+		}
+		res.Plan, plan = next, next
+		if !o.NoVerify {
+			res.Hooks = hookNames
+		}
+		if plan.Empty || o.DryRun {
+			return res, nil
+		}
+		if err := s.landHooks(ctx, res, plan, hooksDir, final, skipped, o); err != nil {
+			return nil, err
+		}
+		return s.apply(ctx, res, plan, final, o)
+	}
 	verdict, ran, err := s.verifyForLand(ctx, final, o)
 	if err != nil {
 		return nil, err
 	}
 	res.Verdict, res.VerifyRan = verdict, ran
 	if res.Forced = forcedPast(s, verdict, o.Force); res.Forced != "" {
-		if msg, err = s.commitMessage(ctx, o.Message, final.ID, sync.Head, res.Forced); err != nil {
+		if msg, err = s.commitMessage(ctx, o.Message, sync.Head, s.landTrailers(final.ID, res.Forced, skipped)); err != nil {
 			return nil, err
 		}
 		plan.Message = msg
@@ -254,9 +298,40 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 			return res, nil
 		}
 	}
+	if !o.NoVerify {
+		res.Hooks = hookNames
+	}
 	if o.DryRun {
 		return res, nil
 	}
+	if err := s.landHooks(ctx, res, plan, hooksDir, final, skipped, o); err != nil {
+		return nil, err
+	}
+	return s.apply(ctx, res, plan, final, o)
+}
+
+// landHooks runs the user's commit hooks (res.Hooks) last, on exactly the
+// tree and message that land: git commit runs them on what it commits. The
+// base moving meanwhile is caught by Apply's compare-and-swap.
+func (s *Sandbox) landHooks(ctx context.Context, res *LandResult, plan *land.Plan, hooksDir string, final *rescue.Taken, skipped []string, o LandOptions) error {
+	if len(res.Hooks) == 0 {
+		return nil
+	}
+	hooked, err := s.runCommitHooks(ctx, plan, hooksDir, res.Hooks, o.IO)
+	if err != nil {
+		return err
+	}
+	if hooked != plan.Message {
+		if plan.Message, err = withOwnTrailers(ctx, s, hooked, s.landTrailers(final.ID, res.Forced, skipped)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply moves the base to the planned commit and cleans up (or, with
+// Keep, moves the baseline).
+func (s *Sandbox) apply(ctx context.Context, res *LandResult, plan *land.Plan, final *rescue.Taken, o LandOptions) (*LandResult, error) {
 	commit, err := land.Apply(ctx, s.env.Git(), plan, "git sandbox land "+s.Branch)
 	if err != nil {
 		return nil, err
@@ -287,6 +362,59 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	}
 	res.Cleaned = true
 	return res, nil
+}
+
+// mergedVerifyRounds bounds how often verifyMerged verifies again because
+// the base moved while it verified.
+const mergedVerifyRounds = 3
+
+// verifyMerged runs verify on the plan's merged tree (a verdict recorded
+// for that tree is reused: verdicts are keyed by tree, whoever made it),
+// then plans again; when the base moved meanwhile, the new merged tree is
+// verified too. It returns the plan to apply.
+func (s *Sandbox) verifyMerged(ctx context.Context, plan *land.Plan, prepare func() (*land.Plan, error), o LandOptions) (*record.Verdict, bool, *land.Plan, error) {
+	if s.Verify == "" || o.DryRun {
+		return nil, false, plan, nil
+	}
+	ran := false
+	for range mergedVerifyRounds {
+		v, did, err := s.verifyTree(ctx, plan.Tree.String(), o.IO)
+		ran = ran || did
+		if err != nil {
+			return nil, ran, nil, err
+		}
+		onto := termsafe.String(strings.TrimPrefix(plan.Ref, "refs/heads/"))
+		if !v.OK {
+			return v, ran, nil, usererr.New("verify failed (exit code %d) on the merged tree %s: %s's work on %s as it is now (%s); nothing was landed", v.ExitCode, shortID(plan.Tree.String()), s.Display(), onto, plan.Tip.Short()).
+				Hint("bring the base in with git sandbox update %s, fix the work there (git sandbox exec %s, or a follow-up task), then land again", s.Display(), s.Display()).
+				WithCode(usererr.ExitRefused)
+		}
+		next, err := prepare()
+		if err != nil {
+			return v, ran, nil, err
+		}
+		if next.Empty || next.Tree == plan.Tree {
+			return v, ran, next, nil
+		}
+		plan = next
+	}
+	return nil, ran, nil, usererr.New("the base of %s kept moving while its merged tree was verified; nothing was landed", s.Display()).
+		Hint("land again")
+}
+
+// verifyTree returns the verdict for tree, running verify when none is
+// recorded.
+func (s *Sandbox) verifyTree(ctx context.Context, tree string, io IO) (*record.Verdict, bool, error) {
+	unlock, err := s.lockVerify()
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
+	if v, ok := s.Verdicts[tree]; ok {
+		return &v, false, nil
+	}
+	v, err := s.runVerifyLocked(ctx, &rescue.Taken{Snapshot: rescue.Snapshot{Tree: tree}}, io)
+	return v, err == nil, err
 }
 
 // verifyForLand applies the verify rules: no verify configured, nothing to
@@ -352,7 +480,7 @@ func forcedPast(s *Sandbox, v *record.Verdict, force bool) string {
 // the agent's last commit, else "Land sandbox <branch>", with trailers naming
 // the sandbox, the agent and the baseline (and what --force went past)
 // joined to the message's own trailer block.
-func (s *Sandbox) commitMessage(ctx context.Context, msg, final, agentHead, forced string) (string, error) {
+func (s *Sandbox) commitMessage(ctx context.Context, msg, agentHead string, trailers []land.Trailer) (string, error) {
 	if strings.TrimSpace(msg) == "" {
 		subject := strings.TrimSpace(strings.SplitN(strings.TrimSpace(s.Prompt), "\n", 2)[0])
 		if subject == "" {
@@ -369,6 +497,12 @@ func (s *Sandbox) commitMessage(ctx context.Context, msg, final, agentHead, forc
 			msg += "\n\n" + body
 		}
 	}
+	return land.WithTrailers(ctx, s.env.Git(), msg, trailers)
+}
+
+// landTrailers name the sandbox, the agent, the baseline and the final
+// snapshot, what --force went past, and the hooks --no-verify skipped.
+func (s *Sandbox) landTrailers(final, forced string, skipped []string) []land.Trailer {
 	trailers := []land.Trailer{
 		{Key: "Sandbox", Value: s.Branch},
 		{Key: "Sandbox-Agent", Value: s.Agent},
@@ -378,7 +512,10 @@ func (s *Sandbox) commitMessage(ctx context.Context, msg, final, agentHead, forc
 	if forced != "" {
 		trailers = append(trailers, land.Trailer{Key: "Sandbox-Forced", Value: forced})
 	}
-	return land.WithTrailers(ctx, s.env.Git(), msg, trailers)
+	if len(skipped) > 0 {
+		trailers = append(trailers, hooksTrailer(skipped))
+	}
+	return trailers
 }
 
 // agentSubject is the subject of the agent's newest commit of its own (not
@@ -412,6 +549,44 @@ func (s *Sandbox) markersLeft(ctx context.Context, snapshot string) ([]string, e
 		}
 	}
 	return left, nil
+}
+
+// maxMarkerScan bounds how much of a file ps reads looking for markers.
+const maxMarkerScan = 16 << 20
+
+// ConflictsInWorktree lists the paths the last update left conflicted that
+// still hold conflict markers in the worktree now. The files are the
+// agent's: each is opened beneath the worktree, not through a link, only if
+// it is a regular file, and at most maxMarkerScan bytes of it are read.
+func (s *Sandbox) ConflictsInWorktree() []string {
+	if len(s.UpdateConflicts) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(s.Worktree)
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	var left []string
+	for _, p := range s.UpdateConflicts {
+		// os.Root follows a link that stays beneath it, O_NOFOLLOW or not.
+		if fi, err := root.Lstat(filepath.FromSlash(p)); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		f, err := root.OpenFile(filepath.FromSlash(p), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		fi, err := f.Stat()
+		if err == nil && fi.Mode().IsRegular() {
+			b, err := io.ReadAll(io.LimitReader(f, maxMarkerScan))
+			if err == nil && hasMarkers(b) {
+				left = append(left, p)
+			}
+		}
+		f.Close()
+	}
+	return left
 }
 
 // hasMarkers reports whether content holds a conflict's opening and closing

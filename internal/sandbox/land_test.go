@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -264,5 +265,89 @@ func TestVerifyNow(t *testing.T) {
 		if c.Spec.Labels[container.LabelRole] == container.RoleVerify {
 			t.Errorf("verify container %s left", c.Name)
 		}
+	}
+}
+
+// VerifyMerged judges the merged tree — the base as it is now with the
+// sandbox's change — not the sandbox's own tree, whose passing verdict
+// does not count; a failure there refuses and changes nothing.
+func TestLandVerifyMergedJudgesTheMergedTree(t *testing.T) {
+	for _, code := range []int{0, 1} {
+		t.Run(fmt.Sprintf("verify exits %d", code), func(t *testing.T) {
+			te := newTestEnv(t)
+			te.env.Config.Verify = "make check"
+			sb := te.finished("t1")
+			// The sandbox's own tree passed verify.
+			te.onVerify(0, nil)
+			v, snap, err := sb.VerifyNow(context.Background(), landOpts().IO)
+			if err != nil || !v.OK {
+				t.Fatalf("verify alone: %+v, %v", v, err)
+			}
+			// The base moves on: the merged tree is another tree.
+			te.write("other.txt", "from the user\n")
+			te.git("add", "other.txt")
+			te.git("commit", "-q", "-m", "meanwhile")
+			tip := te.git("rev-parse", "main")
+			runs := te.onVerify(code, nil)
+			o := landOpts()
+			o.VerifyMerged = true
+			sb = te.find("t1")
+			res, err := sb.Land(context.Background(), o)
+			if *runs != 1 {
+				t.Fatalf("verify ran %d times, want once on the merged tree", *runs)
+			}
+			if res == nil || res.Verdict == nil || res.Verdict.Tree == snap.Tree {
+				t.Fatalf("verdict %+v: not the merged tree's", res)
+			}
+			if code != 0 {
+				if usererr.Code(err) != usererr.ExitRefused || !strings.Contains(err.Error(), "on the merged tree") {
+					t.Errorf("land = %v, want refused for the merged tree", err)
+				}
+				if got := te.git("rev-parse", "main"); got != tip {
+					t.Errorf("main moved to %s", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := te.git("rev-parse", res.Commit.String()+"^{tree}"); got != res.Verdict.Tree {
+				t.Errorf("landed tree %s, verified %s", got, res.Verdict.Tree)
+			}
+		})
+	}
+}
+
+// A land elsewhere while the merged tree is verified makes another merged
+// tree: it is verified too before the base moves, and the commit holds
+// exactly the tree verified last.
+func TestLandVerifyMergedVerifiesAgainWhenTheBaseMoves(t *testing.T) {
+	te := newTestEnv(t)
+	te.env.Config.Verify = "make check"
+	sb := te.finished("t1")
+	first := true
+	runs := te.onVerify(0, func() {
+		if first {
+			first = false
+			te.write("other.txt", "landed meanwhile\n")
+			te.git("add", "other.txt")
+			te.git("commit", "-q", "-m", "meanwhile")
+		}
+	})
+	o := landOpts()
+	o.VerifyMerged = true
+	res, err := sb.Land(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *runs != 2 {
+		t.Errorf("verify ran %d times, want twice (the base moved during the first)", *runs)
+	}
+	landed := te.git("rev-parse", res.Commit.String()+"^{tree}")
+	if res.Verdict == nil || res.Verdict.Tree != landed {
+		t.Errorf("landed tree %s, last verified %+v", landed, res.Verdict)
+	}
+	if got := te.git("show", res.Commit.String()+":other.txt"); got != "landed meanwhile" {
+		t.Errorf("the land in between was lost: %q", got)
 	}
 }

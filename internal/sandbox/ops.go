@@ -50,12 +50,23 @@ type Status struct {
 	Denied  int    `json:"denied"`
 	// TooLarge counts the untracked files the newest snapshot left out
 	// for being larger than rescue.max_file_size.
-	TooLarge int    `json:"too_large,omitempty"`
-	Snapshot string `json:"snapshot"`
-	Prompt   string `json:"prompt,omitempty"`
-	Verify   string `json:"verify,omitempty"`
+	TooLarge int `json:"too_large,omitempty"`
+	// Nested are the nested git repositories the newest snapshot met in
+	// the worktree (see rescue.Snapshot.Nested).
+	Nested []string `json:"nested,omitempty"`
+	// SnapshotBytes is what the sandbox's snapshots wrote into the object
+	// store; SnapshotBudgetSpent says budget.snapshots is used up, so
+	// interval snapshots have stopped.
+	SnapshotBytes       int64  `json:"snapshot_bytes,omitempty"`
+	SnapshotBudgetSpent bool   `json:"snapshot_budget_spent,omitempty"`
+	Snapshot            string `json:"snapshot"`
+	Prompt              string `json:"prompt,omitempty"`
+	Verify              string `json:"verify,omitempty"`
 	// Ports are the published ports (on the host's loopback interface).
 	Ports []container.Port `json:"ports,omitempty"`
+	// Conflicts are the paths the last git sandbox update left conflicted
+	// that still hold conflict markers in the worktree.
+	Conflicts []string `json:"conflicts,omitempty"`
 }
 
 // Statuses reports every sandbox of the repository. Records are the source
@@ -87,13 +98,15 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports(),
 		}
 		st.Network = string(sb.Network())
+		st.Conflicts = sb.ConflictsInWorktree()
+		st.SnapshotBytes, _, st.SnapshotBudgetSpent = sb.SnapshotBudget()
 		if sb.Egress != nil {
 			if sum, err := egress.SummarizeFile(sb.NetLog()); err == nil {
 				st.Denied = sum.Denied + sum.Leaks
 			}
 		}
 		if t, ok := tips[sb.Refs().Rescue()]; ok {
-			st.Changes, st.Snapshot, st.TooLarge = t.changes, t.id, t.tooLarge
+			st.Changes, st.Snapshot, st.TooLarge, st.Nested = t.changes, t.id, t.tooLarge, t.nested
 		}
 		c, ok := byName[sb.Container]
 		switch {
@@ -128,6 +141,7 @@ type tip struct {
 	id       string
 	changes  int
 	tooLarge int
+	nested   []string
 }
 
 // rescueTips reads every sandbox's newest snapshot and its change count in
@@ -164,6 +178,24 @@ func (e *Env) rescueTips(ctx context.Context) map[string]tip {
 			t.tooLarge = strings.Count(large, "\x01") + 1
 			out[ref] = t
 		}
+	}
+	lines, err = e.Git().Lines(ctx, "for-each-ref",
+		"--format=%(refname) %(contents:trailers:key=Sandbox-Nested,valueonly,separator=%x01)", rescue.RefPrefix)
+	if err != nil {
+		return out
+	}
+	for _, line := range lines {
+		ref, nested, _ := strings.Cut(line, " ")
+		t, ok := out[ref]
+		if !ok || nested == "" {
+			continue
+		}
+		for _, q := range strings.Split(nested, "\x01") {
+			if p, err := strconv.Unquote(q); err == nil {
+				t.nested = append(t.nested, p)
+			}
+		}
+		out[ref] = t
 	}
 	return out
 }
@@ -225,6 +257,7 @@ func (s *Sandbox) exitSnapshot(ctx context.Context) error {
 	if _, err := s.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonExit); err != nil {
 		return fmt.Errorf("snapshot after the agent exited: %w", err)
 	}
+	s.quarantineNested(context.WithoutCancel(ctx))
 	return nil
 }
 
@@ -264,7 +297,12 @@ func (s *Sandbox) Stop(ctx context.Context, timeout time.Duration) (*rescue.Take
 	if err := s.stopProxy(ctx, d); err != nil {
 		s.env.UI.Warnf("the egress proxy was not removed: %v", err)
 	}
-	return s.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonStop)
+	t, err := s.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonStop)
+	if err != nil {
+		return nil, err
+	}
+	s.quarantineNested(context.WithoutCancel(ctx))
+	return t, nil
 }
 
 // RemoveOptions control rm.
@@ -313,6 +351,14 @@ func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, e
 		if err != nil {
 			return nil, usererr.Wrap(err, "cannot take the final snapshot of %s: %v", s.Display(), err).
 				Hint("nothing was removed; fix the cause or copy the worktree %s by hand", s.Worktree)
+		}
+		if len(last.Nested) > 0 && !o.Force {
+			s.quarantineNested(context.WithoutCancel(ctx))
+			what := "git sandbox rm"
+			if reason == rescue.ReasonLand {
+				what = "git sandbox land"
+			}
+			return nil, nestedRefusal(s, last.Nested, what)
 		}
 		if last.Changes > 0 && !o.Force {
 			return nil, usererr.New("sandbox %s has %d changed files that were not landed", s.Display(), last.Changes).
@@ -527,6 +573,11 @@ func (s *Sandbox) execFresh(ctx context.Context, d Engine, argv []string, io IO)
 			return -1, usererr.New("sandbox %s started while exec was getting ready", s.Display()).
 				Hint("run git sandbox exec %s again", s.Display())
 		}
+		// The command runs where the agent would: with its nested
+		// repositories in place (quarantined again after it).
+		if err := s.env.restoreNested(s); err != nil {
+			return -1, err
+		}
 		id, err := d.Create(ctx, spec)
 		if err != nil {
 			return -1, err
@@ -554,10 +605,12 @@ func (s *Sandbox) execFresh(ctx context.Context, d Engine, argv []string, io IO)
 		return res.Code, nil
 	}()
 	if err != nil {
+		s.quarantineNested(context.WithoutCancel(ctx))
 		return code, err
 	}
 	if _, err := s.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonExec); err != nil {
 		s.env.UI.Warnf("snapshot after the command failed: %v", err)
 	}
+	s.quarantineNested(context.WithoutCancel(ctx))
 	return code, nil
 }

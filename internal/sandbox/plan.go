@@ -14,6 +14,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/devcontainer"
+	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
@@ -45,10 +46,17 @@ type PlanInput struct {
 	AgentHome     string
 	ExtraMounts   []config.Mount
 	Network       container.NetworkMode
-	// NetworkName is the sandbox's internal network (allowlist mode).
+	// NetworkName is the sandbox's internal network (allowlist mode) or
+	// its own open network (open mode).
 	NetworkName string
 	// ProxyEnv points the agent's tools at the egress proxy.
-	ProxyEnv  []string
+	ProxyEnv []string
+	// SecretEnv gives each secret's placeholder in its variable; it wins
+	// over every other source of the same name.
+	SecretEnv []string
+	// TrustDir, when set, is the host directory of the sandbox CA's
+	// certificate and trust bundle (the sandbox has secrets).
+	TrustDir  string
 	Runtime   string
 	Memory    string
 	CPUs      float64
@@ -121,6 +129,13 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 	spec.Env = append(spec.Env, in.ImageEnv...)
 	spec.Env = append(spec.Env, in.AgentEnv...)
 	spec.Env = append(spec.Env, in.UserEnv...)
+	if in.TrustDir != "" {
+		tenv := trustEnv()
+		spec.Env = append(withoutNames(spec.Env, envNames(tenv)), tenv...)
+	}
+	if len(in.SecretEnv) > 0 {
+		spec.Env = append(withoutNames(spec.Env, envNames(in.SecretEnv)), in.SecretEnv...)
+	}
 
 	spec.Labels = map[string]string{
 		container.LabelManaged:  "1",
@@ -159,9 +174,14 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 		{in.PrivateGitDir, in.PrivateGitDir, false, "the agent's own repository (alternates to the host object store)", false, false},
 		{in.HostObjects, in.HostObjects, true, "the host object store, read-only", false, false},
 		{in.HostHooks, in.HostHooks, true, "the user's hooks, read-only, used as the agent repository's hooks path", true, false},
-		{in.AgentHome, container.Home, false, "the agent's home: login and settings persist across sandboxes", false, false},
+		{in.AgentHome, container.Home, false, "the sandbox's own home, new for this sandbox (only the agent's login is copied in)", false, false},
 	}
-	for _, alt := range alternates(in.HostObjects) {
+	if in.TrustDir != "" {
+		mounts = append(mounts,
+			m{in.TrustDir, trustDirIn, true, "the sandbox CA's certificate (never its key) and a bundle of this machine's roots plus it", false, false},
+			m{filepath.Join(in.TrustDir, trustBundleFile), egress.SystemBundlePath, true, "the same bundle over the system's", false, false})
+	}
+	for _, alt := range gitcmd.Alternates(in.HostObjects) {
 		mounts = append(mounts, m{alt, alt, true, "an alternate object store of the host repository, read-only", true, false})
 	}
 	for _, em := range in.ExtraMounts {
@@ -214,27 +234,6 @@ func overlaps(a, b string) bool {
 	return a == b || strings.HasPrefix(a, strings.TrimSuffix(b, "/")+"/") || strings.HasPrefix(b, strings.TrimSuffix(a, "/")+"/")
 }
 
-// alternates lists the object stores the host's store borrows from (a
-// clone made with --reference or --shared), which the agent's git needs too.
-func alternates(objects string) []string {
-	b, err := os.ReadFile(filepath.Join(objects, "info", "alternates"))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if !filepath.IsAbs(line) {
-			line = filepath.Join(objects, line)
-		}
-		out = append(out, filepath.Clean(line))
-	}
-	return out
-}
-
 // Plan is what start will do, printed by --dry-run (as Redacted returns
 // it).
 type Plan struct {
@@ -251,8 +250,11 @@ type Plan struct {
 	Interval      string                `json:"rescue_interval"`
 	Network       container.NetworkMode `json:"network"`
 	// Egress is allowlist mode's policy, networks and proxy.
-	Egress    *EgressPlan     `json:"egress,omitempty"`
-	Container *container.Spec `json:"container"`
+	Egress *EgressPlan `json:"egress,omitempty"`
+	// OpenNetwork is open mode's network of the sandbox's own: a bridge
+	// with a route out and no traffic between its containers.
+	OpenNetwork string          `json:"open_network,omitempty"`
+	Container   *container.Spec `json:"container"`
 	// Devcontainer is the repository's devcontainer.json when the image is
 	// built from it (start builds it, or reuses the image of the same
 	// inputs, before anything is created).
@@ -335,18 +337,23 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		}
 	}
 	if network == container.NetworkOpen {
-		e.UI.Warnf("network is open: the agent can reach any host, this machine's ports and other containers")
+		e.UI.Warnf("network is open: the agent can reach any host and this machine's ports (other sandboxes stay out of reach)")
 		e.UI.Hintf("the default, network = \"allowlist\", lets it reach only the hosts you allow")
 	}
 	if len(o.Allow) > 0 && network != container.NetworkAllowlist {
 		e.UI.Warnf("--allow is ignored: the network is %s, not allowlist", network)
 	}
 	name := container.Name(e.Repo.ID, e.Repo.Name, o.Branch)
+	secrets, shownSecrets, err := e.planSecrets(ctx, o, network == container.NetworkAllowlist)
+	if err != nil {
+		return nil, task, nil, err
+	}
 	var eg *EgressPlan
 	if network == container.NetworkAllowlist {
 		if eg, err = e.planEgress(name, o.Branch, image, firstNonEmpty(o.Runtime, e.Config.Runtime), adapter.Name(), o.Allow); err != nil {
 			return nil, task, nil, err
 		}
+		eg.Secrets, eg.secrets = shownSecrets, secrets
 	}
 	ports, err := publishPorts(o, dc, network)
 	if err != nil {
@@ -377,7 +384,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		PrivateGitDir: l.PrivateGitDir(o.Branch),
 		HostObjects:   e.Repo.ObjectsDir(),
 		HostHooks:     hooksDir,
-		AgentHome:     l.AgentHome(adapter.Name()),
+		AgentHome:     l.Home(o.Branch),
 		ExtraMounts:   e.Config.Mounts,
 		Caches:        cacheTargets(e.Config.Caches),
 		RepoCaches:    e.Config.RepoCaches,
@@ -395,6 +402,15 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 	if eg != nil {
 		in.NetworkName = eg.InternalNetwork
 		in.ProxyEnv = proxyEnv(eg.ProxyURL)
+		if len(secrets) > 0 {
+			in.SecretEnv = secretEnv(secrets)
+			in.TrustDir = l.TrustDir(o.Branch)
+		}
+	}
+	openNet := ""
+	if network == container.NetworkOpen {
+		openNet = openNetworkName(name)
+		in.NetworkName = openNet
 	}
 	spec, err := BuildSpec(in)
 	if err != nil {
@@ -414,6 +430,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		Interval:      e.Config.Rescue.Interval.String(),
 		Network:       network,
 		Egress:        eg,
+		OpenNetwork:   openNet,
 		Container:     spec,
 		Devcontainer:  dc,
 		in:            in,

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/docker/go-units"
+
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
@@ -117,6 +119,22 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 			return nil, err
 		}
 	}
+	if err := e.restartProxy(ctx, d, sb, o.IO); err != nil {
+		return nil, err
+	}
+	if argv != nil && sb.setupPerContainer() {
+		// The new container's first start runs setup alone, without the
+		// login in the home.
+		if err := sb.clearLogin(); err != nil {
+			return nil, err
+		}
+		if err := e.runSetup(ctx, d, sb, o.IO, false); err != nil {
+			return nil, err
+		}
+	}
+	if err := sb.loadLogin(); err != nil {
+		return nil, err
+	}
 	if sb.Stopped {
 		if err := sb.Update(func(r *record.Record) error { r.Stopped = false; return nil }); err != nil {
 			return nil, err
@@ -129,9 +147,6 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 		e.UI.Infof("continuing %s interactively", sb.Display())
 	default:
 		e.UI.Infof("resuming %s", sb.Display())
-	}
-	if err := e.restartProxy(ctx, d, sb); err != nil {
-		return nil, err
 	}
 	code, err := e.run(ctx, d, sb, o.Detach, o.IO)
 	return &StartResult{Sandbox: sb, Resumed: true, ExitCode: code}, err
@@ -174,14 +189,22 @@ func (sb *Sandbox) agentArgv() []string {
 	return argv
 }
 
+// setupPerContainer reports whether each new container of the sandbox runs
+// setup first: it has a setup and no warm image holding its result.
+func (sb *Sandbox) setupPerContainer() bool { return sb.Setup != "" && sb.WarmImage == "" }
+
 // withSetup puts a sandbox's setup in front of the agent's argv in a new
 // container: setup runs once more there (what it installed outside
-// /workspace is not in a new container), then the agent.
+// /workspace is not in a new container) in a first start of its own
+// (resume runs it, with the login out of the home), then the agent.
+//
+// A sandbox whose container runs its warm image needs none of this: setup's
+// result (and its marker) is in the image.
 func (sb *Sandbox) withSetup(argv []string) []string {
-	if sb.Setup == "" {
+	if !sb.setupPerContainer() {
 		return argv
 	}
-	return append([]string{"/bin/sh", "-c", setupThenRun, "git-sandbox-setup"}, argv...)
+	return append([]string{"/bin/sh", "-c", setupScript, "git-sandbox-setup"}, argv...)
 }
 
 // recreate replaces the sandbox's (stopped) container by a new one from
@@ -311,6 +334,11 @@ func (e *Env) run(ctx context.Context, d Engine, sb *Sandbox, detach bool, io IO
 	if _, err := sb.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonExit); err != nil {
 		e.UI.Warnf("final snapshot failed: %v", err)
 	}
+	if err := sb.saveLogin(); err != nil {
+		e.UI.Warnf("%v", err)
+	}
+	HintCLIDenials(e.UI, sb.CLIDenials())
+	sb.quarantineNested(context.WithoutCancel(ctx))
 	return res.Code, nil
 }
 
@@ -323,7 +351,15 @@ func (e *Env) startLocked(ctx context.Context, d Engine, sb *Sandbox) error {
 		return err
 	}
 	defer unlock()
-	return d.Start(ctx, sb.Container)
+	if err := e.restoreNested(sb); err != nil {
+		return err
+	}
+	if err := d.Start(ctx, sb.Container); err != nil {
+		// Not running after all: out of the way again.
+		sb.quarantineLocked(context.WithoutCancel(ctx))
+		return err
+	}
+	return nil
 }
 
 // forwardSignals passes Ctrl-C and termination to the agent while no
@@ -405,6 +441,9 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	st, err := sb.ContainerState(ctx)
 	if err != nil || st == nil {
 		_, serr := snap.Take(ctx, rescue.ReasonExit)
+		if err == nil {
+			sb.quarantineNested(ctx)
+		}
 		return errors.Join(err, serr)
 	}
 	if !st.Running {
@@ -416,10 +455,17 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	waitC := d.WaitExit(ctx, sb.Container, container.WaitNotRunning)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	budgetSaid := false
 	for {
 		select {
 		case <-tick.C:
-			if t, err := snap.Take(ctx, rescue.ReasonInterval); err != nil {
+			var spent *rescue.BudgetSpent
+			if t, err := snap.Take(ctx, rescue.ReasonInterval); errors.As(err, &spent) {
+				if !budgetSaid {
+					budgetSaid = true
+					e.UI.Warnf("%s interval snapshots stop: this sandbox's snapshots wrote %s, budget.snapshots is %s; the exit snapshot is still taken", time.Now().Format(time.RFC3339), units.BytesSize(float64(spent.Used)), units.BytesSize(float64(spent.Budget)))
+				}
+			} else if err != nil {
 				e.UI.Warnf("%s snapshot failed: %v", time.Now().Format(time.RFC3339), err)
 			} else if t.New {
 				e.UI.Infof("%s snapshot %s (%d changes)", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes)
@@ -437,6 +483,9 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 // already recorded for it is kept).
 func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int) error {
 	ctx = context.WithoutCancel(ctx)
+	if err := sb.saveLogin(); err != nil {
+		e.UI.Warnf("%v", err)
+	}
 	snap := sb.Snapshotter()
 	t, err := snap.Take(ctx, rescue.ReasonExit)
 	if err == nil && !t.New && t.Reason != rescue.ReasonExit {
@@ -447,6 +496,7 @@ func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int) error {
 	if err != nil {
 		return fmt.Errorf("final snapshot: %w", err)
 	}
+	sb.quarantineNested(ctx)
 	e.UI.Infof("%s agent exited with code %d; snapshot %s", time.Now().Format(time.RFC3339), code, shortID(t.ID))
 	if sb.Verify == "" {
 		return nil

@@ -145,7 +145,10 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit, containerName
 		Lock:         l.Lock(branch),
 		ExcludesFile: e.excludesFile(),
 		AgentGitDir:  privateGit,
+		Quarantine:   l.Quarantine(branch),
 		MaxFileSize:  e.maxFileSize(),
+		Budget:       e.snapshotBudget(),
+		Usage:        l.SnapshotUsage(branch),
 		Start:        start,
 		Baseline:     baseline,
 		Freeze:       e.freezer(containerName),
@@ -264,6 +267,25 @@ func shortID(id string) string {
 }
 
 // maxFileSize is rescue.max_file_size in bytes (0: no limit).
+// snapshotBudget is budget.snapshots in bytes (0: no bound).
+func (e *Env) snapshotBudget() int64 {
+	if e.Config == nil {
+		return 0
+	}
+	n, err := config.MemoryBytes(e.Config.Budget.Snapshots)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// SnapshotBudget reports the bytes the sandbox's snapshots wrote and the
+// budget (0: none); spent says interval snapshots have stopped.
+func (s *Sandbox) SnapshotBudget() (used, budget int64, spent bool) {
+	used, budget = rescue.ReadUsage(s.env.Layout.SnapshotUsage(s.Branch)), s.env.snapshotBudget()
+	return used, budget, budget > 0 && used >= budget
+}
+
 func (e *Env) maxFileSize() int64 {
 	if e.Config == nil {
 		return 0

@@ -292,6 +292,7 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		rec.Egress = &record.Egress{
 			Allow: eg.Allow, Remove: eg.Remove,
 			InternalNetwork: eg.InternalNetwork, EgressNetwork: eg.EgressNetwork, Proxy: eg.Proxy.Name,
+			Secrets: recordSecrets(eg.secrets),
 		}
 	}
 	if p.Base != "" {
@@ -325,8 +326,14 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 	if err := os.WriteFile(l.Gitfile(p.Branch), agentrepo.Gitfile(p.PrivateGitDir), 0o444); err != nil {
 		return nil, fmt.Errorf("write gitfile: %w", err)
 	}
-	if err := os.MkdirAll(l.AgentHome(adapter.Name()), 0o700); err != nil {
-		return nil, fmt.Errorf("create agent home: %w", err)
+	if err := os.MkdirAll(l.Home(p.Branch), 0o700); err != nil {
+		return nil, fmt.Errorf("create the sandbox's home: %w", err)
+	}
+	if len(adapter.LoginPaths()) > 0 {
+		rec.LoginStore = e.loginStore(adapter.Name())
+		if err := e.newLoginStore(adapter, rec.LoginStore); err != nil {
+			return nil, err
+		}
 	}
 	// Re-plan now that every path exists, so what is mounted is what was
 	// resolved a moment ago, with the baseline stamped.
@@ -345,11 +352,21 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		spec.Mounts[i].Source = src
 	}
 	if p.Egress != nil {
+		if len(p.Egress.secrets) > 0 {
+			if err := writeTrust(p.Egress.configDir, l.TrustDir(p.Branch), p.Egress.secrets); err != nil {
+				return nil, err
+			}
+		}
 		if err := e.createEgress(ctx, d, p.Branch, p.Egress, &u); err != nil {
 			return nil, err
 		}
 	}
-	if err := e.ensureCaches(ctx, d, &spec, l.AgentHome(adapter.Name())); err != nil {
+	if p.OpenNetwork != "" {
+		if err := e.createOpenNetwork(ctx, d, p.Branch, p.OpenNetwork, &u); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.ensureCaches(ctx, d, &spec, l.Home(p.Branch)); err != nil {
 		return nil, err
 	}
 	sb = &Sandbox{Record: rec, env: e}
@@ -369,7 +386,9 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		if err := e.setupWarm(ctx, d, &spec, warm, sb, o.IO); err != nil {
 			return nil, err
 		}
-		rec = sb.Record // the baseline may have moved to setup's snapshot
+		// The baseline may have moved to setup's snapshot; the rest of the
+		// record is this function's (sb.Update read it from disk).
+		rec.Baseline, sb.Record = sb.Record.Baseline, rec
 		withoutSetup(&spec, warm.tag)
 	}
 	id, err := d.Create(ctx, &spec)
@@ -389,13 +408,17 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 	}
 	switch {
 	case p.Setup != "" && warm == nil:
-		if err := e.runSetup(ctx, d, sb, o.IO); err != nil {
+		if err := e.runSetup(ctx, d, sb, o.IO, true); err != nil {
 			return nil, err
 		}
 	case warm != nil && warm.found && warm.replay[1] != "":
 		if err := e.replaySetup(ctx, sb, warm); err != nil {
 			return nil, err
 		}
+	}
+	// The login comes in after setup: the repository's setup never sees it.
+	if err := sb.loadLogin(); err != nil {
+		return nil, err
 	}
 	return sb, nil
 }

@@ -578,8 +578,8 @@ func TestStartMountsCaches(t *testing.T) {
 	if err != nil || len(vols) != 1 || vols[0].Name != vol.Source || vols[0].Labels[container.LabelCacheTarget] != vol.Target {
 		t.Fatalf("volumes %+v %v", vols, err)
 	}
-	// The mount point exists in the agent's home, made by the user.
-	if fi, err := os.Stat(filepath.Join(te.env.Layout.AgentHome("shell"), "go", "pkg", "mod")); err != nil || !fi.IsDir() {
+	// The mount point exists in the sandbox's home, made by the user.
+	if fi, err := os.Stat(filepath.Join(te.env.Layout.Home(c.Spec.Labels[container.LabelBranch]), "go", "pkg", "mod")); err != nil || !fi.IsDir() {
 		t.Errorf("mount point in the agent home: %v", err)
 	}
 	probes := 0

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
@@ -301,8 +302,9 @@ func (s *Sandbox) updateAgentRepo(ctx context.Context, head, tip gitcmd.Hash) (g
 		msg := fmt.Sprintf("Merge branch '%s' into %s\n", oneLine(s.Base), oneLine(s.Branch))
 		return head, true, agentrepo.WriteFile(gitDir, "MERGE_MSG", []byte(msg))
 	}
-	// The agent's index follows its new HEAD (what it had staged stays in
-	// its files, unstaged).
+	// The agent's index follows its new HEAD, keeping what it had staged
+	// where the base did not change the path (there, the staged content
+	// stays in its files, unstaged, and update says so).
 	tmp, err := os.MkdirTemp(s.env.Layout.Dir(s.Branch), "update-")
 	if err != nil {
 		return head, false, err
@@ -312,6 +314,12 @@ func (s *Sandbox) updateAgentRepo(ctx context.Context, head, tip gitcmd.Hash) (g
 	ix := &gitcmd.Runner{GitDir: g.GitDir, IndexFile: index}
 	if err := ix.ReadTree(ctx, gitcmd.ReadTreeRequest{Tree: newHead.String()}); err != nil {
 		return head, false, err
+	}
+	if err := s.keepStaged(ctx, ix, head, newHead); err != nil {
+		s.env.UI.Warnf("what the agent had staged is now unstaged (its files keep it): %v", err)
+		if err := ix.ReadTree(ctx, gitcmd.ReadTreeRequest{Tree: newHead.String()}); err != nil {
+			return head, false, err
+		}
 	}
 	b, err := os.ReadFile(index)
 	if err != nil {
@@ -330,6 +338,81 @@ func (s *Sandbox) updateAgentRepo(ctx context.Context, head, tip gitcmd.Hash) (g
 		return newHead, false, err
 	}
 	return newHead, false, nil
+}
+
+// keepStaged writes into ix (an index holding newHead's tree) what the
+// agent had staged against its old HEAD: each path whose entry in the
+// agent's index differs from old HEAD's (a change, an addition or a
+// removal) keeps the staged entry, unless newHead changed the path too; those
+// are left as newHead has them and named in a warning. The agent's index
+// is read in Go (agentrepo.Index), never by a git process; its entries are
+// written with update-index --index-info, which needs no objects (the
+// staged blobs live in the agent's repository).
+func (s *Sandbox) keepStaged(ctx context.Context, ix *gitcmd.Runner, head, newHead gitcmd.Hash) error {
+	if head == newHead {
+		return nil
+	}
+	entries, err := agentrepo.Index(s.PrivateGitDir)
+	if err != nil || entries == nil {
+		return err
+	}
+	g := s.env.Git()
+	tree := func(commit gitcmd.Hash) (map[string]string, error) {
+		out, err := g.Run(ctx, nil, "ls-tree", "-r", "-z", "--full-tree", commit.String())
+		if err != nil {
+			return nil, err
+		}
+		m := map[string]string{}
+		for _, rec := range strings.Split(string(out), "\x00") {
+			meta, p, ok := strings.Cut(rec, "\t")
+			if f := strings.Fields(meta); ok && len(f) == 3 {
+				m[p] = f[0] + " " + f[2]
+			}
+		}
+		return m, nil
+	}
+	old, err := tree(head)
+	if err != nil {
+		return err
+	}
+	cur, err := tree(newHead)
+	if err != nil {
+		return err
+	}
+	var info bytes.Buffer
+	var lost []string
+	stage := func(p, entry string) {
+		if entry == cur[p] || cur[p] == "" && strings.HasPrefix(entry, "0 ") {
+			return // the new HEAD has it so already
+		}
+		if cur[p] != old[p] {
+			lost = append(lost, p)
+			return
+		}
+		fmt.Fprintf(&info, "%s\t%s\x00", entry, p)
+	}
+	inIndex := map[string]bool{}
+	for _, e := range entries {
+		inIndex[e.Path] = true
+		if entry := e.Mode + " " + e.ID; entry != old[e.Path] {
+			stage(e.Path, entry)
+		}
+	}
+	for p := range old {
+		if !inIndex[p] {
+			stage(p, "0 "+strings.Repeat("0", len(newHead)))
+		}
+	}
+	if info.Len() > 0 {
+		if _, err := ix.Run(ctx, &info, "update-index", "-z", "--index-info"); err != nil {
+			return err
+		}
+	}
+	if len(lost) > 0 {
+		slices.Sort(lost)
+		s.env.UI.Warnf("the agent had staged changes to %s, which the base changed too: they are unstaged now (its files keep what it wrote)", strings.Join(quoteAll(lost), ", "))
+	}
+	return nil
 }
 
 // oneLine keeps the first line of a label or message part.

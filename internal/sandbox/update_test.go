@@ -221,3 +221,32 @@ func TestLandUpdateAndTheAgentsSubject(t *testing.T) {
 		t.Errorf("land subject = %q, want the agent's commit subject", got)
 	}
 }
+
+// What the agent staged stays staged (additions, changes, removals), except
+// on paths the base changed too.
+func TestUpdateKeepsWhatTheAgentStaged(t *testing.T) {
+	te := newTestEnv(t)
+	sb := te.start("t1")
+	te.writeIn(sb.Worktree, "staged.txt", "new\n")
+	te.writeIn(sb.Worktree, "lib.txt", "ONE\ntwo\nthree\n")
+	te.privateGit(sb, "add", "staged.txt", "lib.txt")
+	te.privateGit(sb, "rm", "-q", "README")
+	te.fake.Exit(sb.Container, 0)
+	te.write("lib.txt", "one\ntwo\nTHREE\n")
+	te.write("base.txt", "base\n")
+	te.git("add", "-A")
+	te.git("commit", "-qm", "base moves")
+	sb = te.find("t1")
+	if _, err := sb.UpdateBase(context.Background(), UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := te.privateGit(sb, "diff", "--cached", "--name-status"); got != "D\tREADME\nA\tstaged.txt" {
+		t.Errorf("staged after update:\n%s\nwant README removed and staged.txt added", got)
+	}
+	if got := te.privateGit(sb, "diff", "--name-only"); got != "lib.txt" {
+		t.Errorf("unstaged after update: %q, want lib.txt (the base changed it too)", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(sb.Worktree, "lib.txt")); string(b) != "ONE\ntwo\nTHREE\n" {
+		t.Errorf("lib.txt = %q", b)
+	}
+}

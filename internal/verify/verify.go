@@ -62,6 +62,18 @@ type Options struct {
 	MaxBytes int64
 	Stdout   io.Writer
 	Stderr   io.Writer
+
+	// Argv, when set, runs instead of /bin/sh -c Command.
+	Argv []string
+	// Mounts are more host paths for the run; each is mounted read-only.
+	Mounts []container.Mount
+	// Prepare, when set, runs after the tree is written into files (the
+	// directory mounted at /workspace) and before the container starts.
+	Prepare func(files string) error
+	// Collect, when set, runs after the command ended with the exit code
+	// and before the files are removed. The files were the container's:
+	// read them as anything the agent could have written.
+	Collect func(files string, code int) error
 }
 
 // Run verifies the tree and returns the command's exit code.
@@ -80,11 +92,22 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 	if err := Export(ctx, o.CommonDir, o.Tree, files, o.WorkDir, o.MaxBytes); err != nil {
 		return -1, err
 	}
+	if o.Prepare != nil {
+		if err := o.Prepare(files); err != nil {
+			return -1, err
+		}
+	}
+	argv := o.Argv
+	env := []string{"HOME=" + container.Home, "GIT_SANDBOX=1"}
+	if argv == nil {
+		argv = []string{"/bin/sh", "-c", o.Command}
+		env = append(env, "GIT_SANDBOX_VERIFY=1")
+	}
 	spec := &container.Spec{
 		Name:        o.Name,
 		Image:       o.Image,
-		Argv:        []string{"/bin/sh", "-c", o.Command},
-		Env:         append([]string{"HOME=" + container.Home, "GIT_SANDBOX=1", "GIT_SANDBOX_VERIFY=1"}, o.Env...),
+		Argv:        argv,
+		Env:         append(env, o.Env...),
 		User:        fmt.Sprintf("%d:%d", o.UID, o.GID),
 		WorkDir:     container.Workspace,
 		Labels:      o.Labels,
@@ -96,6 +119,10 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 			{Source: files, Target: container.Workspace, Why: "the verified tree, written for this run only"},
 			{Source: home, Target: container.Home, Why: "a home for this run only"},
 		},
+	}
+	for _, m := range o.Mounts {
+		m.ReadOnly = true
+		spec.Mounts = append(spec.Mounts, m)
 	}
 	spec.Harden()
 	for i, m := range spec.Mounts {
@@ -140,6 +167,11 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 		if res.Err != nil {
 			return -1, fmt.Errorf("verify: %w", res.Err)
 		}
+		if o.Collect != nil {
+			if err := o.Collect(files, res.Code); err != nil {
+				return res.Code, err
+			}
+		}
 		return res.Code, nil
 	case <-ctx.Done():
 		return -1, ctx.Err()
@@ -156,19 +188,11 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 // or highly compressible file costs nothing to measure), and a tree over
 // maxBytes (0: no bound) is refused before anything is written.
 func Export(ctx context.Context, commonDir, tree, dir, scratchParent string, maxBytes int64) error {
-	scratch, err := os.MkdirTemp(scratchParent, "scratch-")
+	scratch, err := scratchGitDir(scratchParent)
 	if err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	defer os.RemoveAll(scratch)
-	for _, d := range []string{"objects", "refs", "empty"} {
-		if err := os.MkdirAll(filepath.Join(scratch, d), 0o700); err != nil {
-			return fmt.Errorf("export: %w", err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(scratch, "HEAD"), []byte("ref: refs/heads/none\n"), 0o600); err != nil {
-		return fmt.Errorf("export: %w", err)
-	}
 	g := &gitcmd.Runner{
 		GitDir:    scratch,
 		WorkTree:  filepath.Join(scratch, "empty"),
@@ -197,6 +221,26 @@ func Export(ctx context.Context, commonDir, tree, dir, scratchParent string, max
 		return fmt.Errorf("export: git archive: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return exErr
+}
+
+// scratchGitDir makes an empty git directory of this process's own under
+// parent, with an empty work tree beside its files ("empty").
+func scratchGitDir(parent string) (string, error) {
+	scratch, err := os.MkdirTemp(parent, "scratch-")
+	if err != nil {
+		return "", err
+	}
+	for _, d := range []string{"objects", "refs", "empty"} {
+		if err := os.MkdirAll(filepath.Join(scratch, d), 0o700); err != nil {
+			os.RemoveAll(scratch)
+			return "", err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(scratch, "HEAD"), []byte("ref: refs/heads/none\n"), 0o600); err != nil {
+		os.RemoveAll(scratch)
+		return "", err
+	}
+	return scratch, nil
 }
 
 func extract(r io.Reader, dir string) error {
