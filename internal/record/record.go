@@ -49,9 +49,9 @@ type Record struct {
 	Agent     string `json:"agent"`
 	Prompt    string `json:"prompt,omitempty"`
 	// Tasks are the follow-up tasks given after the first, in order.
-	Tasks   []string `json:"tasks,omitempty"`
-	Verify  string   `json:"verify,omitempty"`
-	Setup   string   `json:"setup,omitempty"`
+	Tasks  []string `json:"tasks,omitempty"`
+	Verify string   `json:"verify,omitempty"`
+	Setup  string   `json:"setup,omitempty"`
 	// WarmImage is the image holding setup's result that the sandbox's
 	// container runs (made by its start, or an earlier one's).
 	WarmImage string `json:"warm_image,omitempty"`
