@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -51,10 +50,11 @@ verify = "cat /var/tmp/tool"
 `)
 	e.Git("add", ".")
 	e.Git("commit", "-qm", "setup with inputs")
-	// A login file in the agent's home: the image must not hold it.
-	home := filepath.Join(e.State, "agents", "shell")
-	must(t, os.MkdirAll(home, 0o700))
-	must(t, os.WriteFile(filepath.Join(home, ".login-secret"), []byte("login-s3cret\n"), 0o600))
+	// Setup leaves a marker in the sandbox's home (a mount: never in the
+	// image).
+	runs := func(branch string) string {
+		return readFile(filepath.Join(filepath.Dir(e.Worktree(branch)), "home", "setup-runs"))
+	}
 
 	agent := "cat /var/tmp/tool generated.txt; echo agent > agent.txt"
 	began := time.Now()
@@ -103,8 +103,11 @@ verify = "cat /var/tmp/tool"
 	if got := warmTag(t, r.Stderr, "setup skipped: image "); got != tag {
 		t.Errorf("warm start used %s, want %s", got, tag)
 	}
-	if runs := readFile(filepath.Join(home, "setup-runs")); runs != "run\n" {
-		t.Errorf("setup's marker written again: %q", runs)
+	if got := runs("w1"); got != "run\n" {
+		t.Errorf("setup's marker in the first sandbox: %q", got)
+	}
+	if got := runs("w2"); got != "<absent>" {
+		t.Errorf("setup's marker written again: %q", got)
 	}
 	if names := e.MustSandbox("diff", "w2", "--name-only").Stdout; strings.TrimSpace(names) != "agent.txt" {
 		t.Errorf("the warm start's diff (setup's file is the baseline's): %q", names)
@@ -129,8 +132,8 @@ verify = "cat /var/tmp/tool"
 	if tag3 := warmTag(t, r.Stderr, "kept "); tag3 == tag {
 		t.Errorf("a changed go.sum kept the same image %s", tag3)
 	}
-	if runs := readFile(filepath.Join(home, "setup-runs")); runs != "run\nrun\n" {
-		t.Errorf("setup runs: %q", runs)
+	if got := runs("w3"); got != "run\n" {
+		t.Errorf("setup's marker after a changed input: %q", got)
 	}
 	if n := len(warmImages(t, e.RepoID())); n != 2 {
 		t.Fatalf("%d warm images, want 2", n)
