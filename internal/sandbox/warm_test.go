@@ -227,3 +227,28 @@ func TestWarmStartFailuresLeaveNothing(t *testing.T) {
 		}
 	})
 }
+
+// The setup inputs are read from a commit of the user's store: a file's
+// blob, a directory's tree, nothing for a path the commit lacks — and
+// never from the worktree.
+func TestReadSetupInputs(t *testing.T) {
+	te := newTestEnv(t)
+	te.write("go.sum", "a v1\n")
+	te.write("web/package-lock.json", "{}\n")
+	te.git("add", "-A")
+	te.git("commit", "-qm", "inputs")
+	head := te.git("rev-parse", "HEAD")
+	te.write("go.sum", "changed in the checkout, not committed\n")
+	got, err := te.env.readSetupInputs(context.Background(), head, []string{"go.sum", "web", "missing.lock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []WarmInput{
+		{Path: "go.sum", Mode: "100644", Object: te.git("rev-parse", "HEAD:go.sum")},
+		{Path: "web", Mode: "040000", Object: te.git("rev-parse", "HEAD:web")},
+		{Path: "missing.lock"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("inputs = %+v, want %+v", got, want)
+	}
+}
