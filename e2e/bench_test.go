@@ -293,6 +293,66 @@ func BenchmarkPs(b *testing.B) {
 	report(b, "ps, 5 sandboxes", median(ours), median(raw), 1.5)
 }
 
+// forecastFleet makes 20 finished sandboxes that all edit one shared file
+// (each its own line, so every pair must really be merged) and a file of
+// their own.
+func forecastFleet(b *testing.B) *Env {
+	e := NewEnv(b)
+	var lines strings.Builder
+	for i := 0; i < 200; i++ {
+		fmt.Fprintf(&lines, "line %d\n", i)
+	}
+	e.WriteFile("shared.txt", lines.String())
+	e.Git("add", "shared.txt")
+	e.Git("commit", "-q", "-m", "shared")
+	for i := 0; i < 20; i++ {
+		n := strconv.Itoa(i)
+		// No network: 20 allowlist sandboxes would hold 40 networks.
+		e.MustSandbox("start", "fc-"+n, "--network", "none", "--agent", "shell", "--", "sh", "-c",
+			fmt.Sprintf("sed -i 's/^line %d$/line %d by fc-%s/' shared.txt; echo %s > own-%s.txt", i*10, i*10, n, n, n))
+	}
+	return e
+}
+
+// BenchmarkPsForecast: ps of 20 sandboxes with the conflict forecast
+// answered from a warm cache, against docker ps; and the first forecast
+// (cache removed) against the 190 pairwise `git merge-tree` runs a person
+// would type.
+func BenchmarkPsForecast(b *testing.B) {
+	e := forecastFleet(b)
+	cache := filepath.Join(e.State, e.RepoID(), ".forecast.json")
+	e.MustSandbox("ps") // warms the cache
+	var ours, raw []time.Duration
+	for round := 0; round < benchRounds; round++ {
+		ours = append(ours, timeIt(b, func() { e.MustSandbox("ps") }))
+		raw = append(raw, timeIt(b, func() {
+			runOK(b, "", nil, "docker", "ps", "-a", "--filter", "label=git-sandbox.repo="+e.RepoID())
+		}))
+	}
+	report(b, "ps, 20 sandboxes, warm forecast", median(ours), median(raw), 2)
+
+	var refs []string
+	for i := 0; i < 20; i++ {
+		refs = append(refs, "refs/sandbox/fc-"+strconv.Itoa(i)+"/rescue")
+	}
+	ours, raw = nil, nil
+	for round := 0; round < 3; round++ {
+		must(b, os.Remove(cache))
+		ours = append(ours, timeIt(b, func() { e.MustSandbox("conflicts") }))
+		raw = append(raw, timeIt(b, func() {
+			for i := range refs {
+				for j := i + 1; j < len(refs); j++ {
+					cmd := exec.Command("git", "merge-tree", "--write-tree", refs[i], refs[j])
+					cmd.Dir = e.Repo
+					cmd.Env = e.vars
+					_ = cmd.Run() // exit 1 is a conflict, still a merge
+				}
+			}
+		}))
+	}
+	report(b, "first forecast, 20 sandboxes", median(ours), median(raw), 1.2)
+}
+
 // BenchmarkWarmStart: a second `git sandbox start -d` of a repository whose
 // setup takes 20 s (a sleep plus 12 MB of writes outside /workspace), which
 // starts from the warm image the first start kept, against a plain start

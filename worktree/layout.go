@@ -44,6 +44,10 @@ func (l Layout) RepoDir() string { return filepath.Join(l.Root, l.RepoID) }
 // component that starts with a dot).
 func (l Layout) Trash() string { return filepath.Join(l.RepoDir(), ".trash") }
 
+// ForecastCache keeps the conflict forecast's merge results (a file, so
+// listing the sandboxes never mistakes it for one).
+func (l Layout) ForecastCache() string { return filepath.Join(l.RepoDir(), ".forecast.json") }
+
 // FleetDir holds the repository's fleets and its landing queue (a dot
 // name, like Trash, so no sandbox's directory can be it).
 func (l Layout) FleetDir() string { return filepath.Join(l.RepoDir(), ".fleet") }

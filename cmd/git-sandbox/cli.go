@@ -45,28 +45,30 @@ const exitStatusHelp = `EXIT STATUS
 type CLI struct {
 	Dir string `short:"C" placeholder:"PATH" help:"Run as if git sandbox was started in PATH."`
 
-	Start  StartCmd  `cmd:"" help:"Create a sandbox and run an agent in it (or resume one)."`
-	Ps     PsCmd     `cmd:"" help:"List this repository's sandboxes."`
-	Wait   WaitCmd   `cmd:"" help:"Wait for a sandbox's agent to exit; exit with its code."`
-	Ports  PortsCmd  `cmd:"" help:"Show the ports a sandbox publishes on 127.0.0.1."`
-	Logs   LogsCmd   `cmd:"" help:"Show a sandbox's output."`
-	Net    NetCmd    `cmd:"" help:"Show what a sandbox's agent reached and was denied on the network."`
-	Attach AttachCmd `cmd:"" help:"Connect your terminal to a running sandbox."`
-	Exec   ExecCmd   `cmd:"" help:"Run a command in a running sandbox."`
-	Stop   StopCmd   `cmd:"" help:"Stop a sandbox's agent (its work is kept)."`
-	Rm     RmCmd     `cmd:"" help:"Remove a sandbox (its snapshots are kept)."`
-	Diff   DiffCmd   `cmd:"" help:"Show exactly what land would apply, with review flags."`
-	Land   LandCmd   `cmd:"" help:"Land the sandbox's work as one commit on its base branch."`
-	Update UpdateCmd `cmd:"" help:"Bring the base branch's new commits into a sandbox (3-way merge)."`
-	Fleet  FleetCmd  `cmd:"" help:"Many sandboxes from one tasks file: start, ps, wait, stop, resume, rm, land."`
-	Sync   SyncCmd   `cmd:"" help:"Bring the agent's commits back onto the sandbox branch."`
-	Verify VerifyCmd `cmd:"" help:"Run the verify command on the sandbox's work now."`
-	Rescue RescueCmd `cmd:"" help:"Snapshots: list, show, restore, snapshot, prune."`
-	Hooks  HooksCmd  `cmd:"" help:"Install, remove or inspect the pre-push hook."`
-	Hook   HookCmd   `cmd:"" help:"Run by the installed hooks."`
-	Image  ImageCmd  `cmd:"" help:"Build the sandbox image."`
-	Config ConfigCmd `cmd:"" help:"Show the effective configuration."`
-	Doctor DoctorCmd `cmd:"" help:"Check git, Docker, the image and the configuration."`
+	Start     StartCmd     `cmd:"" help:"Create a sandbox and run an agent in it (or resume one)."`
+	Ps        PsCmd        `cmd:"" help:"List this repository's sandboxes."`
+	Dash      DashCmd      `cmd:"" help:"A live, interactive view of this repository's sandboxes."`
+	Conflicts ConflictsCmd `cmd:"" help:"Forecast which sandboxes conflict with their base or each other."`
+	Wait      WaitCmd      `cmd:"" help:"Wait for a sandbox's agent to exit; exit with its code."`
+	Ports     PortsCmd     `cmd:"" help:"Show the ports a sandbox publishes on 127.0.0.1."`
+	Logs      LogsCmd      `cmd:"" help:"Show a sandbox's output."`
+	Net       NetCmd       `cmd:"" help:"Show what a sandbox's agent reached and was denied on the network."`
+	Attach    AttachCmd    `cmd:"" help:"Connect your terminal to a running sandbox."`
+	Exec      ExecCmd      `cmd:"" help:"Run a command in a running sandbox."`
+	Stop      StopCmd      `cmd:"" help:"Stop a sandbox's agent (its work is kept)."`
+	Rm        RmCmd        `cmd:"" help:"Remove a sandbox (its snapshots are kept)."`
+	Diff      DiffCmd      `cmd:"" help:"Show exactly what land would apply, with review flags."`
+	Land      LandCmd      `cmd:"" help:"Land the sandbox's work as one commit on its base branch."`
+	Update    UpdateCmd    `cmd:"" help:"Bring the base branch's new commits into a sandbox (3-way merge)."`
+	Fleet     FleetCmd     `cmd:"" help:"Many sandboxes from one tasks file: start, ps, wait, stop, resume, rm, land."`
+	Sync      SyncCmd      `cmd:"" help:"Bring the agent's commits back onto the sandbox branch."`
+	Verify    VerifyCmd    `cmd:"" help:"Run the verify command on the sandbox's work now."`
+	Rescue    RescueCmd    `cmd:"" help:"Snapshots: list, show, restore, snapshot, prune."`
+	Hooks     HooksCmd     `cmd:"" help:"Install, remove or inspect the pre-push hook."`
+	Hook      HookCmd      `cmd:"" help:"Run by the installed hooks."`
+	Image     ImageCmd     `cmd:"" help:"Build the sandbox image."`
+	Config    ConfigCmd    `cmd:"" help:"Show the effective configuration."`
+	Doctor    DoctorCmd    `cmd:"" help:"Check git, Docker, the image and the configuration."`
 
 	Version VersionCmd `cmd:"" help:"Print the version."`
 

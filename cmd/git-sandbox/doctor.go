@@ -11,6 +11,8 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/notify"
+	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -58,6 +60,10 @@ func (c *DoctorCmd) Run(app *App) error {
 	check(err == nil, "user config", orNone(cfgFile(cfg), config.UserPath()), errText(err))
 	if cfg == nil {
 		cfg = &config.Loaded{Config: config.Defaults()}
+	}
+	if cfg.Notify == notify.Desktop {
+		_, err := proc.LookPath("notify-send")
+		check(err == nil, "notify", "desktop notifications through notify-send", "install notify-send (libnotify), or set notify to a command of your own")
 	}
 
 	env, err := app.Env()

@@ -1,32 +1,50 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/docker/go-units"
 
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
 // PsCmd is git sandbox ps.
 type PsCmd struct {
-	JSON bool `help:"Print a JSON array."`
+	JSON  bool `help:"Print a JSON array."`
+	Watch bool `short:"w" help:"Print the table again whenever a sandbox's container changes state (from Docker's events), until interrupted; with --json, one array per line."`
 }
 
 // Help is ps's long help.
 func (c *PsCmd) Help() string {
 	return `One row per sandbox of this repository: branch, state (running, exited with its
 code, stopped, container missing; unknown while Docker is unreachable), agent,
-base branch, age, files changed since the baseline, and worktree. A sandbox
-whose last git sandbox update left files with conflict markers says how many in
-its state ("exited (0), 2 conflicted"), and the paths are named below the table
-(and in --json as "conflicts").`
+base branch, age, files changed since the baseline and how old the snapshot
+that count comes from is (a running agent is snapshotted every
+rescue.interval), denied egress, the conflict forecast, and worktree. A
+sandbox whose last git sandbox update left files with conflict markers says
+how many in its state ("exited (0), 2 conflicted"), and the paths are named
+below the table (and in --json as "conflicts").
+
+CONFLICTS forecasts landing from the newest snapshots: "base" when landing
+now would conflict with the base branch's tip, and the other sandboxes it
+would conflict with if both landed (--json: "forecast"). git sandbox
+conflicts lists the paths.
+
+--watch follows Docker's events for this repository's containers and prints
+the table again when one changes (an agent starts, exits, is stopped or
+removed); on a terminal it redraws in place and also refreshes the ages.
+git sandbox dash is the interactive view.`
 }
 
 // Run lists sandboxes.
@@ -34,6 +52,9 @@ func (c *PsCmd) Run(app *App) error {
 	env, err := app.Env()
 	if err != nil {
 		return err
+	}
+	if c.Watch {
+		return c.watch(app, env)
 	}
 	list, err := env.Statuses(app.Ctx)
 	if err != nil {
@@ -52,21 +73,7 @@ func (c *PsCmd) Run(app *App) error {
 		app.UI.Hintf("git sandbox start BRANCH -p \"TASK\" creates one")
 		return nil
 	}
-	rows := [][]string{{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "DENIED", "WORKTREE"}}
-	for _, s := range list {
-		state := s.State
-		if s.State == sandbox.StateExited && s.ExitCode != nil {
-			state = "exited (" + strconv.Itoa(*s.ExitCode) + ")"
-		}
-		if len(s.Conflicts) > 0 {
-			state += ", " + strconv.Itoa(len(s.Conflicts)) + " conflicted"
-		}
-		rows = append(rows, []string{
-			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
-			age(time.Since(s.Created)), strconv.Itoa(s.Changes), denied(s), s.Worktree,
-		})
-	}
-	table(app.Stdout, rows)
+	psTable(app.Stdout, list)
 	for _, s := range list {
 		if len(s.Conflicts) > 0 {
 			app.UI.Warnf("%s: git sandbox update left conflict markers in %s", termsafe.String(s.Branch), strings.Join(escaped(s.Conflicts), ", "))
@@ -87,6 +94,123 @@ func (c *PsCmd) Run(app *App) error {
 		}
 	}
 	return nil
+}
+
+// watch prints the table (or JSON) now and again after every change.
+func (c *PsCmd) watch(app *App, env *sandbox.Env) error {
+	// Ctrl-C ends the watch, as it ends a pager: exit status 0.
+	ctx, cancel := context.WithCancel(app.Ctx)
+	defer cancel()
+	pop := sigstack.Push(func(os.Signal) { cancel() }, syscall.SIGINT)
+	defer pop()
+	changes, errc := env.Changes(ctx)
+	tty := isTerminal(app.Stdout)
+	var tick <-chan time.Time
+	if tty && !c.JSON {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		tick = t.C
+	}
+	last := ""
+	show := func() error {
+		list, err := env.Statuses(ctx)
+		if err != nil {
+			return err
+		}
+		var b strings.Builder
+		switch {
+		case c.JSON:
+			if list == nil {
+				list = []sandbox.Status{}
+			}
+			j, err := json.Marshal(list)
+			if err != nil {
+				return err
+			}
+			b.Write(j)
+			b.WriteByte('\n')
+		case len(list) == 0:
+			b.WriteString("no sandboxes in this repository\n")
+		default:
+			psTable(&b, list)
+		}
+		if b.String() == last {
+			return nil
+		}
+		last = b.String()
+		switch {
+		case tty && !c.JSON:
+			fmt.Fprint(app.Stdout, "\x1b[H\x1b[2J"+time.Now().Format("15:04:05")+"  git sandbox ps --watch\n\n"+last)
+		case c.JSON:
+			fmt.Fprint(app.Stdout, last)
+		default:
+			fmt.Fprint(app.Stdout, "# "+time.Now().UTC().Format(time.RFC3339)+"\n"+last+"\n")
+		}
+		return nil
+	}
+	if err := show(); err != nil {
+		return err
+	}
+	for {
+		select {
+		case _, ok := <-changes:
+			if !ok {
+				if err := <-errc; err != nil {
+					return err
+				}
+				return nil
+			}
+		case <-tick:
+		case <-ctx.Done():
+			return nil
+		}
+		if err := show(); err != nil {
+			return err
+		}
+	}
+}
+
+// psTable writes ps's table.
+func psTable(w io.Writer, list []sandbox.Status) {
+	rows := [][]string{{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "SNAPSHOT", "DENIED", "CONFLICTS", "WORKTREE"}}
+	for _, s := range list {
+		state := s.State
+		if s.State == sandbox.StateExited && s.ExitCode != nil {
+			state = "exited (" + strconv.Itoa(*s.ExitCode) + ")"
+		}
+		if len(s.Conflicts) > 0 {
+			state += ", " + strconv.Itoa(len(s.Conflicts)) + " conflicted"
+		}
+		rows = append(rows, []string{
+			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
+			age(time.Since(s.Created)), strconv.Itoa(s.Changes), snapshotAge(s), denied(s), conflictNames(s), s.Worktree,
+		})
+	}
+	table(w, rows)
+}
+
+// snapshotAge is how old the snapshot CHANGES counts is, "-" without one.
+func snapshotAge(s sandbox.Status) string {
+	if s.SnapshotTime.IsZero() {
+		return "-"
+	}
+	return age(time.Since(s.SnapshotTime))
+}
+
+// conflictNames is ps's CONFLICTS: "base" and the other sandboxes, "-"
+// for none, "?" when no forecast could be made.
+func conflictNames(s sandbox.Status) string {
+	if s.Forecast == nil {
+		return "?"
+	}
+	names := s.Forecast.Names()
+	if len(names) == 0 {
+		return "-"
+	}
+	for i, n := range names {
+		names[i] = termsafe.String(n)
+	}
+	return strings.Join(names, ",")
 }
 
 // denied is ps's count of egress refusals, "-" without a proxy.

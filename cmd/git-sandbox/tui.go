@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
 )
 
 // terminalIO describes the process's standard streams.
@@ -53,4 +54,10 @@ func table(w io.Writer, rows [][]string) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && ui.IsTerminal(f)
 }

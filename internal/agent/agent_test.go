@@ -13,9 +13,10 @@ func TestArgv(t *testing.T) {
 		want        []string
 		interactive bool
 	}{
-		{"claude", Task{Prompt: "fix the login"}, []string{"claude", "--dangerously-skip-permissions", "-p", "fix the login"}, false},
+		{"claude", Task{Prompt: "fix the login"}, []string{"claude", "--dangerously-skip-permissions", "-p", "fix the login", "--output-format", "json"}, false},
 		{"claude", Task{Terminal: true}, []string{"claude", "--dangerously-skip-permissions"}, true},
-		{"claude", Task{Prompt: "p", Args: []string{"--model", "opus"}}, []string{"claude", "--dangerously-skip-permissions", "-p", "p", "--model", "opus"}, false},
+		{"claude", Task{Prompt: "p", Args: []string{"--model", "opus"}}, []string{"claude", "--dangerously-skip-permissions", "-p", "p", "--output-format", "json", "--model", "opus"}, false},
+		{"claude", Task{Prompt: "p", Args: []string{"--output-format=stream-json", "--verbose"}}, []string{"claude", "--dangerously-skip-permissions", "-p", "p", "--output-format=stream-json", "--verbose"}, false},
 		{"codex", Task{Prompt: "fix it"}, []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox", "fix it"}, false},
 		{"codex", Task{Terminal: true}, []string{"codex", "--dangerously-bypass-approvals-and-sandbox"}, true},
 		{"codex", Task{Prompt: "p", Args: []string{"-m", "o3"}}, []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox", "-m", "o3", "p"}, false},
@@ -23,7 +24,7 @@ func TestArgv(t *testing.T) {
 		{"shell", Task{Prompt: "echo hi"}, []string{"/bin/sh", "-c", "echo hi"}, false},
 		{"shell", Task{Terminal: true}, []string{"/bin/bash", "-l"}, true},
 		// Follow-up tasks continue the agent's conversation.
-		{"claude", Task{Prompt: "two", Continue: true}, []string{"claude", "--dangerously-skip-permissions", "--continue", "-p", "two"}, false},
+		{"claude", Task{Prompt: "two", Continue: true}, []string{"claude", "--dangerously-skip-permissions", "--continue", "-p", "two", "--output-format", "json"}, false},
 		{"claude", Task{Terminal: true, Continue: true}, []string{"claude", "--dangerously-skip-permissions", "--continue"}, true},
 		{"codex", Task{Prompt: "two", Continue: true}, []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox", "resume", "--last", "two"}, false},
 		{"codex", Task{Terminal: true, Continue: true}, []string{"codex", "resume", "--last", "--dangerously-bypass-approvals-and-sandbox"}, true},

@@ -16,6 +16,12 @@ func (claude) Argv(t Task) ([]string, error) {
 	}
 	if t.Prompt != "" {
 		argv = append(argv, "-p", t.Prompt)
+		// A headless run prints only its final answer either way; as JSON
+		// it also reports tokens and cost (ParseUsage), unless the user
+		// chose another format.
+		if !hasFlag(t.Args, "--output-format") {
+			argv = append(argv, "--output-format", "json")
+		}
 	}
 	return append(argv, t.Args...), nil
 }

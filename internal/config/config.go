@@ -130,6 +130,9 @@ type Config struct {
 	// (one login per agent, shared by every repository) or
 	// AgentHomePerRepo (one per agent and repository). User config only.
 	AgentHome string `toml:"agent_home"`
+	// Notify is how the supervisor tells the user about a sandbox's events
+	// (user config only): "desktop", a shell command, or "" for nothing.
+	Notify string `toml:"notify"`
 }
 
 // Values of agent_home.
@@ -417,6 +420,7 @@ var repoRefused = map[string]string{
 	"verify_before_push": "pre-push settings",
 	"allowed_images":     "allowing images",
 	"budget":             "the host's memory and disk budgets",
+	"notify":             "running a command on the host when a sandbox's state changes",
 	"privileged":         "privileged containers (never allowed anywhere)",
 	"cap_add":            "adding capabilities (never allowed anywhere)",
 	"devices":            "host devices",

@@ -87,13 +87,34 @@ func (r *Runner) PeelToTree(ctx context.Context, rev string) (Hash, error) {
 // Unlike RevParse every object must exist. When any revision names nothing
 // the error satisfies errors.Is(err, ErrNotExist).
 func (r *Runner) RevParseMany(ctx context.Context, revs ...string) ([]Hash, error) {
-	var in strings.Builder
-	for _, rev := range revs {
-		if strings.ContainsAny(rev, "\n\x00") {
-			return nil, notExist(rev)
+	hashes, err := r.RevParseEach(ctx, revs...)
+	if err != nil {
+		return nil, err
+	}
+	for i, h := range hashes {
+		if h == "" {
+			return nil, notExist(revs[i])
 		}
+	}
+	return hashes, nil
+}
+
+// RevParseEach resolves several revisions with one git process, in order;
+// a revision that names nothing gets an empty Hash.
+func (r *Runner) RevParseEach(ctx context.Context, revs ...string) ([]Hash, error) {
+	hashes := make([]Hash, len(revs))
+	var in strings.Builder
+	var asked []int
+	for i, rev := range revs {
+		if strings.ContainsAny(rev, "\n\x00") {
+			continue
+		}
+		asked = append(asked, i)
 		in.WriteString(rev)
 		in.WriteByte('\n')
+	}
+	if len(asked) == 0 {
+		return hashes, nil
 	}
 	// cat-file resolves each line as a revision; one it cannot resolve
 	// comes back as "<rev> missing" (or "ambiguous") instead of a name.
@@ -102,16 +123,13 @@ func (r *Runner) RevParseMany(ctx context.Context, revs ...string) ([]Hash, erro
 		return nil, err
 	}
 	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
-	if len(lines) != len(revs) {
-		return nil, fmt.Errorf("git cat-file: %d answers for %d revisions", len(lines), len(revs))
+	if len(lines) != len(asked) {
+		return nil, fmt.Errorf("git cat-file: %d answers for %d revisions", len(lines), len(asked))
 	}
-	hashes := make([]Hash, len(revs))
-	for i, line := range lines {
-		h, err := ParseHash(line)
-		if err != nil {
-			return nil, notExist(revs[i])
+	for k, line := range lines {
+		if h, err := ParseHash(line); err == nil {
+			hashes[asked[k]] = h
 		}
-		hashes[i] = h
 	}
 	return hashes, nil
 }

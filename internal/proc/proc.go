@@ -2,13 +2,14 @@
 // (internal/gitcmd owns those) nor Docker (container): its own binary,
 // spawned as a sandbox's supervisor, the PATH look-up that tells whether
 // the pre-push hook can find that binary, the user's pager, the commands
-// that print a secret's value, and the clean filters (Git LFS) land runs
-// as git add would. Nothing else in the tree imports os/exec; a test in
-// internal/lint keeps it so.
+// that print a secret's value, the user's notify command, and the clean
+// filters (Git LFS) land runs as git add would. Nothing else in the tree
+// imports os/exec; a test in internal/lint keeps it so.
 package proc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -51,6 +52,60 @@ func SpawnDetached(o SpawnOptions) error {
 		return err
 	}
 	return cmd.Process.Release()
+}
+
+// RunOptions describe a program run to completion.
+type RunOptions struct {
+	// Argv is the program and its arguments, looked up on PATH.
+	Argv []string
+	// Env is the whole environment; Dir the working directory.
+	Env []string
+	Dir string
+	// Output receives stdout and stderr; nil discards them.
+	Output io.Writer
+	// Timeout kills the program and everything it started after this
+	// long (0: no limit).
+	Timeout time.Duration
+}
+
+// Run runs a program (the user's notify command) in a process group of its
+// own, and waits for it; when ctx ends or the timeout passes, the whole
+// group is killed.
+func Run(ctx context.Context, o RunOptions) error {
+	if len(o.Argv) == 0 {
+		return errors.New("run: no program")
+	}
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, o.Argv[0], o.Argv[1:]...)
+	cmd.Env = o.Env
+	cmd.Dir = o.Dir
+	cmd.Stdout, cmd.Stderr = o.Output, o.Output
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", o.Argv[0], ctx.Err())
+	}
+	return err
+}
+
+// Self returns the command that runs this program's own binary with args
+// in dir, with this process's environment; the caller connects its
+// streams and runs it (the dashboard runs its actions this way, through
+// the same command line a user would type).
+func Self(dir string, args ...string) (*exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Dir = dir
+	return cmd, nil
 }
 
 // SecretCommandTimeout bounds a secret's from_command.

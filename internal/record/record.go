@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -76,6 +77,12 @@ type Record struct {
 	UpdateConflicts []string `json:"update_conflicts,omitempty"`
 	// Verdicts are verify results keyed by the tree id they verified.
 	Verdicts map[string]Verdict `json:"verdicts,omitempty"`
+	// Usage is what the agent reported spending, per run of its container
+	// (keyed by the run's start time); see agent.Usage.
+	Usage map[string]agent.Usage `json:"usage,omitempty"`
+	// Notified names the events already announced (notify), newest last,
+	// so each fires once however many supervisors see it.
+	Notified []string `json:"notified,omitempty"`
 }
 
 // Egress is a sandbox's allow list, as it was at start, and the engine
@@ -102,6 +109,15 @@ type Secret struct {
 	Name        string   `json:"name"`
 	Hosts       []string `json:"hosts"`
 	Placeholder string   `json:"placeholder"`
+}
+
+// TotalUsage is the sum of every run's reported usage.
+func (r *Record) TotalUsage() agent.Usage {
+	var u agent.Usage
+	for _, x := range r.Usage {
+		u = u.Add(x)
+	}
+	return u
 }
 
 // Network is the network mode the sandbox's container was created with

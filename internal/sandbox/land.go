@@ -509,6 +509,10 @@ func (s *Sandbox) landTrailers(final, forced string, skipped []string) []land.Tr
 		{Key: "Sandbox-Baseline", Value: s.Baseline},
 		{Key: "Sandbox-Snapshot", Value: final},
 	}
+	if u := s.TotalUsage(); !u.IsZero() {
+		// Numbers formatted here, never the agent's text.
+		trailers = append(trailers, land.Trailer{Key: "Sandbox-Usage", Value: u.String()})
+	}
 	if forced != "" {
 		trailers = append(trailers, land.Trailer{Key: "Sandbox-Forced", Value: forced})
 	}

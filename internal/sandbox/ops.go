@@ -9,10 +9,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/forecast"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/record"
@@ -60,8 +63,25 @@ type Status struct {
 	SnapshotBytes       int64  `json:"snapshot_bytes,omitempty"`
 	SnapshotBudgetSpent bool   `json:"snapshot_budget_spent,omitempty"`
 	Snapshot            string `json:"snapshot"`
-	Prompt              string `json:"prompt,omitempty"`
-	Verify              string `json:"verify,omitempty"`
+	// SnapshotTree is the newest snapshot's tree: what land would take
+	// now (land --expect accepts it).
+	SnapshotTree string `json:"snapshot_tree,omitempty"`
+	// Verdict is verify's verdict on that tree: "passed", "failed",
+	// "stale" (verify ran on an older tree only), "none", or "" without a
+	// verify command.
+	Verdict string `json:"verdict,omitempty"`
+	// SnapshotTime is when the newest snapshot (where Changes comes from)
+	// was taken.
+	SnapshotTime time.Time `json:"snapshot_time"`
+	// Forecast is the conflict forecast: the paths that would conflict
+	// with the base's tip and with other sandboxes if both landed (nil
+	// when it could not be made).
+	Forecast *forecast.Result `json:"forecast"`
+	// Usage is what the agent reported spending (tokens, cost), summed
+	// over its runs; absent when it reported nothing.
+	Usage  *agent.Usage `json:"usage,omitempty"`
+	Prompt string       `json:"prompt,omitempty"`
+	Verify string       `json:"verify,omitempty"`
 	// Ports are the published ports (on the host's loopback interface).
 	Ports []container.Port `json:"ports,omitempty"`
 	// Conflicts are the paths the last git sandbox update left conflicted
@@ -80,16 +100,30 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 	e.EmptyTrash()
 	byName := map[string]container.State{}
 	dockerUp := false
-	if d, err := e.Engine(ctx); err == nil {
-		list, err := d.List(ctx, container.LabelRepo+"="+e.Repo.ID)
-		if err == nil {
-			dockerUp = true
-			for _, c := range list {
-				byName[c.Name] = c
+	// The engine is asked while git reads the refs.
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		if d, err := e.Engine(ctx); err == nil {
+			list, err := d.List(ctx, container.LabelRepo+"="+e.Repo.ID)
+			if err == nil {
+				dockerUp = true
+				for _, c := range list {
+					byName[c.Name] = c
+				}
 			}
 		}
+	}()
+	var bases []string
+	seen := map[string]bool{}
+	for _, sb := range sbs {
+		if sb.BaseRef != "" && !seen[sb.BaseRef] && !strings.HasPrefix(sb.BaseRef, rescue.RefPrefix) {
+			seen[sb.BaseRef] = true
+			bases = append(bases, sb.BaseRef)
+		}
 	}
-	tips := e.rescueTips(ctx)
+	tips := e.rescueTips(ctx, bases...)
+	<-listed
 	out := make([]Status, 0, len(sbs))
 	for _, sb := range sbs {
 		st := Status{
@@ -98,6 +132,9 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports(),
 		}
 		st.Network = string(sb.Network())
+		if u := sb.TotalUsage(); !u.IsZero() {
+			st.Usage = &u
+		}
 		st.Conflicts = sb.ConflictsInWorktree()
 		st.SnapshotBytes, _, st.SnapshotBudgetSpent = sb.SnapshotBudget()
 		if sb.Egress != nil {
@@ -107,7 +144,9 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		}
 		if t, ok := tips[sb.Refs().Rescue()]; ok {
 			st.Changes, st.Snapshot, st.TooLarge, st.Nested = t.changes, t.id, t.tooLarge, t.nested
+			st.SnapshotTime, st.SnapshotTree = t.time, t.tree
 		}
+		st.Verdict = verdictOf(sb, st.SnapshotTree)
 		c, ok := byName[sb.Container]
 		switch {
 		case !dockerUp:
@@ -134,68 +173,114 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		}
 		out = append(out, st)
 	}
+	if fc, err := e.forecast(ctx, sbs, tips, false); err != nil {
+		e.UI.Warnf("conflict forecast: %v", err)
+	} else {
+		for i := range out {
+			out[i].Forecast = fc[out[i].Branch]
+		}
+	}
 	return out, nil
+}
+
+// verdictOf names verify's verdict on tree for ps.
+func verdictOf(sb *Sandbox, tree string) string {
+	if sb.Verify == "" {
+		return ""
+	}
+	if v, ok := sb.Verdicts[tree]; ok && tree != "" {
+		if v.OK {
+			return "passed"
+		}
+		return "failed"
+	}
+	if len(sb.Verdicts) > 0 {
+		return "stale"
+	}
+	return "none"
 }
 
 type tip struct {
 	id       string
+	tree     string
+	time     time.Time
 	changes  int
 	tooLarge int
 	nested   []string
 }
 
-// rescueTips reads every sandbox's newest snapshot and its change count in
-// one git call.
-func (e *Env) rescueTips(ctx context.Context) map[string]tip {
+// rescueTips reads every sandbox's newest snapshot and its change count,
+// and the refs named in extra (the bases, for the conflict forecast), with
+// three git processes run at once.
+func (e *Env) rescueTips(ctx context.Context, extra ...string) map[string]tip {
 	out := map[string]tip{}
-	lines, err := e.Git().Lines(ctx, "for-each-ref",
-		"--format=%(refname) %(objectname) %(contents:trailers:key=Sandbox-Changes,valueonly,separator=)", rescue.RefPrefix)
-	if err != nil {
+	// git before 2.40 applies the options of one trailers atom to every
+	// other in the same format: one call per trailer.
+	var main, large, nested []string
+	var mainErr, largeErr, nestedErr error
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		args := []string{"for-each-ref",
+			"--format=%(refname) %(objectname) %(tree) %(committerdate:unix) %(contents:trailers:key=Sandbox-Changes,valueonly,separator=)", rescue.RefPrefix}
+		main, mainErr = e.Git().Lines(ctx, append(args, extra...)...)
+	}()
+	go func() {
+		defer wg.Done()
+		large, largeErr = e.Git().Lines(ctx, "for-each-ref",
+			"--format=%(refname) %(contents:trailers:key=Sandbox-Too-Large,valueonly,separator=%x01)", rescue.RefPrefix)
+	}()
+	go func() {
+		defer wg.Done()
+		nested, nestedErr = e.Git().Lines(ctx, "for-each-ref",
+			"--format=%(refname) %(contents:trailers:key=Sandbox-Nested,valueonly,separator=%x01)", rescue.RefPrefix)
+	}()
+	wg.Wait()
+	if mainErr != nil {
 		return out
 	}
-	for _, line := range lines {
+	for _, line := range main {
 		f := strings.Fields(line)
 		if len(f) < 2 {
 			continue
 		}
 		t := tip{id: f[1]}
-		if len(f) >= 3 {
-			t.changes, _ = strconv.Atoi(f[2])
+		if len(f) >= 4 {
+			t.tree = f[2]
+			if sec, err := strconv.ParseInt(f[3], 10, 64); err == nil {
+				t.time = time.Unix(sec, 0)
+			}
+		}
+		if len(f) >= 5 {
+			t.changes, _ = strconv.Atoi(f[4])
 		}
 		out[f[0]] = t
 	}
-	// A second call: git before 2.40 applies the options of one trailers
-	// atom to every other in the same format.
-	lines, err = e.Git().Lines(ctx, "for-each-ref",
-		"--format=%(refname) %(contents:trailers:key=Sandbox-Too-Large,valueonly,separator=%x01)", rescue.RefPrefix)
-	if err != nil {
-		return out
-	}
-	for _, line := range lines {
-		ref, large, _ := strings.Cut(line, " ")
-		if t, ok := out[ref]; ok && large != "" {
-			// Paths are quoted: \x01 only separates.
-			t.tooLarge = strings.Count(large, "\x01") + 1
-			out[ref] = t
-		}
-	}
-	lines, err = e.Git().Lines(ctx, "for-each-ref",
-		"--format=%(refname) %(contents:trailers:key=Sandbox-Nested,valueonly,separator=%x01)", rescue.RefPrefix)
-	if err != nil {
-		return out
-	}
-	for _, line := range lines {
-		ref, nested, _ := strings.Cut(line, " ")
-		t, ok := out[ref]
-		if !ok || nested == "" {
-			continue
-		}
-		for _, q := range strings.Split(nested, "\x01") {
-			if p, err := strconv.Unquote(q); err == nil {
-				t.nested = append(t.nested, p)
+	if largeErr == nil {
+		for _, line := range large {
+			ref, l, _ := strings.Cut(line, " ")
+			if t, ok := out[ref]; ok && l != "" {
+				// Paths are quoted: \x01 only separates.
+				t.tooLarge = strings.Count(l, "\x01") + 1
+				out[ref] = t
 			}
 		}
-		out[ref] = t
+	}
+	if nestedErr == nil {
+		for _, line := range nested {
+			ref, n, _ := strings.Cut(line, " ")
+			t, ok := out[ref]
+			if !ok || n == "" {
+				continue
+			}
+			for _, q := range strings.Split(n, "\x01") {
+				if p, err := strconv.Unquote(q); err == nil {
+					t.nested = append(t.nested, p)
+				}
+			}
+			out[ref] = t
+		}
 	}
 	return out
 }
@@ -613,4 +698,65 @@ func (s *Sandbox) execFresh(ctx context.Context, d Engine, argv []string, io IO)
 	}
 	s.quarantineNested(context.WithoutCancel(ctx))
 	return code, nil
+}
+
+// WaitAny blocks until the first of the sandboxes' agents exits (one that
+// has exited already counts at once, the first listed winning) and returns
+// it with its exit code. A timeout of 0 waits for ever.
+func (e *Env) WaitAny(ctx context.Context, sbs []*Sandbox, timeout time.Duration) (*Sandbox, int, error) {
+	if len(sbs) == 0 {
+		return nil, -1, usererr.New("wait --any needs at least one sandbox")
+	}
+	d, err := e.Engine(ctx)
+	if err != nil {
+		return nil, -1, err
+	}
+	// Already exited: the first in the order given, without waiting.
+	for _, sb := range sbs {
+		st, err := d.Inspect(ctx, sb.Container)
+		if container.IsNotFound(err) {
+			return nil, -1, errMissing(sb)
+		}
+		if err != nil {
+			return nil, -1, fmt.Errorf("inspect container: %w", err)
+		}
+		if st.Status == "created" {
+			return nil, -1, usererr.New("sandbox %s has not started", sb.Display()).
+				Hint("git sandbox start %s runs it", sb.Display())
+		}
+		if !st.Running {
+			return sb, st.ExitCode, sb.exitSnapshot(ctx)
+		}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if timeout > 0 {
+		wctx, cancel = context.WithTimeout(wctx, timeout)
+		defer cancel()
+	}
+	type done struct {
+		sb  *Sandbox
+		res container.WaitResult
+	}
+	ch := make(chan done, len(sbs))
+	for _, sb := range sbs {
+		go func() {
+			ch <- done{sb, <-d.WaitExit(wctx, sb.Container, container.WaitNotRunning)}
+		}()
+	}
+	// The first answer decides: an exit, or the wait failing (every
+	// waiter fails alike when the timeout or ctx ends).
+	r := <-ch
+	if r.res.Err == nil {
+		return r.sb, r.res.Code, r.sb.exitSnapshot(ctx)
+	}
+	if wctx.Err() == nil {
+		return nil, -1, fmt.Errorf("wait for %s: %w", r.sb.Display(), r.res.Err)
+	}
+	if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		return nil, -1, usererr.New("no sandbox's agent exited within %s", timeout).
+			Hint("wait again, or stop them with git sandbox stop BRANCH").
+			WithCode(usererr.ExitTimeout)
+	}
+	return nil, -1, ctx.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
 )
@@ -381,5 +384,77 @@ func TestSuperviseSnapshotsUntilExitThenVerifies(t *testing.T) {
 	// A supervisor of a sandbox that is not running takes one snapshot and ends.
 	if err := te.env.Supervise(context.Background(), "t1", time.Hour); err != nil {
 		t.Errorf("supervise a stopped sandbox: %v", err)
+	}
+}
+
+func TestSuperviseRecordsUsageForLand(t *testing.T) {
+	te := newTestEnv(t)
+	sb := te.start("t1")
+	// The adapter reads the end of the agent's output; claude's headless
+	// JSON result carries tokens and cost.
+	if err := sb.Update(func(r *record.Record) error { r.Agent = "claude"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	te.fake.Output = "working\n" + `{"type":"result","total_cost_usd":0.25,"usage":{"input_tokens":100,"output_tokens":20}}` + "\n"
+	done := make(chan error, 1)
+	go func() { done <- te.env.Supervise(context.Background(), "t1", time.Hour) }()
+	te.fake.Exit(sb.Container, 0)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rec := te.find("t1")
+	want := agent.Usage{InputTokens: 100, OutputTokens: 20, CostUSD: 0.25}
+	if got := rec.TotalUsage(); got != want {
+		t.Fatalf("recorded usage %+v, want %+v", got, want)
+	}
+	list, err := te.env.Statuses(context.Background())
+	if err != nil || len(list) != 1 || list[0].Usage == nil || *list[0].Usage != want {
+		t.Errorf("ps usage: %+v %v", list, err)
+	}
+	msg, err := rec.commitMessage(context.Background(), "subject", "", rec.landTrailers(rec.Baseline, "", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(msg, "\nSandbox-Usage: input_tokens=100 output_tokens=20 cost_usd=0.2500\n") {
+		t.Errorf("land message has no usage trailer:\n%s", msg)
+	}
+	// A second supervisor of the same exit counts the run once.
+	if err := te.env.Supervise(context.Background(), "t1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got := te.find("t1").TotalUsage(); got != want {
+		t.Errorf("usage after a second supervisor %+v, want %+v", got, want)
+	}
+}
+
+func TestSuperviseNotifiesOncePerEvent(t *testing.T) {
+	te := newTestEnv(t)
+	log := filepath.Join(t.TempDir(), "notify.log")
+	te.env.Config.Notify = `echo "$SANDBOX $EVENT $EXIT_CODE" >> ` + log
+	te.env.Config.Verify = "make check"
+	sb := te.start("t1")
+	te.writeIn(sb.Worktree, "work.txt", "1\n")
+	te.fake.OnStart = func(c enginefake.Container) (int, bool) {
+		if c.Spec.Labels[container.LabelRole] == container.RoleVerify {
+			return 2, true
+		}
+		return 0, false
+	}
+	done := make(chan error, 1)
+	go func() { done <- te.env.Supervise(context.Background(), "t1", time.Hour) }()
+	te.fake.Exit(sb.Container, 7)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// A second supervisor finds the same exit.
+	if err := te.env.Supervise(context.Background(), "t1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), "t1 exited 7\nt1 verify-failed 2\n"; got != want {
+		t.Errorf("notify log %q, want %q", got, want)
 	}
 }

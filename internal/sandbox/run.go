@@ -14,6 +14,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/notify"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
@@ -446,11 +447,14 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 		}
 		return errors.Join(err, serr)
 	}
+	// A run of the container is named by when it started: its events
+	// fire once per run.
+	run := st.Started.UTC().Format(time.RFC3339Nano)
 	if !st.Running {
 		// The agent exited before this first look (a quick agent, or a
 		// slow start of this process): it gets the same exit snapshot and
 		// automatic verify as one that exits later.
-		return e.supervisedExit(ctx, sb, st.ExitCode)
+		return e.supervisedExit(ctx, sb, st.ExitCode, run)
 	}
 	waitC := d.WaitExit(ctx, sb.Container, container.WaitNotRunning)
 	tick := time.NewTicker(interval)
@@ -470,8 +474,9 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 			} else if t.New {
 				e.UI.Infof("%s snapshot %s (%d changes)", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes)
 			}
+			e.notifyDenied(ctx, sb, run)
 		case res := <-waitC:
-			return e.supervisedExit(ctx, sb, res.Code)
+			return e.supervisedExit(ctx, sb, res.Code, run)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -480,8 +485,8 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 
 // supervisedExit takes the exit snapshot of a sandbox whose agent exited
 // and runs its automatic verify on that tree (once per tree: a verdict
-// already recorded for it is kept).
-func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int) error {
+// already recorded for it is kept), announcing each (notify) once.
+func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int, run string) error {
 	ctx = context.WithoutCancel(ctx)
 	if err := sb.saveLogin(); err != nil {
 		e.UI.Warnf("%v", err)
@@ -498,13 +503,22 @@ func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int) error {
 	}
 	sb.quarantineNested(ctx)
 	e.UI.Infof("%s agent exited with code %d; snapshot %s", time.Now().Format(time.RFC3339), code, shortID(t.ID))
-	if sb.Verify == "" {
-		return nil
+	e.recordUsage(ctx, sb, run)
+	e.notify(ctx, sb, notify.Exited, &code, run)
+	e.notifyDenied(ctx, sb, run)
+	if sb.Verify != "" {
+		v, err := sb.RunVerify(ctx, t, IO{Stdout: e.UI.Writer(), Stderr: e.UI.Writer()})
+		if err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		e.UI.Infof("%s verify on tree %s: ok=%v exit code %d", time.Now().Format(time.RFC3339), shortID(t.Tree), v.OK, v.ExitCode)
+		ev := notify.VerifyFailed
+		if v.OK {
+			ev = notify.VerifyPassed
+		}
+		vcode := v.ExitCode
+		e.notify(ctx, sb, ev, &vcode, t.Tree)
 	}
-	v, err := sb.RunVerify(ctx, t, IO{Stdout: e.UI.Writer(), Stderr: e.UI.Writer()})
-	if err != nil {
-		return fmt.Errorf("verify: %w", err)
-	}
-	e.UI.Infof("%s verify on tree %s: ok=%v exit code %d", time.Now().Format(time.RFC3339), shortID(t.Tree), v.OK, v.ExitCode)
+	e.notifyConflict(ctx, sb)
 	return nil
 }
