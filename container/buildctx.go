@@ -37,6 +37,10 @@ type ImageInfo struct {
 	Labels map[string]string
 	// Env is the image's environment, KEY=VALUE.
 	Env []string
+	// Cmd is the image's default command.
+	Cmd []string
+	// Created is when the image was made.
+	Created time.Time
 }
 
 // InspectImage returns a local image's id, labels and environment; ok is
@@ -54,7 +58,9 @@ func (d *Docker) InspectImage(ctx context.Context, ref string) (info ImageInfo, 
 	if img.Config != nil {
 		info.Labels = img.Config.Labels
 		info.Env = img.Config.Env
+		info.Cmd = img.Config.Cmd
 	}
+	info.Created, _ = time.Parse(time.RFC3339Nano, img.Created)
 	return info, true, nil
 }
 
@@ -214,6 +220,11 @@ func (q *quietWriter) line(l string) {
 	if len(q.tail) > tailLines {
 		q.tail = q.tail[1:]
 	}
+	// A message of git sandbox's own may follow a tool's output that did
+	// not end its line (npm's progress): it is shown from where it starts.
+	if i := strings.Index(l, "git-sandbox: "); i > 0 {
+		l = l[i:]
+	}
 	if strings.HasPrefix(l, "Step ") || strings.HasPrefix(l, "git-sandbox: ") {
 		if r := []rune(l); len(r) > maxStepLine {
 			l = string(r[:maxStepLine-1]) + "…"
@@ -256,6 +267,8 @@ type Image struct {
 	ID     string
 	Tags   []string
 	Labels map[string]string
+	// Created is when it was made.
+	Created time.Time
 }
 
 // ListImages returns the local images carrying every given label
@@ -271,7 +284,7 @@ func (d *Docker) ListImages(ctx context.Context, labels ...string) ([]Image, err
 	}
 	out := make([]Image, 0, len(list))
 	for _, i := range list {
-		out = append(out, Image{ID: i.ID, Tags: i.RepoTags, Labels: i.Labels})
+		out = append(out, Image{ID: i.ID, Tags: i.RepoTags, Labels: i.Labels, Created: time.Unix(i.Created, 0)})
 	}
 	return out, nil
 }

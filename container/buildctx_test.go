@@ -33,7 +33,7 @@ func TestQuietWriterShowsStepsAndTheTailOnFailure(t *testing.T) {
 	q := &quietWriter{out: &out}
 	long := "Step 2/3 : RUN " + strings.Repeat("x", 300)
 	io.WriteString(q, "Step 1/3 : FROM base\n ---> abc\nnoise 1\n")
-	io.WriteString(q, long+"\ngit-sandbox: a message\nhalf a ")
+	io.WriteString(q, long+"\ngit-sandbox: a message\nnpm progress without a newline git-sandbox: late message\nhalf a ")
 	io.WriteString(q, "line\n")
 	for i := 0; i < 30; i++ {
 		io.WriteString(q, "output line\n")
@@ -42,7 +42,7 @@ func TestQuietWriterShowsStepsAndTheTailOnFailure(t *testing.T) {
 	q.flush()
 	shown := out.String()
 	if !strings.Contains(shown, "Step 1/3 : FROM base\n") || !strings.Contains(shown, "git-sandbox: a message\n") ||
-		strings.Contains(shown, "noise") || strings.Contains(shown, "output line") || strings.Contains(shown, "half a line") {
+		!strings.Contains(shown, "\ngit-sandbox: late message\n") || strings.Contains(shown, "npm progress") || strings.Contains(shown, "noise") || strings.Contains(shown, "output line") || strings.Contains(shown, "half a line") {
 		t.Errorf("quiet output:\n%s", shown)
 	}
 	if strings.Contains(shown, long) || !strings.Contains(shown, "xxx…\n") {

@@ -1,7 +1,6 @@
 package container
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	_ "embed"
@@ -10,10 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/docker/docker/api/types/build"
-	"github.com/docker/docker/pkg/jsonmessage"
 
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
@@ -63,42 +58,26 @@ func (d *Docker) Build(ctx context.Context, o BuildOptions) error {
 	if err != nil {
 		return err
 	}
-	var ctxTar bytes.Buffer
-	tw := tar.NewWriter(&ctxTar)
-	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), ModTime: time.Unix(0, 0)}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(dockerfile); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
 	var agents []string
 	if !o.NoAgents {
 		for _, name := range slices.Sorted(maps.Keys(o.Agents)) {
 			agents = append(agents, name+"="+o.Agents[name])
 		}
 	}
-	packages := strings.Join(agents, " ")
-	resp, err := d.api.ImageBuild(ctx, &ctxTar, build.ImageBuildOptions{
-		Tags:        []string{o.Tag},
-		BuildArgs:   map[string]*string{"BASE": &o.Base, "AGENT_PACKAGES": &packages},
-		Remove:      true,
-		ForceRemove: true,
-		NoCache:     o.NoCache,
-		Labels:      map[string]string{LabelImage: "1", LabelImage + ".base": o.Base},
-		Version:     build.BuilderV1,
+	// Through BuildContext: on a terminal the engine's progress is drawn in
+	// place; otherwise one line per step (and the last lines of a failure).
+	_, err = d.BuildContext(ctx, ContextBuild{
+		Context:    DockerfileContext(dockerfile),
+		Dockerfile: "Dockerfile",
+		Tags:       []string{o.Tag},
+		Args:       map[string]string{"BASE": o.Base, "AGENT_PACKAGES": strings.Join(agents, " ")},
+		Labels:     map[string]string{LabelImage: "1", LabelImage + ".base": o.Base},
+		NoCache:    o.NoCache,
+		Progress:   o.Progress,
+		TerminalFd: o.TerminalFd,
+		IsTerminal: o.IsTerminal,
 	})
 	if err != nil {
-		return d.buildError(o, haveBase, err)
-	}
-	defer resp.Body.Close()
-	out := o.Progress
-	if out == nil {
-		out = io.Discard
-	}
-	if err := jsonmessage.DisplayJSONMessagesStream(resp.Body, out, o.TerminalFd, o.IsTerminal, nil); err != nil {
 		return d.buildError(o, haveBase, err)
 	}
 	return d.labelAgents(ctx, o)
@@ -141,11 +120,15 @@ func (d *Docker) labelAgents(ctx context.Context, o BuildOptions) error {
 }
 
 func (d *Docker) buildError(o BuildOptions, haveBase bool, err error) error {
+	cause := err.Error()
+	if ue, ok := usererr.As(err); ok {
+		cause = strings.TrimPrefix(ue.Msg, "image build failed: ")
+	}
 	if !haveBase {
-		return usererr.Wrap(err, "base image %s is not present locally and could not be pulled: %v", o.Base, err).
+		return usererr.Wrap(err, "base image %s is not present locally and could not be pulled: %s", o.Base, cause).
 			Hint("build from an image you have: git sandbox image build --base IMAGE (docker images lists them)")
 	}
-	return usererr.Wrap(err, "image build failed: %v", err).
+	return usererr.Wrap(err, "image build failed: %s", cause).
 		Hint("the output above shows the failing step; rerun with --no-cache after fixing it")
 }
 

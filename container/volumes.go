@@ -76,6 +76,9 @@ const (
 	LabelCache = "git-sandbox.cache"
 	// LabelCacheTarget is the container directory it holds.
 	LabelCacheTarget = "git-sandbox.cache.target"
+	// LabelCacheName is the name a repository gave its own cache
+	// (absent on the caches of the user's config).
+	LabelCacheName = "git-sandbox.cache.name"
 )
 
 // CacheVolume names the volume that holds a repository's cache of target:
@@ -91,4 +94,19 @@ func CacheVolume(repoID, target string) string {
 		t = t[:24]
 	}
 	return fmt.Sprintf("git-sandbox-cache-%s-%s-%s", r, t, hex.EncodeToString(sum[:])[:12])
+}
+
+// RepoCacheVolume names the volume of a cache a repository names itself:
+// distinct per repository and name, and from every CacheVolume.
+func RepoCacheVolume(repoID, name string) string {
+	sum := sha256.Sum256([]byte(repoID + "\x00repo-cache\x00" + name))
+	r := strings.Trim(nameUnsafe.ReplaceAllString(repoID, "-"), "-.")
+	if len(r) > 40 {
+		r = r[:40]
+	}
+	n := strings.Trim(nameUnsafe.ReplaceAllString(name, "-"), "-.")
+	if len(n) > 24 {
+		n = n[:24]
+	}
+	return fmt.Sprintf("git-sandbox-rcache-%s-%s-%s", r, n, hex.EncodeToString(sum[:])[:12])
 }

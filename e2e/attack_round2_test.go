@@ -77,19 +77,26 @@ const atkFakeReport = `printf '\033[2J\033[H\033]52;c;ZXZpbA==\007\302\233\342\2
 func TestAttackSetupAndVerifyOutputIsEscaped(t *testing.T) {
 	t.Parallel()
 	e, _, _ := atkEnv(t)
-	e.WriteFile(".sandbox.toml", "setup = \""+strings.ReplaceAll(atkFakeReport, `\`, `\\`)+"\"\nverify = \""+strings.ReplaceAll(atkFakeReport, `\`, `\\`)+"\"\n")
+	// Setup prints the fake report and writes it to a file too, which shows
+	// the raw sequences were made (setup runs through exec in a container
+	// of its own, whose output only reaches git sandbox).
+	setup := atkFakeReport + "; " + atkFakeReport + " > setup-raw.txt"
+	e.WriteFile(".sandbox.toml", "setup = \""+strings.ReplaceAll(setup, `\`, `\\`)+"\"\nverify = \""+strings.ReplaceAll(atkFakeReport, `\`, `\\`)+"\"\n")
 	e.Git("add", ".sandbox.toml")
 	e.Git("commit", "-qm", "a hostile repository's setup and verify")
 	outputs := map[string]Result{}
 	outputs["start -d"] = e.MustSandbox("start", "esc", "-d", "--agent", "shell", "--", "sh", "-c", "echo work > work.txt; echo AGENT-DONE")
 	// Armed: the setup wrote the raw sequences inside the container.
-	if b := e.Run(e.Repo, nil, "docker", "logs", e.PsOf("esc").Container).Stdout; !strings.Contains(b, "\x1b]52;c;") {
+	if b := readFile(filepath.Join(e.Worktree("esc"), "setup-raw.txt")); !strings.Contains(b, "\x1b]52;c;") {
 		t.Fatalf("the setup's raw output holds no OSC 52 sequence: the test would prove nothing:\n%q", b)
 	}
 	if r := e.Sandbox("wait", "esc", "--timeout", "60s"); r.Code != 0 {
 		t.Fatalf("wait: %s", r)
 	}
-	// A change since the supervisor's verify makes verify run again.
+	// A change since the supervisor's verify makes verify run again. (Once
+	// that verify is recorded: the supervisor's exit snapshot may come
+	// after wait returns, and would take the change in.)
+	Eventually(t, 2*time.Minute, "the supervisor's verify", func() bool { return len(e.atkVerdicts("esc")) > 0 })
 	must(t, os.WriteFile(filepath.Join(e.Worktree("esc"), "late.txt"), []byte("late\n"), 0o644))
 	outputs["verify"] = e.Sandbox("verify", "esc")
 	// land runs verify through the same code when it finds no verdict.

@@ -250,9 +250,19 @@ func newEnvAt(t testing.TB, root string, cred *userCred) *Env {
 	t.Cleanup(func() {
 		if id := e.RepoID(); id != "" {
 			removeContainers(id)
+			removeWarmImages(id)
 		}
 	})
 	return e
+}
+
+// removeWarmImages removes the warm images (setup's kept results) a test
+// repository's starts made.
+func removeWarmImages(repoID string) {
+	out, _ := exec.Command("docker", "images", "-q", "--no-trunc", "--filter", "label=git-sandbox.warm.repo="+repoID).Output()
+	if ids := strings.Fields(string(out)); len(ids) > 0 {
+		_ = exec.Command("docker", append([]string{"rmi", "-f"}, ids...)...).Run()
+	}
 }
 
 // WriteConfig replaces the user's config file.

@@ -87,13 +87,15 @@ echo '{"hooks":{"planted":1}}' > ~/.claude/settings.json && echo written`)
 		t.Errorf("setup's stolen.txt (%v):\n%s", err, s)
 	}
 	must(t, os.Remove(stolen))
-	// A follow-up task: a new container, setup again, then the agent.
+	// A follow-up task: a new container of the sandbox's warm image (made
+	// by the setup above, before the login came in), so no setup of its
+	// own; the agent has the login.
 	r = e.MustSandbox("start", "a2", "-p", `echo "follow-up login: $(cat ~/.claude/.credentials.json)"`)
 	if !strings.Contains(r.Stdout, "follow-up login: "+token) {
 		t.Errorf("the follow-up has no login:\n%s", r)
 	}
-	if s, err := os.ReadFile(stolen); err != nil || strings.Contains(string(s), token) {
-		t.Errorf("the follow-up's setup, stolen.txt (%v):\n%s", err, s)
+	if s, err := os.ReadFile(stolen); err == nil && strings.Contains(string(s), token) {
+		t.Errorf("the follow-up's setup, stolen.txt:\n%s", s)
 	}
 	must(t, os.Remove(filepath.Join(e.Repo, ".sandbox.toml")))
 

@@ -30,10 +30,10 @@ func TestSetupRunsOnceAndIsNotTheAgentsWork(t *testing.T) {
 	if strings.Contains(r.Stdout+r.Stderr, "setup-ran") || !strings.Contains(r.Stdout, "tool") {
 		t.Errorf("resume ran setup again or lost its state: %s", r)
 	}
-	// A follow-up task runs in a new container: setup runs there first,
-	// then the task, in one start.
+	// A follow-up task runs in a new container of the sandbox's warm
+	// image, which holds setup's result: setup does not run again.
 	r = e.MustSandbox("start", "s1", "-p", "cat /var/tmp/tool; echo follow-up-ran")
-	if strings.Count(r.Stdout+r.Stderr, "setup-ran") != 1 || !strings.Contains(r.Stdout, "tool\nfollow-up-ran") {
+	if strings.Contains(r.Stdout+r.Stderr, "setup-ran") || !strings.Contains(r.Stdout, "tool\nfollow-up-ran") {
 		t.Errorf("follow-up with a setup: %s", r)
 	}
 }

@@ -72,6 +72,7 @@ func devTag(t *testing.T, e *Env, stderr string) string {
 	}
 	t.Cleanup(func() {
 		removeContainers(e.RepoID())
+		removeWarmImages(e.RepoID()) // children of the tag
 		removeImage(tag)
 	})
 	return tag
@@ -135,10 +136,11 @@ echo change > f.txt && git add f.txt && git commit -qm "agent change" && echo co
 		t.Errorf("ps: %+v", p)
 	}
 
-	// Unchanged inputs: the same image, nothing built, setup run again.
+	// Unchanged inputs: the same image, nothing built, and setup skipped:
+	// the first start kept its result as a warm image of that image.
 	r = e.MustSandbox("start", "dc2", "--agent", "shell", "--", "sh", "-c", "cat /var/tmp/setup-marker")
 	if strings.Contains(r.Stderr, "building image") || !strings.Contains(r.Stderr, "image "+tag+" (from .devcontainer/devcontainer.json, unchanged)") ||
-		!strings.Contains(r.Stdout, "projtool ran: --setup") {
+		!strings.Contains(r.Stdout, "projtool ran: --setup") || !strings.Contains(r.Stderr, "setup skipped: image git-sandbox-warm:") {
 		t.Errorf("second start: %s", r)
 	}
 
@@ -146,6 +148,20 @@ echo change > f.txt && git add f.txt && git commit -qm "agent change" && echo co
 	r = e.MustSandbox("start", "dc3", "--image", testImage, "--agent", "shell", "--", "sh", "-c", "command -v projtool || echo no projtool; test -e /var/tmp/setup-marker || echo no setup")
 	if strings.Contains(r.Stderr, "devcontainer") || !strings.Contains(r.Stdout, "no projtool") || !strings.Contains(r.Stdout, "no setup") {
 		t.Errorf("start --image: %s", r)
+	}
+
+	// Once no sandbox uses them, prune keeps the newest warm image (made
+	// on the devcontainer image, which inherits its labels) and so the
+	// devcontainer image it was made from.
+	for _, b := range []string{"dc1", "dc2", "dc3"} {
+		e.MustSandbox("rm", "-f", b)
+	}
+	r = e.MustSandbox("image", "prune")
+	if !strings.Contains(r.Stderr, "kept "+tag+": the warm image git-sandbox-warm:") || strings.Contains(r.Stderr, "removed image") {
+		t.Errorf("prune: %s", r)
+	}
+	if len(warmImages(t, e.RepoID())) != 1 || imageID(tag) == "" {
+		t.Errorf("prune removed the newest warm image or its devcontainer image")
 	}
 }
 

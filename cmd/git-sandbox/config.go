@@ -31,7 +31,7 @@ func (c *ConfigShowCmd) Run(app *App) error {
 		}
 	}
 	fmt.Fprintf(app.Stdout, "# user config (trusted): %s\n", orNone(cfg.UserFile, config.UserPath()))
-	fmt.Fprintf(app.Stdout, "# repository config (may only choose agent, image, setup, verify, tighten limits, deny hosts or choose network none): %s\n\n", orNone(cfg.RepoFile, config.RepoFile))
+	fmt.Fprintf(app.Stdout, "# repository config (may only choose agent, image, setup, setup_inputs, verify, its own caches, tighten limits, deny hosts or choose network none): %s\n\n", orNone(cfg.RepoFile, config.RepoFile))
 	if err := toml.NewEncoder(app.Stdout).Encode(cfg.Config); err != nil {
 		return err
 	}

@@ -104,6 +104,7 @@ func (c *DoctorCmd) Run(app *App) error {
 		}
 		if env != nil {
 			cacheLines(app, env)
+			warmLines(app, d, env)
 		}
 	}
 
@@ -174,24 +175,52 @@ func cacheLines(app *App, env *sandbox.Env) {
 		fmt.Fprintf(app.Stdout, "info caches: %s\n", errText(err))
 		return
 	}
-	byTarget := map[string]string{}
+	byVolume := map[string]bool{}
 	for _, c := range have {
-		byTarget[c.Target] = c.Volume
+		byVolume[c.Volume] = true
 	}
 	configured := map[string]bool{}
 	for _, c := range env.Config.Caches {
 		t := path.Clean(c.Target)
-		configured[t] = true
-		if v, ok := byTarget[t]; ok {
+		v := container.CacheVolume(env.Repo.ID, t)
+		configured[v] = true
+		if byVolume[v] {
 			fmt.Fprintf(app.Stdout, "ok   cache %s: volume %s\n", termsafe.String(t), v)
 		} else {
 			fmt.Fprintf(app.Stdout, "info cache %s: no volume yet (the next start makes it)\n", termsafe.String(t))
 		}
 	}
+	for _, c := range env.Config.RepoCaches {
+		t := path.Clean(c.Target)
+		v := container.RepoCacheVolume(env.Repo.ID, c.Name)
+		configured[v] = true
+		if byVolume[v] {
+			fmt.Fprintf(app.Stdout, "ok   cache %s (%s, from %s): volume %s\n", termsafe.String(t), c.Name, config.RepoFile, v)
+		} else {
+			fmt.Fprintf(app.Stdout, "info cache %s (%s, from %s): no volume yet (the next start makes it)\n", termsafe.String(t), c.Name, config.RepoFile)
+		}
+	}
 	for _, c := range have {
-		if !configured[c.Target] {
-			fmt.Fprintf(app.Stdout, "info cache volume %s (%s) is no longer in your config\n", c.Volume, termsafe.String(c.Target))
+		if !configured[c.Volume] {
+			fmt.Fprintf(app.Stdout, "info cache volume %s (%s) is no longer configured\n", c.Volume, termsafe.String(c.Target))
 			fmt.Fprintf(app.Stdout, "     hint: git sandbox image prune --caches removes it\n")
+		}
+	}
+}
+
+// warmLines lists the repository's warm images (setup's kept results),
+// newest first.
+func warmLines(app *App, d *container.Docker, env *sandbox.Env) {
+	imgs, err := d.ListImages(app.Ctx, sandbox.LabelWarm+"=1", sandbox.LabelWarmRepo+"="+env.Repo.ID)
+	if err != nil {
+		fmt.Fprintf(app.Stdout, "info warm images: %s\n", errText(err))
+		return
+	}
+	slices.SortFunc(imgs, func(a, b container.Image) int { return b.Created.Compare(a.Created) })
+	for i, img := range imgs {
+		fmt.Fprintf(app.Stdout, "info warm image %s (setup's result, made %s)\n", termsafe.String(warmName(img)), img.Created.Local().Format("2006-01-02 15:04"))
+		if i == 1 {
+			fmt.Fprintf(app.Stdout, "     hint: git sandbox image prune removes all but the newest\n")
 		}
 	}
 }

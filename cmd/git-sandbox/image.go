@@ -9,6 +9,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/devcontainer"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
 )
@@ -16,7 +17,7 @@ import (
 // ImageCmd groups the image commands.
 type ImageCmd struct {
 	Build ImageBuildCmd `cmd:"" help:"Build the default sandbox image."`
-	Prune ImagePruneCmd `cmd:"" help:"Remove this repository's devcontainer images (and caches)."`
+	Prune ImagePruneCmd `cmd:"" help:"Remove this repository's unused and old images (and caches)."`
 }
 
 // ImagePruneCmd is git sandbox image prune.
@@ -28,9 +29,12 @@ type ImagePruneCmd struct {
 func (c *ImagePruneCmd) Help() string {
 	return `Removes the images git sandbox built from this repository's devcontainer,
 except those a sandbox's container still uses; the next start builds the one it
-needs again. With --caches, also the repository's cache volumes no sandbox
-uses: the next sandbox starts with empty caches. Your default image
-(git sandbox image build) and other images are never touched.`
+needs again (one a kept warm image was made on stays). Removes the repository's
+warm images (setup's kept result) but the newest, except those a sandbox's
+container still uses. With --caches, also the
+repository's cache volumes no sandbox uses: the next sandbox starts with empty
+caches. Your default image (git sandbox image build) and other images are never
+touched.`
 }
 
 // Run prunes.
@@ -44,22 +48,61 @@ func (c *ImagePruneCmd) Run(app *App) error {
 		return err
 	}
 	defer d.Close()
+	removed, kept := 0, 0
+	remove := func(ref, what, user string) error {
+		switch err := d.RemoveImage(app.Ctx, ref); {
+		case container.IsConflict(err):
+			kept++
+			app.UI.Infof("kept %s: %s uses it", termsafe.String(what), user)
+		case err != nil:
+			return err
+		default:
+			removed++
+			app.UI.Infof("removed image %s", termsafe.String(what))
+		}
+		return nil
+	}
+	// Warm images first: a devcontainer image they were made from is
+	// their parent, and goes only after them.
+	warm, err := d.ListImages(app.Ctx, sandbox.LabelWarm+"=1", sandbox.LabelWarmRepo+"="+env.Repo.ID)
+	if err != nil {
+		return err
+	}
+	stale := sandbox.StaleWarmImages(warm)
+	gone := map[string]bool{}
+	for _, img := range stale {
+		before := removed
+		if err := remove(img.ID, warmName(img), "a sandbox"); err != nil {
+			return err
+		}
+		gone[img.ID] = removed > before
+	}
+	// The images the remaining warm images were made on stay: removing
+	// their tag would free nothing.
+	parentOf := map[string]string{}
+	for _, img := range warm {
+		if !gone[img.ID] {
+			parentOf[img.Labels[sandbox.LabelWarmBase]] = warmName(img)
+		}
+	}
 	imgs, err := d.ListImages(app.Ctx, devcontainer.LabelRepo+"="+env.Repo.ID)
 	if err != nil {
 		return err
 	}
-	removed, kept := 0, 0
 	for _, img := range imgs {
-		for _, tag := range img.Tags {
-			switch err := d.RemoveImage(app.Ctx, tag); {
-			case container.IsConflict(err):
+		if img.Labels[sandbox.LabelWarm] != "" {
+			continue // a warm image inherits its devcontainer image's labels
+		}
+		if child, ok := parentOf[img.ID]; ok {
+			for _, tag := range img.Tags {
 				kept++
-				app.UI.Infof("kept %s: a sandbox uses it", termsafe.String(tag))
-			case err != nil:
+				app.UI.Infof("kept %s: the warm image %s is made from it", termsafe.String(tag), termsafe.String(child))
+			}
+			continue
+		}
+		for _, tag := range img.Tags {
+			if err := remove(tag, tag, "a sandbox"); err != nil {
 				return err
-			default:
-				removed++
-				app.UI.Infof("removed image %s", termsafe.String(tag))
 			}
 		}
 	}
@@ -88,6 +131,21 @@ func (c *ImagePruneCmd) Run(app *App) error {
 		app.UI.Hintf("git sandbox rm BRANCH removes a sandbox you no longer need; prune again then")
 	}
 	return nil
+}
+
+// warmName is how a warm image is named in messages: its tag, or its
+// short id once a newer image took the tag.
+func warmName(img container.Image) string {
+	for _, t := range img.Tags {
+		if t != "<none>:<none>" {
+			return t
+		}
+	}
+	id := strings.TrimPrefix(img.ID, "sha256:")
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return "(untagged) " + id
 }
 
 // ImageBuildCmd is git sandbox image build.

@@ -88,7 +88,7 @@ func writeMan(w io.Writer, app *kong.Application) {
 	fmt.Fprintln(w, ".fi")
 	fmt.Fprintln(w, ".SH FILES")
 	fmt.Fprintln(w, roff(`~/.config/git-sandbox/config.toml: your own (trusted) settings.
-.sandbox.toml in a repository: its (untrusted) settings; it may choose the agent, image, setup and verify commands and only tighten limits.
+.sandbox.toml in a repository: its (untrusted) settings; it may choose the agent, image, setup and verify commands, the setup inputs that key a warm image and caches of its own, and only tighten limits.
 ~/.local/state/git-sandbox/: each sandbox's worktree, agent repository, record and snapshot index; agents/ holds each agent's home.`))
 	fmt.Fprintln(w, ".SH ENVIRONMENT")
 	fmt.Fprintln(w, roff(`DOCKER_HOST selects the Docker daemon. XDG_STATE_HOME and XDG_CONFIG_HOME move the state and config directories; GIT_SANDBOX_STATE_DIR and GIT_SANDBOX_CONFIG name them directly. NO_COLOR turns colour off. GIT_SANDBOX_TRACE=1 prints each git command the tool runs, with its time, and each pause of an agent during a snapshot. GIT_SANDBOX_DEFAULT_IMAGE gives the default image another name than git-sandbox:latest; it is meant for test suites and packagers.`))

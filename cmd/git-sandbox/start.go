@@ -170,6 +170,7 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	fmt.Fprintf(w, "carry     %v\n", p.Carry)
 	if p.Setup != "" {
 		fmt.Fprintf(w, "setup     %s\n", termsafe.String(p.Setup))
+		fmt.Fprintf(w, "          (skipped when this repository's warm image for the same image, setup and setup_inputs exists)\n")
 	}
 	if p.Verify != "" {
 		fmt.Fprintf(w, "verify    %s\n", termsafe.String(p.Verify))

@@ -5,8 +5,9 @@
 // add mounts, pass environment variables through, open the network, add
 // hosts to the allow list and pick an OCI runtime. The repository's
 // .sandbox.toml comes from the repository, which may be hostile: it may
-// choose the agent, image, setup and verify commands, may only tighten
-// limits, and may only remove hosts from the allow list (deny) or choose no
+// choose the agent, image, setup and verify commands, the setup inputs
+// that key a warm image, caches of its own ([[repo_cache]]), may only
+// tighten limits, and may only remove hosts from the allow list (deny) or choose no
 // network at all. A key it is not allowed to set is
 // refused with a message naming it.
 package config
@@ -17,6 +18,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -69,6 +71,10 @@ type Config struct {
 	BaseImage string `toml:"base_image"`
 	// Setup runs once in a new sandbox's container before the agent.
 	Setup string `toml:"setup"`
+	// SetupInputs are files (or directories) of the repository, as paths
+	// from its root, whose contents decide whether setup's kept result
+	// (a warm image) still fits: go.sum, package-lock.json, uv.lock.
+	SetupInputs []string `toml:"setup_inputs"`
 	// Verify is the definition of done, run in a fresh container.
 	Verify string `toml:"verify"`
 	// Network is the container network (container.NetworkModes).
@@ -101,6 +107,9 @@ type Config struct {
 	// Caches are container directories kept in volumes shared by the
 	// sandboxes of one repository.
 	Caches []Cache `toml:"cache"`
+	// RepoCaches are the caches a repository's .sandbox.toml names itself
+	// (only there): volumes of that repository, like Caches.
+	RepoCaches []RepoCache `toml:"repo_cache"`
 	// Limits are the container's resource limits.
 	Limits Limits `toml:"limits"`
 	// Rescue configures snapshots.
@@ -187,6 +196,13 @@ type Mount struct {
 // Cache is a container directory (a package or build cache) kept in a
 // volume per repository, shared by that repository's sandboxes.
 type Cache struct {
+	Target string `toml:"target"`
+}
+
+// RepoCache is a cache a repository asks for by name: a container
+// directory kept in a volume of that repository's.
+type RepoCache struct {
+	Name   string `toml:"name"`
 	Target string `toml:"target"`
 }
 
@@ -315,6 +331,10 @@ func Load(repoDir string) (*Loaded, error) {
 			l.UserFile = p
 		}
 	}
+	if len(l.RepoCaches) > 0 {
+		return nil, usererr.New("%s sets \"repo_cache\": that key is for a repository's %s", l.UserFile, RepoFile).
+			Hint("a cache of your own is a [[cache]] with a target")
+	}
 	if err := l.validate(l.UserFile); err != nil {
 		return nil, err
 	}
@@ -405,7 +425,7 @@ var repoRefused = map[string]string{
 	"cap_add":            "adding capabilities (never allowed anywhere)",
 	"devices":            "host devices",
 	"volumes":            "volumes",
-	"cache":              "cache volumes shared by every sandbox of the repository",
+	"cache":              "your cache volumes (it names caches of its own with [[repo_cache]])",
 	"user":               "the container user",
 	"security_opt":       "security options",
 }
@@ -432,6 +452,20 @@ func (l *Loaded) applyRepo(r Config) {
 	set(&l.Agent, r.Agent)
 	set(&l.Image, r.Image)
 	set(&l.Setup, r.Setup)
+	if r.SetupInputs != nil {
+		l.SetupInputs = r.SetupInputs
+	}
+	user := map[string]bool{}
+	for _, c := range l.Caches {
+		user[path.Clean(c.Target)] = true
+	}
+	for _, c := range r.RepoCaches {
+		if user[path.Clean(c.Target)] {
+			l.Warnings = append(l.Warnings, fmt.Sprintf("%s: repo_cache %q ignored: your own [[cache]] already keeps %s", RepoFile, c.Name, path.Clean(c.Target)))
+			continue
+		}
+		l.RepoCaches = append(l.RepoCaches, c)
+	}
 	set(&l.Verify, r.Verify)
 	if r.Network != "" && r.Network.AtMostAsOpenAs(l.Network) {
 		l.Network = r.Network
@@ -550,6 +584,82 @@ func (l *Loaded) validate(file string) error {
 			return usererr.New("%s: cache target %q is listed twice", where, c.Target)
 		}
 		seen[t] = true
+	}
+	if len(l.SetupInputs) > maxSetupInputs {
+		return usererr.New("%s: setup_inputs lists %d paths; at most %d", where, len(l.SetupInputs), maxSetupInputs).
+			Hint("name a directory to cover the files in it")
+	}
+	for _, in := range l.SetupInputs {
+		if err := CheckSetupInput(in); err != nil {
+			return usererr.New("%s: setup_inputs: %v", where, err).
+				Hint("name files of the repository by their path from its root, such as go.sum or web/package-lock.json")
+		}
+	}
+	names := map[string]bool{}
+	for _, c := range l.RepoCaches {
+		if err := CheckRepoCache(c); err != nil {
+			return usererr.New("%s: repo_cache: %v", where, err).
+				Hint("a repository's cache looks like: [[repo_cache]] name = \"gomod\" target = \"%s/go/pkg/mod\"", container.Home)
+		}
+		if names[c.Name] {
+			return usererr.New("%s: repo_cache %q is listed twice", where, c.Name)
+		}
+		names[c.Name] = true
+		t := path.Clean(c.Target)
+		if seen[t] {
+			return usererr.New("%s: repo_cache %q: target %s is also another cache's", where, c.Name, t)
+		}
+		seen[t] = true
+	}
+	return nil
+}
+
+// maxSetupInputs bounds setup_inputs.
+const maxSetupInputs = 64
+
+// CheckSetupInput checks one setup_inputs entry: a path from the
+// repository's root, without "..", globs or control characters.
+func CheckSetupInput(p string) error {
+	switch {
+	case p == "" || path.IsAbs(p) || p != path.Clean(p) || p == "." || p == ".." || strings.HasPrefix(p, "../"):
+		return fmt.Errorf("%q is not a clean path from the repository's root", p)
+	case strings.ContainsAny(p, "*?[\\:") || strings.IndexFunc(p, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0:
+		return fmt.Errorf("%q: globs, backslashes, colons and control characters are not supported", p)
+	}
+	return nil
+}
+
+// repoCacheName is what a repository's cache may be called.
+var repoCacheName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,39}$`)
+
+// loginDirs are the entries of the agent's home that hold an agent's
+// login or settings (the first part of every adapter's login paths): no
+// repository cache may cover, hide or sit inside them.
+var loginDirs = []string{".claude", ".claude.json", ".codex"}
+
+// CheckRepoCache checks a cache a repository names: a short name, and an
+// absolute target that is not /, the home, a login path, /workspace or
+// the kernel's file systems.
+func CheckRepoCache(c RepoCache) error {
+	if !repoCacheName.MatchString(c.Name) {
+		return fmt.Errorf("name %q: use 1 to 40 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit", c.Name)
+	}
+	t := path.Clean(c.Target)
+	under := func(dir string) bool { return t == dir || strings.HasPrefix(t, dir+"/") }
+	switch {
+	case !path.IsAbs(c.Target):
+		return fmt.Errorf("%q: target %q must be an absolute path in the container", c.Name, c.Target)
+	case strings.ContainsAny(t, ",\x00\n") || strings.IndexFunc(t, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0:
+		return fmt.Errorf("%q: target %q: commas and control characters are not supported", c.Name, c.Target)
+	case t == "/" || t == path.Dir(container.Home) || t == container.Home || under(container.Workspace):
+		return fmt.Errorf("%q: target %q: a cache cannot be /, the home directory or in /workspace", c.Name, c.Target)
+	case under("/proc") || under("/sys") || under("/dev"):
+		return fmt.Errorf("%q: target %q is a kernel file system", c.Name, c.Target)
+	}
+	for _, d := range loginDirs {
+		if under(container.Home + "/" + d) {
+			return fmt.Errorf("%q: target %q would hold an agent's login or settings (%s/%s)", c.Name, c.Target, container.Home, d)
+		}
 	}
 	return nil
 }

@@ -244,6 +244,42 @@ func TestCaches(t *testing.T) {
 	}
 }
 
+func TestRepoCachesAndSetupInputs(t *testing.T) {
+	l, err := Load(setup(t, "[[cache]]\ntarget = \"/var/cache/mine\"\n",
+		"setup_inputs = [\"go.sum\", \"web/package-lock.json\"]\n[[repo_cache]]\nname = \"gomod\"\ntarget = \"/home/sandbox/go/pkg/mod\"\n[[repo_cache]]\nname = \"dup\"\ntarget = \"/var/cache/mine\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.RepoCaches) != 1 || l.RepoCaches[0].Name != "gomod" || len(l.SetupInputs) != 2 {
+		t.Errorf("repo caches %+v, inputs %q", l.RepoCaches, l.SetupInputs)
+	}
+	if len(l.Warnings) != 1 || !strings.Contains(l.Warnings[0], "your own [[cache]] already keeps /var/cache/mine") {
+		t.Errorf("warnings = %q", l.Warnings)
+	}
+	for _, bad := range []string{"relative", "/", "/home", "/home/sandbox", "/workspace", "/workspace/node_modules", "/proc/x", "/dev",
+		"/home/sandbox/.claude", "/home/sandbox/.claude/projects", "/home/sandbox/.claude.json", "/home/sandbox/.codex", "/a,b"} {
+		if _, err := Load(setup(t, "", "[[repo_cache]]\nname = \"c\"\ntarget = \""+bad+"\"\n")); err == nil {
+			t.Errorf("repo_cache target %q accepted", bad)
+		}
+	}
+	for _, name := range []string{"", "Upper", "-x", "a/b", strings.Repeat("a", 41)} {
+		if _, err := Load(setup(t, "", "[[repo_cache]]\nname = \""+name+"\"\ntarget = \"/c\"\n")); err == nil {
+			t.Errorf("repo_cache name %q accepted", name)
+		}
+	}
+	if _, err := Load(setup(t, "", "[[repo_cache]]\nname = \"a\"\ntarget = \"/c\"\n[[repo_cache]]\nname = \"a\"\ntarget = \"/d\"\n")); err == nil {
+		t.Errorf("a name listed twice was accepted")
+	}
+	if _, err := Load(setup(t, "[[repo_cache]]\nname = \"a\"\ntarget = \"/c\"\n", "")); err == nil || !strings.Contains(err.Error(), "repo_cache") {
+		t.Errorf("repo_cache in the user's config: %v", err)
+	}
+	for _, bad := range []string{"/etc/passwd", "../x", "a/../b", "./a", "*.lock", "a:b", ".", ""} {
+		if _, err := Load(setup(t, "", "setup_inputs = [\""+bad+"\"]\n")); err == nil {
+			t.Errorf("setup input %q accepted", bad)
+		}
+	}
+}
+
 func TestSecrets(t *testing.T) {
 	ok := "[[secret]]\nname = \"API_KEY\"\nhosts = [\"api.example.com\", \"*.example.org:8443\"]\nfrom_env = \"MY_KEY\"\n"
 	l, err := Load(setup(t, ok, ""))

@@ -78,6 +78,8 @@ type Engine struct {
 	networks   map[string]*container.Network    // by id
 	netSpecs   map[string]container.NetworkSpec // by id: what each was made from
 	images     map[string][]string              // ref -> agents
+	imageInfo  map[string]container.ImageInfo   // ref -> what a commit made
+	commits    []Commit
 	calls      []Call
 	fail       map[string]failure
 	subs       []*subscriber

@@ -50,10 +50,13 @@ type Record struct {
 	Agent     string `json:"agent"`
 	Prompt    string `json:"prompt,omitempty"`
 	// Tasks are the follow-up tasks given after the first, in order.
-	Tasks   []string `json:"tasks,omitempty"`
-	Verify  string   `json:"verify,omitempty"`
-	Setup   string   `json:"setup,omitempty"`
-	Carried bool     `json:"carried,omitempty"`
+	Tasks  []string `json:"tasks,omitempty"`
+	Verify string   `json:"verify,omitempty"`
+	Setup  string   `json:"setup,omitempty"`
+	// WarmImage is the image holding setup's result that the sandbox's
+	// container runs (made by its start, or an earlier one's).
+	WarmImage string `json:"warm_image,omitempty"`
+	Carried   bool   `json:"carried,omitempty"`
 	// LoginStore is where the agent's login is copied from before it runs
 	// and back to after ("" for sandboxes that mount the old shared home).
 	LoginStore string `json:"login_store,omitempty"`

@@ -26,6 +26,9 @@ func cacheTargets(caches []config.Cache) []string {
 type Cache struct {
 	Volume string `json:"volume"`
 	Target string `json:"target"`
+	// Name is the name the repository gave it ("" for a cache of the
+	// user's config).
+	Name string `json:"name,omitempty"`
 }
 
 // Caches lists the repository's cache volumes that exist.
@@ -40,7 +43,7 @@ func (e *Env) Caches(ctx context.Context) ([]Cache, error) {
 	}
 	out := make([]Cache, 0, len(vols))
 	for _, v := range vols {
-		out = append(out, Cache{Volume: v.Name, Target: v.Labels[container.LabelCacheTarget]})
+		out = append(out, Cache{Volume: v.Name, Target: v.Labels[container.LabelCacheTarget], Name: v.Labels[container.LabelCacheName]})
 	}
 	return out, nil
 }
@@ -69,6 +72,10 @@ func (e *Env) ensureCaches(ctx context.Context, d Engine, spec *container.Spec, 
 	for _, v := range have {
 		exists[v.Name] = true
 	}
+	named := map[string]string{}
+	for _, c := range e.Config.RepoCaches {
+		named[container.RepoCacheVolume(e.Repo.ID, c.Name)] = c.Name
+	}
 	for _, m := range want {
 		if rel, ok := strings.CutPrefix(m.Target, container.Home+"/"); ok {
 			mkdirInside(agentHome, rel)
@@ -76,11 +83,15 @@ func (e *Env) ensureCaches(ctx context.Context, d Engine, spec *container.Spec, 
 		if exists[m.Source] {
 			continue
 		}
-		if _, err := d.CreateVolume(ctx, container.VolumeSpec{Name: m.Source, Labels: map[string]string{
+		labels := map[string]string{
 			container.LabelCache:       "1",
 			container.LabelRepo:        e.Repo.ID,
 			container.LabelCacheTarget: m.Target,
-		}}); err != nil {
+		}
+		if n := named[m.Source]; n != "" {
+			labels[container.LabelCacheName] = n
+		}
+		if _, err := d.CreateVolume(ctx, container.VolumeSpec{Name: m.Source, Labels: labels}); err != nil {
 			return fmt.Errorf("cache %s: %w", m.Target, err)
 		}
 		e.UI.Infof("cache %s: new volume %s", m.Target, m.Source)

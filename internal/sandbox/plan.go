@@ -72,6 +72,8 @@ type PlanInput struct {
 	// Caches are container directories kept in the repository's cache
 	// volumes.
 	Caches []string
+	// RepoCaches are the caches the repository names itself.
+	RepoCaches []config.RepoCache
 	// Ports are published on the host's loopback interface.
 	Ports []container.Port
 }
@@ -188,6 +190,21 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 	for _, target := range in.Caches {
 		mounts = append(mounts, m{container.CacheVolume(in.RepoID, target), path.Clean(target), false, "a cache from your config, shared by this repository's sandboxes", false, true})
 	}
+	for _, c := range in.RepoCaches {
+		t := path.Clean(c.Target)
+		for _, other := range mounts {
+			// Inside the agent's home is where caches usually are;
+			// anything else overlapping another mount is refused.
+			if other.dst == container.Home && t != container.Home {
+				continue
+			}
+			if overlaps(t, other.dst) {
+				return nil, usererr.New("%s: repo_cache %q: target %s overlaps %s (%s)", config.RepoFile, termsafe.String(c.Name), termsafe.String(t), other.dst, other.why).
+					Hint("give the cache a directory of its own in %s", config.RepoFile)
+			}
+		}
+		mounts = append(mounts, m{container.RepoCacheVolume(in.RepoID, c.Name), t, false, "a cache the repository names (" + c.Name + "), shared by its sandboxes", false, true})
+	}
 	for _, mm := range mounts {
 		if mm.volume {
 			spec.Mounts = append(spec.Mounts, container.Mount{Source: mm.src, Target: mm.dst, Volume: true, Why: mm.why})
@@ -208,6 +225,13 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 		return nil, err
 	}
 	return spec, nil
+}
+
+// overlaps reports whether one of two container paths is the other or
+// inside it.
+func overlaps(a, b string) bool {
+	a, b = path.Clean(a), path.Clean(b)
+	return a == b || strings.HasPrefix(a, strings.TrimSuffix(b, "/")+"/") || strings.HasPrefix(b, strings.TrimSuffix(a, "/")+"/")
 }
 
 // Plan is what start will do, printed by --dry-run (as Redacted returns
@@ -363,6 +387,7 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 		AgentHome:     l.Home(o.Branch),
 		ExtraMounts:   e.Config.Mounts,
 		Caches:        cacheTargets(e.Config.Caches),
+		RepoCaches:    e.Config.RepoCaches,
 		Ports:         ports,
 		Network:       network,
 		Runtime:       firstNonEmpty(o.Runtime, e.Config.Runtime),
@@ -519,9 +544,7 @@ func (e *Env) devImage(ctx context.Context, d Engine, p *Plan, adapter agent.Ada
 		return err
 	}
 	bo := devcontainer.BuildOptions{Out: io.Stderr}
-	if f, ok := io.Stderr.(*os.File); ok && ui.IsTerminal(f) {
-		bo.IsTerminal, bo.TerminalFd = true, f.Fd()
-	}
+	bo.TerminalFd, bo.IsTerminal = ui.TerminalFd(io.Stderr)
 	img, err := devcontainer.EnsureImage(ctx, de, src, plan, bo)
 	if err != nil {
 		return err

@@ -123,7 +123,7 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 	if err := e.restartProxy(ctx, d, sb, o.IO); err != nil {
 		return nil, err
 	}
-	if argv != nil && sb.Setup != "" {
+	if argv != nil && sb.setupPerContainer() {
 		// The new container's first start runs setup alone, without the
 		// login in the home.
 		if err := sb.clearLogin(); err != nil {
@@ -190,12 +190,19 @@ func (sb *Sandbox) agentArgv() []string {
 	return argv
 }
 
+// setupPerContainer reports whether each new container of the sandbox runs
+// setup first: it has a setup and no warm image holding its result.
+func (sb *Sandbox) setupPerContainer() bool { return sb.Setup != "" && sb.WarmImage == "" }
+
 // withSetup puts a sandbox's setup in front of the agent's argv in a new
 // container: setup runs once more there (what it installed outside
 // /workspace is not in a new container) in a first start of its own
 // (resume runs it, with the login out of the home), then the agent.
+//
+// A sandbox whose container runs its warm image needs none of this: setup's
+// result (and its marker) is in the image.
 func (sb *Sandbox) withSetup(argv []string) []string {
-	if sb.Setup == "" {
+	if !sb.setupPerContainer() {
 		return argv
 	}
 	return append([]string{"/bin/sh", "-c", setupScript, "git-sandbox-setup"}, argv...)

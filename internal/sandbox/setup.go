@@ -41,7 +41,9 @@ exec "$@"`
 // container's first start does only that). For a new sandbox (rebaseline)
 // it then takes the baseline again so what setup wrote is not counted as
 // the agent's work; in a follow-up's new container what setup writes is
-// the agent's work like anything else since the baseline.
+// the agent's work like anything else since the baseline. A new sandbox
+// takes this path only on an engine that cannot keep setup's result as an
+// image (see setupWarm).
 func (e *Env) runSetup(ctx context.Context, d Engine, sb *Sandbox, io IO, rebaseline bool) error {
 	e.UI.Infof("running setup in %s", sb.Display())
 	waitC := d.WaitExit(ctx, sb.Container, container.WaitNextExit)

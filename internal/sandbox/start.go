@@ -20,6 +20,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
 	"github.com/git-sandbox/git-sandbox/worktree"
@@ -138,7 +139,9 @@ func (e *Env) ensureImage(ctx context.Context, d Engine, image string, io IO) er
 		return container.ErrImageMissing(image, false)
 	}
 	e.UI.Infof("image %s is missing; building it from %s", termsafe.String(image), termsafe.String(e.Config.BaseImage))
-	return d.Build(ctx, container.BuildOptions{Tag: image, Base: e.Config.BaseImage, Agents: agent.Packages(), Progress: io.Stderr})
+	bo := container.BuildOptions{Tag: image, Base: e.Config.BaseImage, Agents: agent.Packages(), Progress: io.Stderr}
+	bo.TerminalFd, bo.IsTerminal = ui.TerminalFd(io.Stderr)
+	return d.Build(ctx, bo)
 }
 
 // checkAgentCLI refuses, before anything is created, an agent whose CLI
@@ -366,21 +369,50 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 	if err := e.ensureCaches(ctx, d, &spec, l.Home(p.Branch)); err != nil {
 		return nil, err
 	}
+	sb = &Sandbox{Record: rec, env: e}
+	// With a setup, its result is kept as a warm image: made here when
+	// no image of the same key exists, else setup is skipped.
+	var warm *warmStart
+	if p.Setup != "" {
+		if warm, err = e.planWarm(ctx, d, &spec, base, p.Setup, adapter.Name()); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case warm != nil && warm.found:
+		e.UI.Infof("setup skipped: image %s holds its result (made %s, same image, setup and setup_inputs)", warm.tag, warm.created.Local().Format("2006-01-02 15:04"))
+		withoutSetup(&spec, warm.tag)
+	case warm != nil:
+		if err := e.setupWarm(ctx, d, &spec, warm, sb, o.IO); err != nil {
+			return nil, err
+		}
+		// The baseline may have moved to setup's snapshot; the rest of the
+		// record is this function's (sb.Update read it from disk).
+		rec.Baseline, sb.Record = sb.Record.Baseline, rec
+		withoutSetup(&spec, warm.tag)
+	}
 	id, err := d.Create(ctx, &spec)
 	if err != nil {
 		return nil, err
 	}
 	u.add(func() { _ = d.Remove(cctx, id) })
 	rec.Spec = &spec
+	if warm != nil {
+		rec.WarmImage = warm.tag
+	}
 	if err := record.Save(l.Record(p.Branch), rec); err != nil {
 		return nil, err
 	}
 	if err := e.step("container"); err != nil {
 		return nil, err
 	}
-	sb = &Sandbox{Record: rec, env: e}
-	if p.Setup != "" {
+	switch {
+	case p.Setup != "" && warm == nil:
 		if err := e.runSetup(ctx, d, sb, o.IO, true); err != nil {
+			return nil, err
+		}
+	case warm != nil && warm.found && warm.replay[1] != "":
+		if err := e.replaySetup(ctx, sb, warm); err != nil {
 			return nil, err
 		}
 	}
@@ -389,6 +421,24 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		return nil, err
 	}
 	return sb, nil
+}
+
+// replaySetup writes into a warm-started sandbox's worktree what setup
+// wrote into /workspace when it made the warm image (it started from the
+// same files), and takes it as the baseline, as a setup run would have.
+func (e *Env) replaySetup(ctx context.Context, sb *Sandbox, w *warmStart) error {
+	snap := sb.Snapshotter()
+	if err := snap.Checkout(ctx, w.replay[0], w.replay[1]); err != nil {
+		return fmt.Errorf("write what setup wrote into /workspace: %w", err)
+	}
+	taken, err := snap.Take(ctx, rescue.ReasonSetup)
+	if err != nil {
+		return err
+	}
+	if taken.New {
+		return sb.Update(func(r *record.Record) error { r.Baseline = taken.ID; return nil })
+	}
+	return nil
 }
 
 // archiveChain moves the snapshot chain of an ended sandbox of the same

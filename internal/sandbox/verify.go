@@ -60,6 +60,18 @@ func (s *Sandbox) lockVerify() (func(), error) {
 	return unlock, nil
 }
 
+// verifyImage is the image verify runs in: the sandbox's warm image when
+// it has one (what setup installed, made before any agent ran), else its
+// image, built when it is the default one and missing.
+func (s *Sandbox) verifyImage(ctx context.Context, d Engine, io IO) (string, error) {
+	if s.WarmImage != "" {
+		if ok, err := d.ImageExists(ctx, s.WarmImage); err == nil && ok {
+			return s.WarmImage, nil
+		}
+	}
+	return s.Image, s.env.ensureImage(ctx, d, s.Image, io)
+}
+
 // runVerifyLocked runs verify; the caller holds the verify lock.
 func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO) (*record.Verdict, error) {
 	o, cleanup, err := s.treeRun(ctx, io, "-verify", container.RoleVerify, s.env.Layout.Dir(s.Branch), s.env.Layout.VerifyDir(s.Branch))
@@ -77,10 +89,11 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 }
 
 // treeRun prepares a throwaway container run on one tree of this sandbox
-// (verify, the commit hooks): the sandbox's image, made if missing; its
-// own settings, so such a run never gets more network, a weaker runtime or
-// higher limits than the sandbox was started with; its network (none
-// unless verify_allow, whose proxy files go in netDir); the export budget.
+// (verify, the commit hooks): its image (the warm one when there is one);
+// its own settings, so such a run never gets more network, a weaker
+// runtime or higher limits than the sandbox was started with; its network
+// (none unless verify_allow, whose proxy files go in netDir); the export
+// budget.
 // The container is named after the sandbox's plus suffix and labelled
 // with role; cleanup removes what the network took.
 func (s *Sandbox) treeRun(ctx context.Context, io IO, suffix, role, netDir, workDir string) (verify.Options, func(), error) {
@@ -88,7 +101,8 @@ func (s *Sandbox) treeRun(ctx context.Context, io IO, suffix, role, netDir, work
 	if err != nil {
 		return verify.Options{}, nil, err
 	}
-	if err := s.env.ensureImage(ctx, d, s.Image, io); err != nil {
+	image, err := s.verifyImage(ctx, d, io)
+	if err != nil {
 		return verify.Options{}, nil, err
 	}
 	set, err := s.RunSettings()
@@ -100,14 +114,14 @@ func (s *Sandbox) treeRun(ctx context.Context, io IO, suffix, role, netDir, work
 		return verify.Options{}, nil, err
 	}
 	name := s.Container + suffix
-	network, netName, env, cleanup, err := s.env.VerifyNetwork(ctx, d, name, s.Branch, s.Image, set, netDir)
+	network, netName, env, cleanup, err := s.env.VerifyNetwork(ctx, d, name, s.Branch, image, set, netDir)
 	if err != nil {
 		return verify.Options{}, nil, err
 	}
 	return verify.Options{
 		Engine:    d,
 		CommonDir: s.CommonDir,
-		Image:     s.Image,
+		Image:     image,
 		Name:      name,
 		Labels: map[string]string{
 			container.LabelManaged: "1", container.LabelRepo: s.RepoID, container.LabelBranch: s.Branch,

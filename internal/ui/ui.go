@@ -153,3 +153,13 @@ func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }
+
+// TerminalFd returns w's file descriptor when w is a terminal, for output
+// that redraws progress in place (image builds); ok is false otherwise,
+// and such output is then kept to one line per step.
+func TerminalFd(w io.Writer) (fd uintptr, ok bool) {
+	if f, isFile := w.(*os.File); isFile && IsTerminal(f) {
+		return f.Fd(), true
+	}
+	return 0, false
+}
