@@ -66,6 +66,10 @@ func TestAttackVerifyKeepsTheSandboxSettings(t *testing.T) {
 	if agent["pids"] != "64" || agent["net"] != "lo," || agent["mem"] != "536870912" {
 		t.Fatalf("the agent's own container does not have its flags: %v", agent)
 	}
+	// The supervisor verifies the exit snapshot; a file written before it
+	// took that snapshot would be in it, verified there (its output in the
+	// supervisor's log), and the verify below would find a verdict.
+	Eventually(t, 2*time.Minute, "the supervisor's verify", func() bool { return len(e.atkVerdicts("strict")) > 0 })
 	verifyProbe := func(what string) map[string]string {
 		t.Helper()
 		// A new file, so verify runs on a tree it has no verdict for.
