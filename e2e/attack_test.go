@@ -593,11 +593,16 @@ func TestAttackRewrittenGitfileAndEvilGitDir(t *testing.T) {
 	if res["git sandbox diff"].Code != 0 || !strings.Contains(res["git sandbox diff"].Stdout, ".evil/config") {
 		t.Errorf("diff does not show the .evil directory as files: %s", res["git sandbox diff"])
 	}
-	// git sandbox run inside the evil directory does not open it.
+	// git sandbox run inside the evil directory does not open it: with
+	// the agent stopped its HEAD is quarantined, so it is a plain
+	// directory of the worktree (and ps runs in the worktree); were it
+	// still a git directory, ps would have to refuse it.
 	r2 := e.Run(filepath.Join(wt, ".evil"), nil, "git", "sandbox", "ps")
 	e.atkNoMark(mark, "git sandbox ps inside .evil")
-	if r2.Code == 0 {
+	if _, err := os.Lstat(filepath.Join(wt, ".evil", "HEAD")); err == nil && r2.Code == 0 {
 		t.Errorf("git sandbox ps inside an agent-made git directory worked: %s", r2)
+	} else if err != nil && (r2.Code != 0 || !strings.Contains(r2.Stdout, "gf ")) {
+		t.Errorf("git sandbox ps in the worktree's (quarantined) .evil directory: %s", r2)
 	}
 	e.atkAssertHost(before, "refs/heads/gf", "refs/remotes/origin/gf")
 	if got := e.atkAdminState("gf"); !maps.Equal(got, admin) {
