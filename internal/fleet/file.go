@@ -204,7 +204,8 @@ func checkTask(probs *Problems, loc *locator, i int, t *Task, seen map[string]in
 type Checker interface {
 	// ValidBranch refuses a name git does not accept for a branch.
 	ValidBranch(name string) error
-	// BranchExists reports whether refs/heads/<name> exists.
+	// BranchExists reports whether refs/heads/<name> exists, or a branch
+	// git cannot hold beside it (a/b beside a).
 	BranchExists(name string) (bool, error)
 	// SandboxExists reports whether a sandbox of that branch exists.
 	SandboxExists(name string) bool
@@ -236,7 +237,7 @@ func check(probs *Problems, f *File, c Checker) {
 			} else if ok, err := c.BranchExists(t.Branch); err != nil {
 				probs.add(t.Line, "[[task]] %d: %v", n, err)
 			} else if ok {
-				probs.add(t.Line, "[[task]] %d: branch %s exists already; a fleet creates its branches", n, termsafe.String(t.Branch))
+				probs.add(t.Line, "[[task]] %d: branch %s, or one git cannot hold beside it, exists already; a fleet creates its branches", n, termsafe.String(t.Branch))
 			}
 		}
 		if t.Base != "" && !c.BaseExists(t.Base) {

@@ -154,7 +154,7 @@ allow = ["a b"]
 	err = Check("t.toml", f, fakeChecker{branches: map[string]bool{"exists": true}, sandboxes: map[string]bool{"box": true}})
 	for _, w := range []string{
 		"t.toml:2: [[task]] 1: invalid branch name",
-		"t.toml:6: [[task]] 2: branch exists exists already",
+		"t.toml:6: [[task]] 2: branch exists, or one git cannot hold beside it, exists already",
 		"t.toml:6: [[task]] 2: base nope does not exist",
 		"t.toml:11: [[task]] 3: a sandbox box exists already",
 		"t.toml:11: [[task]] 3: unknown agent robot",

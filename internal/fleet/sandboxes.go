@@ -46,13 +46,28 @@ func (s *Sandboxes) ValidBranch(name string) error {
 	return worktree.ValidBranch(context.Background(), s.Env.Git(), name)
 }
 
-// BranchExists implements Checker.
+// BranchExists implements Checker. A branch that git could not create
+// beside the existing ones counts too: "a" when "a/b" exists, or "a/b"
+// when "a" does (a ref is a file or a directory, not both).
 func (s *Sandboxes) BranchExists(name string) (bool, error) {
-	_, err := s.Env.Git().RevParse(context.Background(), "refs/heads/"+name)
-	if errors.Is(err, gitcmd.ErrNotExist) {
-		return false, nil
+	ctx := context.Background()
+	g := s.Env.Git()
+	for p := name; ; {
+		_, err := g.RevParse(ctx, "refs/heads/"+p)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, gitcmd.ErrNotExist) {
+			return false, err
+		}
+		i := strings.LastIndex(p, "/")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
 	}
-	return err == nil, err
+	below, err := g.Lines(ctx, "for-each-ref", "--count=1", "--format=%(refname)", "refs/heads/"+name+"/")
+	return len(below) > 0, err
 }
 
 // SandboxExists implements Checker.
