@@ -37,6 +37,9 @@ const (
 	LabelWorktree = "git-sandbox.worktree"
 	LabelRole     = "git-sandbox.role"
 	LabelVersion  = "git-sandbox.version"
+	// LabelMemory is the agent container's memory limit in bytes, read
+	// when engine "auto" places a new sandbox.
+	LabelMemory = "git-sandbox.memory"
 )
 
 // Roles of containers, in LabelRole.
@@ -48,6 +51,9 @@ const (
 	RoleExec = "exec"
 	// RoleProxy is a sandbox's egress proxy; its networks carry it too.
 	RoleProxy = "proxy"
+	// RoleHelper is a copy-mode sandbox's git helper on a remote engine:
+	// it checks out the baseline and reads the files for snapshots.
+	RoleHelper = "helper"
 )
 
 // Workspace is where the worktree appears inside the container.

@@ -125,6 +125,12 @@ type Snapshotter struct {
 	Freeze func(ctx context.Context) (func(), error)
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Remote, when set, takes the worktree's tree somewhere else (a
+	// sandbox whose files live on a remote engine): it is given the tree
+	// of the newest snapshot ("" when none) and returns the new tree, whose
+	// objects it has put into the user's store after checking them.
+	// Worktree, Index, Scratch and Freeze are then unused.
+	Remote func(ctx context.Context, prevTree string) (string, error)
 }
 
 // Snapshot is one snapshot commit.
@@ -261,6 +267,9 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		return nil, err
 	}
 	defer unlock()
+	if s.Remote != nil {
+		return s.takeRemote(ctx, reason)
+	}
 	if err := s.ensureScratch(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -300,6 +309,34 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 		prev = "" // a new chain (an ended one was moved aside at start)
 	}
 	return s.write(ctx, reason, tree, prev, left, head)
+}
+
+// takeRemote is Take for a worktree read elsewhere (Remote).
+func (s *Snapshotter) takeRemote(ctx context.Context, reason Reason) (*Taken, error) {
+	// The host's scratch directory still writes the commit.
+	if err := s.ensureScratch(); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	refs := Refs{s.Branch}
+	prev, prevTree := s.current(ctx, refs.Rescue())
+	tree, err := s.Remote(ctx, prevTree.String())
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	isBaseline := reason == ReasonStart || reason == ReasonSetup
+	if reason != ReasonStart && prev != "" && prevTree.String() == tree {
+		snap, err := Read(ctx, s.host(), prev.String())
+		if err != nil {
+			return nil, err
+		}
+		if len(snap.Skipped)+len(snap.TooLarge)+len(snap.InSubmodule) == 0 && (isBaseline || snap.Baseline == s.Baseline) {
+			return &Taken{Snapshot: *snap}, nil
+		}
+	}
+	if reason == ReasonStart {
+		prev = ""
+	}
+	return s.write(ctx, reason, tree, prev, added{}, "")
 }
 
 // write commits tree as a snapshot whose first parent is prev (the start

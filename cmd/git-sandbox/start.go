@@ -29,6 +29,7 @@ type StartCmd struct {
 	Network string   `help:"Container network: ${network_modes} (default from config: ${network_default})." enum:",${network_enum}" default:""`
 	Allow   []string `help:"Let the agent reach HOST[:PORT] (or *.SUFFIX) through the proxy, on top of the allow list (allowlist mode; repeatable)." placeholder:"HOST[:PORT]"`
 	Runtime string   `help:"OCI runtime, such as runsc or kata-runtime."`
+	Engine  string   `help:"Container engine from your config ([[engine]] name), or auto: the one with the most memory left." placeholder:"NAME"`
 	Memory  string   `help:"Memory limit, such as 4g."`
 	CPUs    float64  `name:"cpus" help:"CPU limit, such as 1.5."`
 	Pids    int64    `help:"Process limit."`
@@ -108,7 +109,7 @@ func (c *StartCmd) Run(app *App) error {
 		Branch: c.Branch, Base: c.Base, Carry: c.Carry, Agent: c.Agent, Prompt: c.Prompt,
 		Verify: c.Verify, Args: c.Command, Detach: c.Detach, DryRun: c.DryRun, Env: c.Env,
 		Image: c.Image, Network: c.Network, Allow: c.Allow, Runtime: c.Runtime, Memory: c.Memory, CPUs: c.CPUs,
-		Pids: c.Pids, Rerun: c.Rerun, Publish: c.Publish, IO: app.IO(),
+		Pids: c.Pids, Rerun: c.Rerun, Publish: c.Publish, Engine: c.Engine, IO: app.IO(),
 	})
 	if err != nil {
 		return err
@@ -150,8 +151,17 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	s := p.Container
 	fmt.Fprintf(w, "sandbox   %s\n", termsafe.String(p.Branch))
 	fmt.Fprintf(w, "base      %s (%s)\n", termsafe.String(p.Base), p.BaseCommit)
-	fmt.Fprintf(w, "worktree  %s\n", p.Worktree)
-	fmt.Fprintf(w, "agent git %s\n", p.PrivateGitDir)
+	if p.Engine != "" {
+		fmt.Fprintf(w, "engine    %s\n", termsafe.String(p.Engine))
+	}
+	if p.Copy != nil {
+		fmt.Fprintf(w, "worktree  volume %s on the engine (copy mode)\n", p.Copy.Workspace)
+		fmt.Fprintf(w, "agent git volume %s on the engine\n", p.Copy.GitDir)
+		fmt.Fprintf(w, "helper    %s (volume %s)\n", p.Copy.Helper, p.Copy.State)
+	} else {
+		fmt.Fprintf(w, "worktree  %s\n", p.Worktree)
+		fmt.Fprintf(w, "agent git %s\n", p.PrivateGitDir)
+	}
 	fmt.Fprintf(w, "record    %s\n", p.Record)
 	fmt.Fprintf(w, "carry     %v\n", p.Carry)
 	if p.Setup != "" {

@@ -100,6 +100,16 @@ func privateConfig(o InitOptions) string {
 	return b.String()
 }
 
+// CopyConfig is the configuration of an agent repository that lives on a
+// remote engine (copy mode): an identity, and no hooks (the user's hooks
+// are on this machine).
+func CopyConfig(userName, userEmail string) string {
+	var b strings.Builder
+	b.WriteString("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n")
+	fmt.Fprintf(&b, "[user]\n\tname = %s\n\temail = %s\n", quoteConfig(userName), quoteConfig(userEmail))
+	return b.String()
+}
+
 func quoteConfig(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\\`)
 	s = strings.ReplaceAll(s, `"`, `\"`)

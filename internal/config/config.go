@@ -106,6 +106,13 @@ type Config struct {
 	// Budget bounds the host memory and disk spent on what an agent hands
 	// back.
 	Budget Budget `toml:"budget"`
+	// Engines are container engines besides the one the environment
+	// names (user config only).
+	Engines []Engine `toml:"engine"`
+	// DefaultEngine is the engine a new sandbox runs on without --engine:
+	// "" for the environment's, an engine's name, or "auto" for the one
+	// with the most memory left (user config only).
+	DefaultEngine string `toml:"default_engine"`
 }
 
 // Budget bounds what git sandbox spends on the host for an agent's work.
@@ -338,6 +345,8 @@ var repoRefused = map[string]string{
 	"verify_before_push": "pre-push settings",
 	"allowed_images":     "allowing images",
 	"budget":             "the host's memory and disk budgets",
+	"engine":             "container engines",
+	"default_engine":     "choosing the container engine",
 	"privileged":         "privileged containers (never allowed anywhere)",
 	"cap_add":            "adding capabilities (never allowed anywhere)",
 	"devices":            "host devices",
@@ -440,6 +449,9 @@ func (l *Loaded) validate(file string) error {
 	}
 	if _, err := MemoryBytes(l.Limits.Memory); err != nil {
 		return usererr.New("%s: limits.memory = %q: %v", where, l.Limits.Memory, err)
+	}
+	if err := validateEngines(where, l.Engines, l.DefaultEngine); err != nil {
+		return err
 	}
 	for key, v := range map[string]string{"sync_object": l.Budget.SyncObject, "sync": l.Budget.Sync, "export": l.Budget.Export} {
 		if _, err := MemoryBytes(v); err != nil {

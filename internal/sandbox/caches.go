@@ -70,7 +70,7 @@ func (e *Env) ensureCaches(ctx context.Context, d Engine, spec *container.Spec, 
 		exists[v.Name] = true
 	}
 	for _, m := range want {
-		if rel, ok := strings.CutPrefix(m.Target, container.Home+"/"); ok {
+		if rel, ok := strings.CutPrefix(m.Target, container.Home+"/"); ok && agentHome != "" {
 			mkdirInside(agentHome, rel)
 		}
 		if exists[m.Source] {

@@ -29,6 +29,11 @@ type SyncResult struct {
 // under refs/sandbox/<branch>/agent and, with moveBranch, moves the host
 // branch to them (so it can be inspected or pushed).
 func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error) {
+	if s.Copy != nil {
+		// Copy mode brings the agent's files back with each snapshot; its
+		// commits stay on the engine (not built yet).
+		return &SyncResult{}, nil
+	}
 	g := s.env.Git()
 	known, err := g.RevParse(ctx, s.Refs().Agent())
 	if err != nil && !errors.Is(err, gitcmd.ErrNotExist) {
@@ -278,7 +283,7 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 		_, err = s.Snapshotter().Restamp(ctx, rescue.ReasonLand)
 		return res, err
 	}
-	d, err := s.env.Engine(ctx)
+	d, err := s.engine(ctx)
 	if err != nil {
 		return res, err
 	}

@@ -171,7 +171,7 @@ func (e *Env) rescueTips(ctx context.Context) map[string]tip {
 // existing connects to the engine and returns the sandbox's container, which
 // must exist.
 func (s *Sandbox) existing(ctx context.Context) (Engine, *container.State, error) {
-	d, err := s.env.Engine(ctx)
+	d, err := s.engine(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -245,7 +245,7 @@ func (s *Sandbox) Running(ctx context.Context) (bool, error) {
 
 // Stop stops the agent's container and takes a snapshot.
 func (s *Sandbox) Stop(ctx context.Context, timeout time.Duration) (*rescue.Taken, error) {
-	d, err := s.env.Engine(ctx)
+	d, err := s.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +280,7 @@ type RemoveOptions struct {
 // repository and state. A final snapshot is taken first, and the rescue
 // chain stays until pruned.
 func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, error) {
-	d, err := s.env.Engine(ctx)
+	d, err := s.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +299,7 @@ func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, e
 		}
 	}
 	var last *rescue.Taken
-	if _, err := os.Lstat(s.Worktree); err == nil {
+	if _, err := os.Lstat(s.Worktree); err == nil || s.Copy != nil {
 		// The agent's commits go with its repository: bring them back first,
 		// so the last snapshot keeps them (as its second parent).
 		if _, err := s.Sync(ctx, false); err != nil {
@@ -341,12 +341,20 @@ func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 	if err := s.removeNetworks(ctx, d); err != nil {
 		errs = append(errs, err)
 	}
+	if s.Copy != nil {
+		// The files on the engine: their snapshots are on this machine.
+		if err := s.removeCopyVolumes(ctx, d); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	// The worktree and the state directory are moved aside (a rename, so
 	// the name can be used again at once, however many files they hold)
 	// and deleted in the background.
 	trash := s.env.Layout.Trash()
-	if err := worktree.MoveAside(s.env.Repo.CommonDir, s.Worktree, trash); err != nil {
-		errs = append(errs, err)
+	if s.Copy == nil {
+		if err := worktree.MoveAside(s.env.Repo.CommonDir, s.Worktree, trash); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	branch := "refs/heads/" + s.Branch
 	if head, err := g.RevParse(ctx, branch); err == nil {

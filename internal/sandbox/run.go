@@ -24,7 +24,7 @@ import (
 // what was installed outside /workspace; a container that is gone is an
 // error that says how to recover the work.
 func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartResult, error) {
-	d, err := e.Engine(ctx)
+	d, err := sb.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +394,7 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	if err != nil {
 		return err
 	}
-	d, err := e.Engine(ctx)
+	d, err := sb.engine(ctx)
 	if err != nil {
 		return err
 	}

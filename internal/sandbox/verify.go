@@ -62,7 +62,7 @@ func (s *Sandbox) lockVerify() (func(), error) {
 
 // runVerifyLocked runs verify; the caller holds the verify lock.
 func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO) (*record.Verdict, error) {
-	d, err := s.env.Engine(ctx)
+	d, err := s.engine(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,180 @@
+package agentrepo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+)
+
+// ImportOptions describe a pack of a worktree's tree brought back from a
+// sandbox on a remote engine (copy mode).
+type ImportOptions struct {
+	// CommonDir is the user's repository, where the objects go.
+	CommonDir string
+	// Pack is the pack stream, as the engine's helper wrote it.
+	Pack io.Reader
+	// Tree is the tree the pack is said to complete.
+	Tree string
+	// Known is a tree the user's store already has and trusts (the newest
+	// snapshot's), or "": entries equal to its entries are not checked
+	// again.
+	Known string
+	// Budget bounds the pack's size (Total) and each new file (MaxObject).
+	Budget Budget
+}
+
+// ImportTree takes a pack from an untrusted source into the user's
+// repository only once every object in it has passed git index-pack
+// --strict and the tree it completes has passed the checks sync applies
+// to the agent's trees (no path git could take for .git, .gitmodules
+// checked, only blobs, trees and gitlinks, every object present, sizes in
+// budget). The pack is indexed in a quarantine directory next to the
+// store (borrowing the store as an alternate) and moved in at the end;
+// a refused pack leaves nothing behind.
+func ImportTree(ctx context.Context, o ImportOptions) error {
+	if !hexID.MatchString(o.Tree) {
+		return fmt.Errorf("refused: %q is not an object id", termsafe.String(o.Tree))
+	}
+	objects := filepath.Join(o.CommonDir, "objects")
+	quarantine, err := os.MkdirTemp(objects, "incoming-sandbox-")
+	if err != nil {
+		return fmt.Errorf("import snapshot: %w", err)
+	}
+	defer os.RemoveAll(quarantine)
+	if err := os.MkdirAll(filepath.Join(quarantine, "pack"), 0o755); err != nil {
+		return err
+	}
+	q := &gitcmd.Runner{
+		GitDir: o.CommonDir, ObjectDir: quarantine, Isolated: true,
+		Env:    []string{"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + objects},
+		Config: []string{"core.bigFileThreshold=16m"},
+	}
+	src := o.Pack
+	if o.Budget.MaxTotal > 0 {
+		src = &limitReader{r: o.Pack, left: o.Budget.MaxTotal}
+	}
+	if _, err := q.Run(ctx, src, "index-pack", "--stdin", "--strict"); err != nil {
+		if l, ok := src.(*limitReader); ok && l.over {
+			return &budgetError{msg: fmt.Sprintf("refused: the snapshot's new files are more than %d bytes", o.Budget.MaxTotal), setting: o.Budget.TotalSetting}
+		}
+		return refuse(err)
+	}
+	if err := checkImportedTree(ctx, q, o); err != nil {
+		return err
+	}
+	return migrate(quarantine, objects)
+}
+
+// checkImportedTree walks the tree in the quarantined store.
+func checkImportedTree(ctx context.Context, q *gitcmd.Runner, o ImportOptions) error {
+	if t, err := q.Output(ctx, "cat-file", "-t", o.Tree); err != nil || t != "tree" {
+		return fmt.Errorf("refused: %s is not a tree the snapshot brought (%v)", o.Tree, err)
+	}
+	// Every object reachable from the tree is there (gitlinks excepted).
+	if _, err := q.Run(ctx, nil, "rev-list", "--objects", "--quiet", o.Tree); err != nil {
+		return refuse(fmt.Errorf("the snapshot's tree is incomplete: %w", err))
+	}
+	known := map[string]string{}
+	if o.Known != "" {
+		if out, err := q.Run(ctx, nil, "ls-tree", "-r", "-t", "-z", "--full-tree", o.Known); err == nil {
+			for _, rec := range gitcmd.SplitLines(out) {
+				if meta, p, ok := strings.Cut(rec, "\t"); ok {
+					known[p] = meta
+				}
+			}
+		}
+	}
+	out, err := q.Run(ctx, nil, "ls-tree", "-r", "-t", "-l", "-z", "--full-tree", o.Tree)
+	if err != nil {
+		return refuse(err)
+	}
+	for _, rec := range gitcmd.SplitLines(out) {
+		meta, p, ok := strings.Cut(rec, "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 4 {
+			return fmt.Errorf("refused: unreadable tree entry %q", termsafe.String(rec))
+		}
+		mode, typ, id, size := f[0], f[1], f[2], f[3]
+		if k, ok := known[p]; ok && k == mode+" "+typ+" "+id {
+			continue
+		}
+		if err := CheckPath(p); err != nil {
+			return fmt.Errorf("refused: tree %w", err)
+		}
+		switch mode {
+		case "040000", "160000":
+			continue
+		case "100644", "100755", "120000":
+		default:
+			return fmt.Errorf("refused: %s has mode %s", termsafe.String(p), mode)
+		}
+		if n, err := strconv.ParseInt(size, 10, 64); err == nil && o.Budget.MaxObject > 0 && n > o.Budget.MaxObject {
+			return &budgetError{msg: fmt.Sprintf("refused: the file %s is %d bytes, more than %d", termsafe.String(p), n, o.Budget.MaxObject), setting: o.Budget.ObjectSetting}
+		}
+		if IsGitmodules(filepath.Base(p)) {
+			if filepath.Base(p) != ".gitmodules" || mode != "100644" {
+				return fmt.Errorf("refused: %q is not a plain .gitmodules file", termsafe.String(p))
+			}
+			b, err := q.Run(ctx, nil, "cat-file", "blob", id)
+			if err != nil {
+				return refuse(err)
+			}
+			if err := CheckGitmodules(b); err != nil {
+				return fmt.Errorf("refused: %s: %w", termsafe.String(p), err)
+			}
+		}
+	}
+	return nil
+}
+
+// migrate moves the quarantined packs into the store: each .pack before
+// its .idx, so a reader never finds an index without its pack.
+func migrate(quarantine, objects string) error {
+	ents, err := os.ReadDir(filepath.Join(quarantine, "pack"))
+	if err != nil {
+		return err
+	}
+	var idx []string
+	for _, e := range ents {
+		name := e.Name()
+		from, to := filepath.Join(quarantine, "pack", name), filepath.Join(objects, "pack", name)
+		if strings.HasSuffix(name, ".idx") {
+			idx = append(idx, name)
+			continue
+		}
+		if err := os.Rename(from, to); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("import snapshot: %w", err)
+		}
+	}
+	for _, name := range idx {
+		if err := os.Rename(filepath.Join(quarantine, "pack", name), filepath.Join(objects, "pack", name)); err != nil {
+			return fmt.Errorf("import snapshot: %w", err)
+		}
+	}
+	return nil
+}
+
+// limitReader fails once more than left bytes are read.
+type limitReader struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+func (l *limitReader) Read(b []byte) (int, error) {
+	n, err := l.r.Read(b)
+	l.left -= int64(n)
+	if l.left < 0 {
+		l.over = true
+		return n, errors.New("over budget")
+	}
+	return n, err
+}
