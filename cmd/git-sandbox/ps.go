@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -19,7 +20,10 @@ type PsCmd struct {
 func (c *PsCmd) Help() string {
 	return `One row per sandbox of this repository: branch, state (running, exited with its
 code, stopped, container missing; unknown while Docker is unreachable), agent,
-base branch, age, files changed since the baseline, and worktree.`
+base branch, age, files changed since the baseline, and worktree. With engines
+in your config, an ENGINE column says where each sandbox runs; the engines are
+asked at once, and the sandboxes of one that does not answer are listed as
+unreachable, with its error.`
 }
 
 // Run lists sandboxes.
@@ -45,16 +49,33 @@ func (c *PsCmd) Run(app *App) error {
 		app.UI.Hintf("git sandbox start BRANCH -p \"TASK\" creates one")
 		return nil
 	}
-	rows := [][]string{{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "DENIED", "WORKTREE"}}
+	// The ENGINE column once there is more than one engine to tell apart.
+	engines := len(env.Config.Engines) > 0
+	for _, s := range list {
+		engines = engines || s.Engine != ""
+	}
+	head := []string{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "DENIED", "WORKTREE"}
+	if engines {
+		head = slices.Insert(head, 2, "ENGINE")
+	}
+	rows := [][]string{head}
 	for _, s := range list {
 		state := s.State
 		if s.State == sandbox.StateExited && s.ExitCode != nil {
 			state = "exited (" + strconv.Itoa(*s.ExitCode) + ")"
 		}
-		rows = append(rows, []string{
+		row := []string{
 			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
 			age(time.Since(s.Created)), strconv.Itoa(s.Changes), denied(s), s.Worktree,
-		})
+		}
+		if engines {
+			eng := s.Engine
+			if eng == "" {
+				eng = "default"
+			}
+			row = slices.Insert(row, 2, termsafe.String(eng))
+		}
+		rows = append(rows, row)
 	}
 	table(app.Stdout, rows)
 	for _, s := range list {

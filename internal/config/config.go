@@ -108,11 +108,11 @@ type Config struct {
 	Budget Budget `toml:"budget"`
 	// Engines are container engines besides the one the environment
 	// names (user config only).
-	Engines []Engine `toml:"engine"`
+	Engines []Engine `toml:"engine,omitempty"`
 	// DefaultEngine is the engine a new sandbox runs on without --engine:
 	// "" for the environment's, an engine's name, or "auto" for the one
 	// with the most memory left (user config only).
-	DefaultEngine string `toml:"default_engine"`
+	DefaultEngine string `toml:"default_engine,omitempty"`
 }
 
 // Budget bounds what git sandbox spends on the host for an agent's work.

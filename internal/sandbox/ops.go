@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
@@ -30,6 +33,9 @@ const (
 	StateCreated = "created"
 	StateMissing = "container missing"
 	StateUnknown = "unknown"
+	// StateUnreachable is a sandbox on a configured engine that does not
+	// answer.
+	StateUnreachable = "unreachable"
 )
 
 // Status is one row of ps.
@@ -43,7 +49,11 @@ type Status struct {
 	Worktree  string    `json:"worktree"`
 	Baseline  string    `json:"baseline"`
 	Container string    `json:"container"`
-	Changes   int       `json:"changes"`
+	// Engine is the configured engine the sandbox is on ("" for the
+	// environment's); EngineError why it did not answer.
+	Engine      string `json:"engine,omitempty"`
+	EngineError string `json:"engine_error,omitempty"`
+	Changes     int    `json:"changes"`
 	// Network is the network mode; Denied counts the egress proxy's
 	// refusals (allowlist mode).
 	Network string `json:"network,omitempty"`
@@ -67,15 +77,41 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		e.UI.Warnf("%v", err)
 	}
 	e.EmptyTrash()
-	byName := map[string]container.State{}
-	dockerUp := false
-	if d, err := e.Engine(ctx); err == nil {
-		list, err := d.List(ctx, container.LabelRepo+"="+e.Repo.ID)
-		if err == nil {
-			dockerUp = true
-			for _, c := range list {
-				byName[c.Name] = c
+	// Every engine the sandboxes are on, asked at once: a slow or
+	// unreachable one holds up only its own rows.
+	type answer struct {
+		byName map[string]container.State
+		err    error
+	}
+	engines := map[string]*answer{"": nil}
+	for _, sb := range sbs {
+		engines[sb.Record.Engine] = nil
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name := range engines {
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			a := &answer{byName: map[string]container.State{}}
+			d, err := e.EngineNamed(ctx, name)
+			if err == nil {
+				var list []container.State
+				list, err = d.List(ctx, container.LabelRepo+"="+e.Repo.ID)
+				for _, c := range list {
+					a.byName[c.Name] = c
+				}
 			}
+			a.err = err
+			mu.Lock()
+			engines[name] = a
+			mu.Unlock()
+		}(name)
+	}
+	wg.Wait()
+	for _, name := range slices.Sorted(maps.Keys(engines)) {
+		if a := engines[name]; name != "" && a.err != nil {
+			e.UI.Warnf("engine %s is unreachable: %v", name, a.err)
 		}
 	}
 	tips := e.rescueTips(ctx)
@@ -84,7 +120,10 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		st := Status{
 			Branch: sb.Branch, Agent: sb.Agent, Base: sb.Base, Created: sb.Created,
 			Worktree: sb.Worktree, Baseline: sb.Baseline, Container: sb.Container,
-			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports(),
+			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports(), Engine: sb.Record.Engine,
+		}
+		if sb.Copy != nil {
+			st.Worktree = "(volume " + sb.Copy.Workspace + ")"
 		}
 		st.Network = string(sb.Network())
 		if sb.Egress != nil {
@@ -95,9 +134,13 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		if t, ok := tips[sb.Refs().Rescue()]; ok {
 			st.Changes, st.Snapshot, st.TooLarge = t.changes, t.id, t.tooLarge
 		}
-		c, ok := byName[sb.Container]
+		a := engines[sb.Record.Engine]
+		c, ok := a.byName[sb.Container]
 		switch {
-		case !dockerUp:
+		case a.err != nil && sb.Record.Engine != "":
+			st.State = StateUnreachable
+			st.EngineError = a.err.Error()
+		case a.err != nil:
 			st.State = StateUnknown
 		case !ok:
 			st.State = StateMissing
