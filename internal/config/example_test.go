@@ -41,7 +41,7 @@ func tomlKeys(t reflect.Type, prefix string) []string {
 	var keys []string
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		tag := f.Tag.Get("toml")
+		tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
 		if tag == "" {
 			continue
 		}
