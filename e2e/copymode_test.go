@@ -1,0 +1,267 @@
+package e2e
+
+// Copy mode against the second engine (e2e/engine2): an engine that sees
+// none of this machine's files. Sandboxes keep their files in volumes
+// there; snapshots come back as packs.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// copyEngineConfig is the user config of a test with the second engine
+// configured as "two", in copy mode.
+func copyEngineConfig(e *Env, host string) {
+	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"two\"\nhost = %q\nmode = \"copy\"\n", baseImage, host)
+}
+
+// containersOn lists the ids of the containers of a repository on an engine.
+func containersOn(t testing.TB, host, repoID string) []string {
+	t.Helper()
+	return strings.Fields(dockerAt(t, host, "ps", "-aq", "--filter", "label=git-sandbox.repo="+repoID))
+}
+
+// assertNoBindMounts fails when a container on the engine mounts anything
+// but a volume.
+func assertNoBindMounts(t testing.TB, host string, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		var mounts []struct{ Type, Source, Destination string }
+		must(t, json.Unmarshal([]byte(dockerAt(t, host, "inspect", "--format", "{{json .Mounts}}", id)), &mounts))
+		if len(mounts) == 0 {
+			t.Errorf("container %s has no mounts at all", id)
+		}
+		for _, m := range mounts {
+			if m.Type != "volume" {
+				t.Errorf("container %s mounts %s %s at %s: copy mode mounts volumes only", id, m.Type, m.Source, m.Destination)
+			}
+		}
+	}
+}
+
+func TestCopyModeLifecycle(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	copyEngineConfig(e, host)
+	e.WriteFile("src/old.txt", "old\n")
+	e.Git("add", "src/old.txt")
+	e.Git("commit", "-q", "-m", "old file")
+
+	agent := `echo "status-at-start:[$(git status --porcelain)]"
+echo "head:$(git rev-parse HEAD)"
+test -e /workspace/src/old.txt && echo "has-old"
+echo new >new.txt
+echo more >>README.md
+rm src/old.txt
+git add new.txt && git commit -q -m "agent commit" && echo committed`
+	r := e.MustSandbox("start", "t1", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", agent)
+	head := e.Git("rev-parse", "main")
+	for _, want := range []string{"status-at-start:[]", "head:" + head, "has-old", "committed"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("agent output lacks %q:\n%s", want, r)
+		}
+	}
+	// Nothing of the sandbox's files is on this machine.
+	if _, err := os.Stat(e.Worktree("t1")); !os.IsNotExist(err) {
+		t.Errorf("copy mode made a worktree on the host: %v", err)
+	}
+	ids := containersOn(t, host, e.RepoID())
+	if len(ids) < 2 {
+		t.Fatalf("want the agent and the helper on the second engine, found %q", ids)
+	}
+	assertNoBindMounts(t, host, ids)
+	if local := strings.Fields(dockerAt(t, "", "ps", "-aq", "--filter", "label=git-sandbox.repo="+e.RepoID())); len(local) > 0 {
+		t.Errorf("copy mode made containers on the main daemon: %q", local)
+	}
+
+	ps := e.MustSandbox("ps")
+	if !strings.Contains(ps.Stdout, "ENGINE") || !strings.Contains(ps.Stdout, "two") {
+		t.Errorf("ps has no ENGINE column naming two:\n%s", ps)
+	}
+	p := e.PsOf("t1")
+	if p.Changes != 3 {
+		t.Errorf("ps counts %d changes, want 3 (new.txt, README.md, src/old.txt):\n%+v", p.Changes, p)
+	}
+
+	d := e.MustSandbox("diff", "t1", "--stat")
+	for _, f := range []string{"new.txt", "README.md", "src/old.txt"} {
+		if !strings.Contains(d.Stdout, f) {
+			t.Errorf("diff --stat lacks %s:\n%s", f, d)
+		}
+	}
+
+	e.MustSandbox("land", "t1", "-m", "land from the second engine")
+	if got := e.Git("show", "main:new.txt"); got != "new" {
+		t.Errorf("main:new.txt = %q", got)
+	}
+	if got := e.Git("show", "main:README.md"); got != "hello\nmore" {
+		t.Errorf("main:README.md = %q", got)
+	}
+	if out := e.Git("ls-tree", "-r", "--name-only", "main"); strings.Contains(out, "old.txt") {
+		t.Errorf("src/old.txt was removed by the agent but is still on main:\n%s", out)
+	}
+	// Land removed the sandbox there: containers and volumes.
+	if left := containersOn(t, host, e.RepoID()); len(left) > 0 {
+		t.Errorf("containers left on the second engine after land: %q", left)
+	}
+	if vols := strings.Fields(dockerAt(t, host, "volume", "ls", "-q", "--filter", "label=git-sandbox.repo="+e.RepoID())); len(vols) > 0 {
+		t.Errorf("volumes left on the second engine after land: %q", vols)
+	}
+	if e.hasSandbox("t1") {
+		t.Errorf("ps still lists t1 after land")
+	}
+}
+
+// A snapshot that crosses the wire is checked before any ref moves: a tree
+// holding a path git would take for .git is refused, and the newest
+// snapshot stays what it was.
+func TestCopyModeRefusesAHostileTree(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	copyEngineConfig(e, host)
+	e.MustSandbox("start", "h1", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "-d", "--", "sleep", "600")
+	before := e.Git("rev-parse", "refs/sandbox/h1/rescue")
+	ids := containersOn(t, host, e.RepoID())
+	var helper string
+	for _, id := range ids {
+		if dockerAt(t, host, "inspect", "--format", `{{index .Config.Labels "git-sandbox.role"}}`, id) == "helper" {
+			helper = id
+		}
+	}
+	if helper == "" {
+		t.Fatalf("no helper among %q", ids)
+	}
+	// Whoever controls the helper (the agent could, were the helper's git
+	// ever to run something the agent wrote) hands back a tree with a .GIT
+	// entry: here a git planted ahead of the real one on the helper's PATH.
+	dockerAt(t, host, "exec", "--user", "0", helper, "sh", "-c", `set -e
+cat >/usr/local/bin/git <<'EOF'
+#!/bin/sh
+case "$*" in
+*write-tree*) b=$(printf 'x\n' | /usr/bin/git hash-object -w --stdin); printf '100644 blob %s\t.GIT\n' "$b" | /usr/bin/git mktree ;;
+*) exec /usr/bin/git "$@" ;;
+esac
+EOF
+chmod 755 /usr/local/bin/git`)
+	if got := dockerAt(t, host, "exec", helper, "sh", "-c", "command -v git"); got != "/usr/local/bin/git" {
+		t.Fatalf("the planted git is not the one the helper runs: %q", got)
+	}
+	r := e.Sandbox("rescue", "snapshot", "h1")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "refused") {
+		t.Errorf("a tree with .GIT was not refused:\n%s", r)
+	}
+	if got := e.Git("rev-parse", "refs/sandbox/h1/rescue"); got != before {
+		t.Errorf("the rescue ref moved on a refused snapshot: %s -> %s", before, got)
+	}
+	if out, err := os.ReadDir(filepath.Join(e.Repo, ".git", "objects")); err == nil {
+		for _, d := range out {
+			if strings.HasPrefix(d.Name(), "incoming-sandbox-") {
+				t.Errorf("quarantine %s left in the object store", d.Name())
+			}
+		}
+	}
+	e.MustSandbox("rm", "--force", "h1")
+}
+
+// Killing the engine's daemon mid-run loses at most one interval: the
+// snapshots are on this machine, ps lists the sandbox as unreachable and
+// still lists the local ones, and the newest snapshot restores.
+func TestCopyModeEngineLostKeepsTheSnapshots(t *testing.T) {
+	eng := newEngine2(t, baseImage)
+	e := NewEnv(t)
+	copyEngineConfig(e, eng.Host)
+	// A local sandbox on the main daemon, to be listed while the engine is down.
+	e.MustSandbox("start", "local1", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", "echo local >local.txt")
+
+	e.MustSandbox("start", "far", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "-d", "--",
+		"sh", "-c", "echo precious >work.txt; sleep 600")
+	Eventually(t, 60*time.Second, "a snapshot holding work.txt on the host", func() bool {
+		r := e.Run(e.Repo, nil, "git", "show", "refs/sandbox/far/rescue:work.txt")
+		return r.Code == 0 && strings.TrimSpace(r.Stdout) == "precious"
+	})
+	snap := e.Git("rev-parse", "refs/sandbox/far/rescue")
+
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(filepath.Join(eng.Dir, "docker.pid"))))
+	if err != nil {
+		t.Fatalf("engine pid: %v", err)
+	}
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	Eventually(t, 30*time.Second, "the engine stops answering", func() bool {
+		_, err := dockerAtErr(eng.Host, "version")
+		return err != nil
+	})
+
+	r := e.MustSandbox("ps")
+	var farLine, localLine string
+	for _, line := range strings.Split(r.Stdout, "\n") {
+		if strings.HasPrefix(line, "far ") {
+			farLine = line
+		}
+		if strings.HasPrefix(line, "local1 ") {
+			localLine = line
+		}
+	}
+	if !strings.Contains(farLine, "unreachable") {
+		t.Errorf("ps does not list far as unreachable:\n%s", r)
+	}
+	if !strings.Contains(localLine, "exited") {
+		t.Errorf("ps does not list the local sandbox with its state while the engine is down:\n%s", r)
+	}
+	if !strings.Contains(r.Stderr, "engine two is unreachable") {
+		t.Errorf("ps does not say why two is unreachable:\n%s", r)
+	}
+	var list []PsEntry
+	must(t, json.Unmarshal([]byte(e.MustSandbox("ps", "--json").Stdout), &list))
+	if len(list) != 2 {
+		t.Errorf("ps --json lists %d sandboxes, want 2", len(list))
+	}
+
+	e.MustSandbox("rescue", "restore", snap[:12], "--branch", "saved")
+	if got := e.Git("show", "saved:work.txt"); got != "precious" {
+		t.Errorf("restored work.txt = %q", got)
+	}
+}
+
+// gVisor for real: a sandbox run by runsc on the second engine (its runsc
+// is registered with --network=none, so the sandbox's network is none).
+func TestCopyModeGVisor(t *testing.T) {
+	host := startEngine2(t)
+	if !strings.Contains(dockerAt(t, host, "info", "--format", "{{json .Runtimes}}"), `"runsc"`) {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("runsc is not registered in the second engine")
+		}
+		t.Skipf("NOT RUN: runsc is not installed here (apt-get install runsc)")
+	}
+	var uts syscall.Utsname
+	must(t, syscall.Uname(&uts))
+	hostRelease := utsString(uts.Release[:])
+
+	e := NewEnv(t)
+	copyEngineConfig(e, host)
+	r := e.MustSandbox("start", "g1", "--engine", "two", "--runtime", "runsc", "--agent", "shell", "--image", baseImage, "--network", "none", "--",
+		"sh", "-c", "uname -r >kernel.txt; dmesg | head -3 >dmesg.txt; echo done")
+	if !strings.Contains(r.Stdout, "done") {
+		t.Fatalf("agent output:\n%s", r)
+	}
+	for _, id := range containersOn(t, host, e.RepoID()) {
+		if rt := dockerAt(t, host, "inspect", "--format", "{{.HostConfig.Runtime}}", id); rt != "runsc" {
+			t.Errorf("container %s runs with %q, want runsc", id, rt)
+		}
+	}
+	e.MustSandbox("land", "g1", "-m", "from gVisor")
+	kernel := e.Git("show", "main:kernel.txt")
+	if kernel == "" || kernel == hostRelease {
+		t.Errorf("the sandbox saw kernel %q; the host's is %q: not gVisor", kernel, hostRelease)
+	}
+	if dm := e.Git("show", "main:dmesg.txt"); !strings.Contains(dm, "gVisor") {
+		t.Errorf("dmesg inside does not say gVisor: %q", dm)
+	}
+	fmt.Fprintf(os.Stderr, "gVisor kernel %s (host %s)\n", kernel, hostRelease)
+}
