@@ -167,6 +167,8 @@ chmod 755 /usr/local/bin/git`)
 			}
 		}
 	}
+	// The helper mended, snapshots come back, and rm works.
+	dockerAt(t, host, "exec", "--user", "0", helper, "rm", "/usr/local/bin/git")
 	e.MustSandbox("rm", "--force", "h1")
 }
 

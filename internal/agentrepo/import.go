@@ -12,6 +12,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // ImportOptions describe a pack of a worktree's tree brought back from a
@@ -41,7 +42,7 @@ type ImportOptions struct {
 // a refused pack leaves nothing behind.
 func ImportTree(ctx context.Context, o ImportOptions) error {
 	if !hexID.MatchString(o.Tree) {
-		return fmt.Errorf("refused: %q is not an object id", termsafe.String(o.Tree))
+		return fmt.Errorf("%q is not an object id", termsafe.String(o.Tree))
 	}
 	objects := filepath.Join(o.CommonDir, "objects")
 	quarantine, err := os.MkdirTemp(objects, "incoming-sandbox-")
@@ -63,12 +64,16 @@ func ImportTree(ctx context.Context, o ImportOptions) error {
 	}
 	if _, err := q.Run(ctx, src, "index-pack", "--stdin", "--strict"); err != nil {
 		if l, ok := src.(*limitReader); ok && l.over {
-			return &budgetError{msg: fmt.Sprintf("refused: the snapshot's new files are more than %d bytes", o.Budget.MaxTotal), setting: o.Budget.TotalSetting}
+			return refuseTree(&budgetError{msg: fmt.Sprintf("the snapshot's new files are more than %d bytes", o.Budget.MaxTotal), setting: o.Budget.TotalSetting})
 		}
-		return refuse(err)
+		return refuseTree(err)
 	}
 	if err := checkImportedTree(ctx, q, o); err != nil {
-		return err
+		var ue *usererr.Error
+		if errors.As(err, &ue) {
+			return err
+		}
+		return refuseTree(err)
 	}
 	return migrate(quarantine, objects)
 }
@@ -76,11 +81,11 @@ func ImportTree(ctx context.Context, o ImportOptions) error {
 // checkImportedTree walks the tree in the quarantined store.
 func checkImportedTree(ctx context.Context, q *gitcmd.Runner, o ImportOptions) error {
 	if t, err := q.Output(ctx, "cat-file", "-t", o.Tree); err != nil || t != "tree" {
-		return fmt.Errorf("refused: %s is not a tree the snapshot brought (%v)", o.Tree, err)
+		return fmt.Errorf("%s is not a tree the snapshot brought (%v)", o.Tree, err)
 	}
 	// Every object reachable from the tree is there (gitlinks excepted).
 	if _, err := q.Run(ctx, nil, "rev-list", "--objects", "--quiet", o.Tree); err != nil {
-		return refuse(fmt.Errorf("the snapshot's tree is incomplete: %w", err))
+		return refuseTree(fmt.Errorf("the snapshot's tree is incomplete: %w", err))
 	}
 	known := map[string]string{}
 	if o.Known != "" {
@@ -94,41 +99,41 @@ func checkImportedTree(ctx context.Context, q *gitcmd.Runner, o ImportOptions) e
 	}
 	out, err := q.Run(ctx, nil, "ls-tree", "-r", "-t", "-l", "-z", "--full-tree", o.Tree)
 	if err != nil {
-		return refuse(err)
+		return refuseTree(err)
 	}
 	for _, rec := range gitcmd.SplitLines(out) {
 		meta, p, ok := strings.Cut(rec, "\t")
 		f := strings.Fields(meta)
 		if !ok || len(f) != 4 {
-			return fmt.Errorf("refused: unreadable tree entry %q", termsafe.String(rec))
+			return fmt.Errorf("unreadable tree entry %q", termsafe.String(rec))
 		}
 		mode, typ, id, size := f[0], f[1], f[2], f[3]
 		if k, ok := known[p]; ok && k == mode+" "+typ+" "+id {
 			continue
 		}
 		if err := CheckPath(p); err != nil {
-			return fmt.Errorf("refused: tree %w", err)
+			return fmt.Errorf("tree %w", err)
 		}
 		switch mode {
 		case "040000", "160000":
 			continue
 		case "100644", "100755", "120000":
 		default:
-			return fmt.Errorf("refused: %s has mode %s", termsafe.String(p), mode)
+			return fmt.Errorf("%s has mode %s", termsafe.String(p), mode)
 		}
 		if n, err := strconv.ParseInt(size, 10, 64); err == nil && o.Budget.MaxObject > 0 && n > o.Budget.MaxObject {
-			return &budgetError{msg: fmt.Sprintf("refused: the file %s is %d bytes, more than %d", termsafe.String(p), n, o.Budget.MaxObject), setting: o.Budget.ObjectSetting}
+			return &budgetError{msg: fmt.Sprintf("the file %s is %d bytes, more than %d", termsafe.String(p), n, o.Budget.MaxObject), setting: o.Budget.ObjectSetting}
 		}
 		if IsGitmodules(filepath.Base(p)) {
 			if filepath.Base(p) != ".gitmodules" || mode != "100644" {
-				return fmt.Errorf("refused: %q is not a plain .gitmodules file", termsafe.String(p))
+				return fmt.Errorf("%q is not a plain .gitmodules file", termsafe.String(p))
 			}
 			b, err := q.Run(ctx, nil, "cat-file", "blob", id)
 			if err != nil {
-				return refuse(err)
+				return refuseTree(err)
 			}
 			if err := CheckGitmodules(b); err != nil {
-				return fmt.Errorf("refused: %s: %w", termsafe.String(p), err)
+				return fmt.Errorf("%s: %w", termsafe.String(p), err)
 			}
 		}
 	}
@@ -177,4 +182,16 @@ func (l *limitReader) Read(b []byte) (int, error) {
 		return n, errors.New("over budget")
 	}
 	return n, err
+}
+
+// refuseTree is the user's error for a snapshot that was not taken in.
+func refuseTree(err error) error {
+	e := usererr.Wrap(err, "the sandbox's files were refused: %v", err).
+		Hint("nothing was copied into your repository and the newest snapshot is unchanged; inspect the sandbox with git sandbox exec").
+		WithCode(usererr.ExitRefused)
+	var be *budgetError
+	if errors.As(err, &be) && be.setting != "" {
+		e.Hint("if it belongs in the work, raise %s in your config", be.setting)
+	}
+	return e
 }

@@ -353,6 +353,10 @@ func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, e
 			reason = rescue.ReasonRemove
 		}
 		last, err = s.Snapshotter().Take(ctx, reason)
+		if err != nil && s.Copy != nil {
+			return nil, usererr.Wrap(err, "cannot take the final snapshot of %s: %v", s.Display(), err).
+				Hint("nothing was removed; the newest snapshot on this machine is in git sandbox rescue list %s", s.Display())
+		}
 		if err != nil {
 			return nil, usererr.Wrap(err, "cannot take the final snapshot of %s: %v", s.Display(), err).
 				Hint("nothing was removed; fix the cause or copy the worktree %s by hand", s.Worktree)
