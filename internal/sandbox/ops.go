@@ -89,7 +89,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for name := range engines {
+	for _, name := range slices.Collect(maps.Keys(engines)) {
 		wg.Add(1)
 		go func(name string) {
 			defer wg.Done()

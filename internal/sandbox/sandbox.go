@@ -48,6 +48,9 @@ type Env struct {
 	// purge deletes the trash (EmptyTrash spawns a detached process when
 	// nil; tests delete it in place).
 	purge func(trash string) error
+	// connectNamed, when set, reaches every engine by name (tests with
+	// more than one fake engine).
+	connectNamed func(ctx context.Context, name string) (Engine, error)
 	// failStep, when set, is asked after each step of create whether to
 	// fail there (tests of the rollback).
 	failStep func(step string) error
@@ -92,6 +95,8 @@ func (e *Env) EngineNamed(ctx context.Context, name string) (Engine, error) {
 	e.engineMu.Unlock()
 	c.once.Do(func() {
 		switch {
+		case e.connectNamed != nil:
+			c.eng, c.err = e.connectNamed(ctx, name)
 		case e.Connect != nil:
 			c.eng, c.err = e.Connect(ctx)
 		case name == "":
