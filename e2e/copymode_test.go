@@ -267,3 +267,49 @@ func TestCopyModeGVisor(t *testing.T) {
 	}
 	fmt.Fprintf(os.Stderr, "gVisor kernel %s (host %s)\n", kernel, hostRelease)
 }
+
+// The sandbox image missing on the engine is copied there from the local
+// daemon; then logs, exec (running and stopped), stop and rm work against
+// the sandbox's own engine.
+func TestCopyModeShipsTheImageAndOperates(t *testing.T) {
+	eng := newEngine2(t, baseImage)
+	e := NewEnv(t)
+	copyEngineConfig(e, eng.Host)
+	if _, err := dockerAtErr(eng.Host, "image", "inspect", testImage); err == nil {
+		t.Fatalf("the private engine has %s already", testImage)
+	}
+	r := e.MustSandbox("start", "op", "--engine", "two", "--agent", "shell", "--network", "none", "-d", "--", "sh", "-c", "echo hello-from-two; sleep 600")
+	if !strings.Contains(r.Stderr, "copied to engine two") {
+		t.Errorf("start does not say it copied the image:\n%s", r)
+	}
+	dockerAt(t, eng.Host, "image", "inspect", "--format", "{{.Id}}", testImage)
+
+	Eventually(t, 30*time.Second, "logs from the engine", func() bool {
+		return strings.Contains(e.Sandbox("logs", "op").Stdout, "hello-from-two")
+	})
+	if got := strings.TrimSpace(e.MustSandbox("exec", "op", "--", "sh", "-c", "echo from-exec >e.txt; git rev-parse --is-inside-work-tree").Stdout); got != "true" {
+		t.Errorf("exec in the running sandbox: git sees no work tree: %q", got)
+	}
+	e.MustSandbox("stop", "op")
+	if p := e.PsOf("op"); p.State != "stopped" {
+		t.Errorf("ps after stop: %+v", p)
+	}
+	if got := strings.TrimSpace(e.MustSandbox("exec", "op", "--", "cat", "e.txt").Stdout); got != "from-exec" {
+		t.Errorf("exec in the stopped sandbox reads %q, want from-exec", got)
+	}
+	if d := e.MustSandbox("diff", "op", "--stat"); !strings.Contains(d.Stdout, "e.txt") {
+		t.Errorf("diff lacks e.txt:\n%s", d)
+	}
+	assertNoBindMounts(t, eng.Host, containersOn(t, eng.Host, e.RepoID()))
+	e.MustSandbox("rm", "--force", "op")
+	if left := containersOn(t, eng.Host, e.RepoID()); len(left) > 0 {
+		t.Errorf("containers left after rm: %q", left)
+	}
+	if vols := strings.Fields(dockerAt(t, eng.Host, "volume", "ls", "-q", "--filter", "label=git-sandbox.repo="+e.RepoID())); len(vols) > 0 {
+		t.Errorf("volumes left after rm: %q", vols)
+	}
+	// The work is still in the snapshots on this machine.
+	if got := e.Git("show", "refs/sandbox/op/rescue:e.txt"); got != "from-exec" {
+		t.Errorf("the last snapshot's e.txt = %q", got)
+	}
+}

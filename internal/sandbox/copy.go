@@ -476,3 +476,10 @@ func (s *Sandbox) removeCopyVolumes(ctx context.Context, d Engine) error {
 	}
 	return errors.Join(errs...)
 }
+
+// errNotInCopyMode refuses what copy mode does not do yet.
+func errNotInCopyMode(s *Sandbox, what string) error {
+	return usererr.New("%s is not available yet for sandbox %s: its files are in volumes on engine %s (copy mode)", what, s.Display(), s.engineName()).
+		Hint("git sandbox diff %s shows the work; git sandbox land %s lands it (--force lands past a verify that cannot run)", s.Display(), s.Display()).
+		WithCode(usererr.ExitRefused)
+}

@@ -3,13 +3,19 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
+	"time"
+
+	"github.com/docker/go-units"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -154,4 +160,80 @@ func (e *Env) engineNames() []string {
 		}
 	}
 	return names
+}
+
+// imageMover is an engine that can save and load images (Docker).
+type imageMover interface {
+	SaveImage(ctx context.Context, ref string) (io.ReadCloser, error)
+	LoadImage(ctx context.Context, r io.Reader) error
+}
+
+// shipImage copies the image from the environment's engine to a
+// configured engine that lacks it (docker save | docker load, streamed),
+// saying how much went. Nothing happens when the engine has it, or when
+// the local engine does not have it either (start then builds the default
+// image there, or says it is missing).
+func (e *Env) shipImage(ctx context.Context, d Engine, engine, image string, stderr io.Writer) error {
+	if engine == "" {
+		return nil
+	}
+	if ok, err := d.ImageExists(ctx, image); err != nil || ok {
+		return err
+	}
+	local, err := e.EngineNamed(ctx, "")
+	if err != nil {
+		return nil // nothing to ship from
+	}
+	if ok, err := local.ImageExists(ctx, image); err != nil || !ok {
+		return nil
+	}
+	from, ok1 := local.(imageMover)
+	to, ok2 := d.(imageMover)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	e.UI.Infof("image %s is missing on engine %s; copying it there from the local engine", termsafe.String(image), termsafe.String(engine))
+	r, err := from.SaveImage(ctx, image)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	counted := &progressReader{r: r, out: stderr, terminal: isTerminal(stderr)}
+	if err := to.LoadImage(ctx, counted); err != nil {
+		return usererr.Wrap(err, "could not copy image %s to engine %s: %v", termsafe.String(image), termsafe.String(engine), err).
+			Hint("copy it by hand (docker save %s | docker -H HOST load), or build it there", termsafe.String(image))
+	}
+	counted.done()
+	e.UI.Infof("image %s copied to engine %s (%s)", termsafe.String(image), termsafe.String(engine), units.HumanSize(float64(counted.n)))
+	return nil
+}
+
+// progressReader counts what passes, and on a terminal shows the count.
+type progressReader struct {
+	r        io.Reader
+	out      io.Writer
+	terminal bool
+	n        int64
+	shown    time.Time
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	if p.terminal && time.Since(p.shown) > 200*time.Millisecond {
+		p.shown = time.Now()
+		fmt.Fprintf(p.out, "\r  copying image: %s", units.HumanSize(float64(p.n)))
+	}
+	return n, err
+}
+
+func (p *progressReader) done() {
+	if p.terminal {
+		fmt.Fprintf(p.out, "\r\033[K")
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && ui.IsTerminal(f)
 }

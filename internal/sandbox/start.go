@@ -117,6 +117,11 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.Devcontainer == nil {
+		if err := e.shipImage(ctx, d, p.Engine, p.Container.Image, o.IO.Stderr); err != nil {
+			return nil, err
+		}
+	}
 	if p.Devcontainer != nil {
 		if err := e.devImage(ctx, d, p, adapter, o.IO); err != nil {
 			return nil, err

@@ -48,6 +48,9 @@ type UpdateResult struct {
 // repository gets the tip as its base branch and in HEAD's history.
 // Snapshots are taken before and after.
 func (s *Sandbox) UpdateBase(ctx context.Context, o UpdateOptions) (*UpdateResult, error) {
+	if s.Copy != nil {
+		return nil, errNotInCopyMode(s, "update")
+	}
 	if s.BaseRef == "" {
 		return nil, usererr.New("sandbox %s started from a commit, not a branch: there is no base to update from", s.Display()).
 			WithCode(usererr.ExitRefused)

@@ -62,6 +62,9 @@ func (s *Sandbox) lockVerify() (func(), error) {
 
 // runVerifyLocked runs verify; the caller holds the verify lock.
 func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO) (*record.Verdict, error) {
+	if s.Copy != nil {
+		return nil, errNotInCopyMode(s, "verify")
+	}
 	d, err := s.engine(ctx)
 	if err != nil {
 		return nil, err
