@@ -119,59 +119,6 @@ git add new.txt && git commit -q -m "agent commit" && echo committed`
 	}
 }
 
-// A snapshot that crosses the wire is checked before any ref moves: a tree
-// holding a path git would take for .git is refused, and the newest
-// snapshot stays what it was.
-func TestCopyModeRefusesAHostileTree(t *testing.T) {
-	host := startEngine2(t)
-	e := NewEnv(t)
-	copyEngineConfig(e, host)
-	e.MustSandbox("start", "h1", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "-d", "--", "sleep", "600")
-	before := e.Git("rev-parse", "refs/sandbox/h1/rescue")
-	ids := containersOn(t, host, e.RepoID())
-	var helper string
-	for _, id := range ids {
-		if dockerAt(t, host, "inspect", "--format", `{{index .Config.Labels "git-sandbox.role"}}`, id) == "helper" {
-			helper = id
-		}
-	}
-	if helper == "" {
-		t.Fatalf("no helper among %q", ids)
-	}
-	// Whoever controls the helper (the agent could, were the helper's git
-	// ever to run something the agent wrote) hands back a tree with a .GIT
-	// entry: here a git planted ahead of the real one on the helper's PATH.
-	dockerAt(t, host, "exec", "--user", "0", helper, "sh", "-c", `set -e
-cat >/usr/local/bin/git <<'EOF'
-#!/bin/sh
-case "$*" in
-*write-tree*) b=$(printf 'x\n' | /usr/bin/git hash-object -w --stdin); printf '100644 blob %s\t.GIT\n' "$b" | /usr/bin/git mktree ;;
-*) exec /usr/bin/git "$@" ;;
-esac
-EOF
-chmod 755 /usr/local/bin/git`)
-	if got := dockerAt(t, host, "exec", helper, "sh", "-c", "command -v git"); got != "/usr/local/bin/git" {
-		t.Fatalf("the planted git is not the one the helper runs: %q", got)
-	}
-	r := e.Sandbox("rescue", "snapshot", "h1")
-	if r.Code == 0 || !strings.Contains(r.Stderr, "refused") {
-		t.Errorf("a tree with .GIT was not refused:\n%s", r)
-	}
-	if got := e.Git("rev-parse", "refs/sandbox/h1/rescue"); got != before {
-		t.Errorf("the rescue ref moved on a refused snapshot: %s -> %s", before, got)
-	}
-	if out, err := os.ReadDir(filepath.Join(e.Repo, ".git", "objects")); err == nil {
-		for _, d := range out {
-			if strings.HasPrefix(d.Name(), "incoming-sandbox-") {
-				t.Errorf("quarantine %s left in the object store", d.Name())
-			}
-		}
-	}
-	// The helper mended, snapshots come back, and rm works.
-	dockerAt(t, host, "exec", "--user", "0", helper, "rm", "/usr/local/bin/git")
-	e.MustSandbox("rm", "--force", "h1")
-}
-
 // Killing the engine's daemon mid-run loses at most one interval: the
 // snapshots are on this machine, ps lists the sandbox as unreachable and
 // still lists the local ones, and the newest snapshot restores.
