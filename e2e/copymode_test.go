@@ -194,11 +194,17 @@ func TestCopyModeGVisor(t *testing.T) {
 
 	e := NewEnv(t)
 	copyEngineConfig(e, host)
-	r := e.MustSandbox("start", "g1", "--engine", "two", "--runtime", "runsc", "--agent", "shell", "--image", baseImage, "--network", "none", "--",
-		"sh", "-c", "uname -r >kernel.txt; dmesg | head -3 >dmesg.txt; echo done")
-	if !strings.Contains(r.Stdout, "done") {
-		t.Fatalf("agent output:\n%s", r)
+	e.MustSandbox("start", "g1", "--engine", "two", "--runtime", "runsc", "--agent", "shell", "--image", baseImage, "--network", "none", "-d", "--",
+		"sh", "-c", "uname -r >kernel.txt; dmesg | head -3 >dmesg.txt; sleep 600")
+	// Interval snapshots pause the running gVisor sandbox while they read.
+	Eventually(t, 60*time.Second, "an interval snapshot of the running sandbox", func() bool {
+		r := e.Run(e.Repo, nil, "git", "show", "refs/sandbox/g1/rescue:dmesg.txt")
+		return r.Code == 0 && strings.TrimSpace(r.Stdout) != ""
+	})
+	if got := e.Git("log", "-1", "--format=%(trailers:key=Sandbox-Reason,valueonly)", "refs/sandbox/g1/rescue"); got != "interval" {
+		t.Errorf("the snapshot's reason is %q, want interval (taken while it ran)", got)
 	}
+	e.MustSandbox("stop", "g1")
 	for _, id := range containersOn(t, host, e.RepoID()) {
 		if rt := dockerAt(t, host, "inspect", "--format", "{{.HostConfig.Runtime}}", id); rt != "runsc" {
 			t.Errorf("container %s runs with %q, want runsc", id, rt)

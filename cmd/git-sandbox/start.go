@@ -57,8 +57,16 @@ can (claude --continue, codex resume --last); without one, the agent continues
 interactively on a terminal, and start refuses without one. --rerun runs the
 original task again. A follow-up runs in a new container made like the first
 (same image, mounts, hardening); --verify and the limits may change, while
---base, --carry, --agent, --image, --network, --allow, --runtime and -e cannot, and are
-refused.
+--base, --carry, --agent, --image, --network, --allow, --runtime, --engine and -e
+cannot, and are refused.
+
+--engine NAME runs the sandbox on an engine of your config ([[engine]]), and
+every later command about it goes there; auto picks the one with the most
+memory left. On an engine in copy mode (one that cannot see this machine's
+files) the worktree and the agent's repository live in volumes there, the
+image is copied there when it is missing, and snapshots come back here as
+checked packs; --carry, --publish, verify and the allowlist network are not
+available there yet.
 
 For --agent shell, -p with a command after -- is the task's description:
 recorded (land's default message) and passed as GIT_SANDBOX_PROMPT.

@@ -155,6 +155,7 @@ func checkFixedFlags(sb *Sandbox, o StartOptions) error {
 	add(o.Runtime != "", "--runtime")
 	add(len(o.Allow) > 0, "--allow")
 	add(len(o.Env) > 0, "-e")
+	add(o.Engine != "" && o.Engine != sb.Record.Engine, "--engine")
 	if len(fixed) == 0 {
 		return nil
 	}
