@@ -111,3 +111,36 @@ echo one >top.txt; sleep 600`
 	}
 	e.MustSandbox("rm", "--force", "n1")
 }
+
+// The agent's commits come back from the engine only as checked objects: a
+// commit whose tree holds .GIT (made with mktree, which git add would
+// refuse) is refused by sync, and none of its objects reach the user's
+// store.
+func TestCopyModeRefusesAHostileAgentCommit(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	copyEngineConfig(e, host)
+	agent := `set -e
+b=$(echo evil | git hash-object -w --stdin)
+tr=$(printf '100644 blob %s\t.GIT\n' "$b" | git mktree)
+c=$(git commit-tree -p HEAD -m evil "$tr")
+git update-ref HEAD "$c"
+echo "evil:$c"`
+	r := e.MustSandbox("start", "c1", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", agent)
+	_, evil, ok := strings.Cut(r.Stdout, "evil:")
+	evil = strings.TrimSpace(evil)
+	if !ok || len(evil) != 40 {
+		t.Fatalf("agent output:\n%s", r)
+	}
+	s := e.Sandbox("sync", "c1")
+	if s.Code == 0 || !strings.Contains(s.Stderr, "refused") {
+		t.Errorf("sync took a commit with a .GIT entry:\n%s", s)
+	}
+	if r := e.Run(e.Repo, nil, "git", "cat-file", "-e", evil); r.Code == 0 {
+		t.Errorf("the hostile commit %s is in the user's store", evil)
+	}
+	if got := e.Run(e.Repo, nil, "git", "rev-parse", "--verify", "-q", "refs/sandbox/c1/agent"); got.Code == 0 {
+		t.Errorf("refs/sandbox/c1/agent was set to %s", got.Stdout)
+	}
+	e.MustSandbox("rm", "--force", "c1")
+}

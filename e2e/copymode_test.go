@@ -60,14 +60,16 @@ test -e /workspace/src/old.txt && echo "has-old"
 echo new >new.txt
 echo more >>README.md
 rm src/old.txt
-git add new.txt && git commit -q -m "agent commit" && echo committed`
+git add new.txt && git commit -q -m "agent commit" && echo "committed:$(git rev-parse HEAD)"`
 	r := e.MustSandbox("start", "t1", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", agent)
 	head := e.Git("rev-parse", "main")
-	for _, want := range []string{"status-at-start:[]", "head:" + head, "has-old", "committed"} {
+	for _, want := range []string{"status-at-start:[]", "head:" + head, "has-old", "committed:"} {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("agent output lacks %q:\n%s", want, r)
 		}
 	}
+	_, agentCommit, _ := strings.Cut(r.Stdout, "committed:")
+	agentCommit = strings.TrimSpace(agentCommit)
 	// Nothing of the sandbox's files is on this machine.
 	if _, err := os.Stat(e.Worktree("t1")); !os.IsNotExist(err) {
 		t.Errorf("copy mode made a worktree on the host: %v", err)
@@ -97,6 +99,13 @@ git add new.txt && git commit -q -m "agent commit" && echo committed`
 		}
 	}
 
+	// The agent's commit came back as checked objects (sync runs in diff).
+	if got := e.Git("rev-parse", "refs/sandbox/t1/agent"); got != agentCommit {
+		t.Errorf("refs/sandbox/t1/agent = %q, want the agent's commit %q", got, agentCommit)
+	}
+	if got := e.Git("log", "-1", "--format=%s", agentCommit); got != "agent commit" {
+		t.Errorf("the agent's commit reads %q", got)
+	}
 	e.MustSandbox("land", "t1", "-m", "land from the second engine")
 	if got := e.Git("show", "main:new.txt"); got != "new" {
 		t.Errorf("main:new.txt = %q", got)

@@ -336,7 +336,11 @@ func (s *Snapshotter) takeRemote(ctx context.Context, reason Reason) (*Taken, er
 	if reason == ReasonStart {
 		prev = ""
 	}
-	return s.write(ctx, reason, tree, prev, added{}, "")
+	head := ""
+	if s.AgentHead != nil {
+		head = s.AgentHead()
+	}
+	return s.write(ctx, reason, tree, prev, added{}, head)
 }
 
 // write commits tree as a snapshot whose first parent is prev (the start

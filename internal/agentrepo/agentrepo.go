@@ -141,6 +141,13 @@ var (
 	hexID = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 )
 
+// ValidRef reports whether name is a ref name the agent may hand back
+// (see validRef).
+func ValidRef(name string) bool { return validRef(name) }
+
+// ValidID reports whether s is a full object id.
+func ValidID(s string) bool { return hexID.MatchString(s) }
+
 // validRef accepts what git accepts as a ref name under refs/ (the agent
 // may name its branch "x;touch${IFS}MARK;#": the name is only ever used
 // as a path beneath the agent's directory and printed escaped).

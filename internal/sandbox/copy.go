@@ -483,3 +483,112 @@ func errNotInCopyMode(s *Sandbox, what string) error {
 		Hint("git sandbox diff %s shows the work; git sandbox land %s lands it (--force lands past a verify that cannot run)", s.Display(), s.Display()).
 		WithCode(usererr.ExitRefused)
 }
+
+// headScript prints the agent's HEAD commit and the ref it goes through,
+// read as files (no git runs in the agent's repository), or nothing for an
+// unborn branch. The host checks both before using them.
+const headScript = `G=` + CopyGitDir + `
+[ -f "$G/HEAD" ] && [ ! -L "$G/HEAD" ] || exit 0
+h=$(head -c 300 "$G/HEAD" | head -n 1)
+ref=
+case "$h" in
+"ref: "*)
+	ref=${h#ref: }
+	case "$ref" in refs/heads/*) ;; *) exit 0 ;; esac
+	case "$ref" in *..* | *//*) exit 0 ;; esac
+	if [ -f "$G/$ref" ] && [ ! -L "$G/$ref" ]; then
+		h=$(head -c 100 "$G/$ref" | head -n 1)
+	elif [ -f "$G/packed-refs" ]; then
+		h=$(awk -v r="$ref" '$2 == r { print $1; exit }' "$G/packed-refs")
+	else
+		h=
+	fi ;;
+esac
+[ -n "$h" ] && printf '%s %s\n' "$h" "$ref"
+exit 0
+`
+
+// commitsScript packs the agent's commits from $1 down to the start commit
+// $2 (the repositories are shallow there) and without what the known
+// commit $3 holds, reading the agent's objects as an alternate of the
+// helper's repository: the agent's configuration plays no part.
+const commitsScript = `set -eu
+export GIT_DIR=` + copyScratch + ` GIT_ALTERNATE_OBJECT_DIRECTORIES=` + CopyGitDir + `/objects
+{
+	printf '%s\n--not\n%s\n' "$1" "$2"
+	if [ -n "${3:-}" ] && ` + helperGit + ` cat-file -e "$3^{commit}" 2>/dev/null; then printf '%s\n' "$3"; fi
+} | ` + helperGit + ` pack-objects --revs --stdout -q
+`
+
+// copySync brings the agent's commits back from the engine: its HEAD read
+// as files by the helper, a pack of the commits since the start, indexed
+// with index-pack --strict into a directory of the sandbox's state, and
+// then the same checks and copy as a local sync (agentrepo.SyncWithin) with
+// that directory as the agent's repository.
+func (s *Sandbox) copySync(ctx context.Context, known string, budget agentrepo.Budget) (*agentrepo.SyncResult, error) {
+	d, err := s.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ensureHelper(ctx, d); err != nil {
+		return nil, err
+	}
+	user := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+	var out bytes.Buffer
+	if err := helperExec(ctx, d, s.Copy.Helper, user, headScript, nil, &out); err != nil {
+		return nil, fmt.Errorf("read the agent's HEAD on the engine: %w", err)
+	}
+	id, ref, _ := strings.Cut(strings.TrimSpace(out.String()), " ")
+	if id == "" {
+		return &agentrepo.SyncResult{}, nil
+	}
+	if !agentrepo.ValidID(id) || (ref != "" && !agentrepo.ValidRef(ref)) {
+		return nil, usererr.New("the agent's HEAD on the engine is not a commit id (%s)", termsafe.String(id)).
+			WithCode(usererr.ExitRefused)
+	}
+	g := s.env.Git()
+	if id == s.Start || id == known {
+		return &agentrepo.SyncResult{Head: id, Ref: ref}, nil
+	}
+	dir, err := os.MkdirTemp(s.env.Layout.Dir(s.Branch), "sync-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	objects := dir + "/objects"
+	if err := os.MkdirAll(objects+"/pack", 0o700); err != nil {
+		return nil, err
+	}
+	if _, err := g.Run(ctx, nil, "cat-file", "-e", id+"^{commit}"); err != nil {
+		// Not here yet: the commits come over the wire.
+		pr, pw := io.Pipe()
+		xerr := make(chan error, 1)
+		go func() {
+			err := helperExec(ctx, d, s.Copy.Helper, user, commitsScript, nil, pw, id, s.Start, known)
+			pw.CloseWithError(err)
+			xerr <- err
+		}()
+		q := &gitcmd.Runner{
+			GitDir: s.env.Repo.CommonDir, ObjectDir: objects, Isolated: true,
+			Env:    []string{"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + s.env.Repo.ObjectsDir()},
+			Config: []string{"core.bigFileThreshold=16m"},
+		}
+		_, ierr := q.Run(ctx, pr, "index-pack", "--stdin", "--strict")
+		pr.CloseWithError(errors.New("index ended"))
+		if err := <-xerr; err != nil && ierr == nil {
+			return nil, fmt.Errorf("bring the agent's commits back: %w", err)
+		}
+		if ierr != nil {
+			return nil, usererr.Wrap(ierr, "the agent's commits were refused: %v", ierr).WithCode(usererr.ExitRefused)
+		}
+	}
+	if err := os.WriteFile(dir+"/HEAD", []byte(id+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	res, err := agentrepo.SyncWithin(ctx, g, dir, s.Start, known, budget)
+	if err != nil {
+		return nil, err
+	}
+	res.Ref = ref
+	return res, nil
+}

@@ -29,11 +29,6 @@ type SyncResult struct {
 // under refs/sandbox/<branch>/agent and, with moveBranch, moves the host
 // branch to them (so it can be inspected or pushed).
 func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error) {
-	if s.Copy != nil {
-		// Copy mode brings the agent's files back with each snapshot; its
-		// commits stay on the engine (not built yet).
-		return &SyncResult{}, nil
-	}
 	g := s.env.Git()
 	known, err := g.RevParse(ctx, s.Refs().Agent())
 	if err != nil && !errors.Is(err, gitcmd.ErrNotExist) {
@@ -43,7 +38,12 @@ func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error
 	if err != nil {
 		return nil, err
 	}
-	res, err := agentrepo.SyncWithin(ctx, g, s.PrivateGitDir, s.Start, known.String(), budget)
+	var res *agentrepo.SyncResult
+	if s.Copy != nil {
+		res, err = s.copySync(ctx, known.String(), budget)
+	} else {
+		res, err = agentrepo.SyncWithin(ctx, g, s.PrivateGitDir, s.Start, known.String(), budget)
+	}
 	if err != nil {
 		return nil, err
 	}
