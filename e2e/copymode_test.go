@@ -275,3 +275,27 @@ func TestCopyModeShipsTheImageAndOperates(t *testing.T) {
 		t.Errorf("the last snapshot's e.txt = %q", got)
 	}
 }
+
+// rescue restore --worktree sends the snapshot's files back to the engine.
+func TestCopyModeRestoreWorktree(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	copyEngineConfig(e, host)
+	e.MustSandbox("start", "rw", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", "echo one >a.txt")
+	first := e.Git("rev-parse", "refs/sandbox/rw/rescue")
+	e.MustSandbox("exec", "rw", "--", "sh", "-c", "echo two >a.txt; mkdir -p d; echo x >d/b.txt")
+	if got := e.Git("show", "refs/sandbox/rw/rescue:a.txt"); got != "two" {
+		t.Fatalf("the exec's snapshot holds a.txt = %q", got)
+	}
+	if r := e.Sandbox("rescue", "restore", first[:12], "--worktree"); r.Code == 0 {
+		t.Errorf("restore without --force changed the worktree:\n%s", r)
+	}
+	e.MustSandbox("rescue", "restore", first[:12], "--worktree", "--force")
+	got := e.MustSandbox("exec", "rw", "--", "sh", "-c", "cat a.txt; test -e d/b.txt && echo still-there; git status --porcelain").Stdout
+	if !strings.HasPrefix(got, "one\n") || strings.Contains(got, "still-there") {
+		t.Errorf("after restore the sandbox holds:\n%s", got)
+	}
+	if tree := e.Git("rev-parse", "refs/sandbox/rw/rescue^{tree}"); tree != e.Git("rev-parse", first+"^{tree}") {
+		t.Errorf("the snapshot after restore is tree %s, want the restored %s", tree, e.Git("rev-parse", first+"^{tree}"))
+	}
+}

@@ -131,6 +131,9 @@ type Snapshotter struct {
 	// objects it has put into the user's store after checking them.
 	// Worktree, Index, Scratch and Freeze are then unused.
 	Remote func(ctx context.Context, prevTree string) (string, error)
+	// RemoteCheckout, with Remote, changes the worktree elsewhere from
+	// tree from to tree to (Checkout).
+	RemoteCheckout func(ctx context.Context, from, to string) error
 }
 
 // Snapshot is one snapshot commit.

@@ -172,10 +172,6 @@ func (c *RescueRestoreCmd) Run(app *App) error {
 		return usererr.New("sandbox %s no longer exists", termsafe.String(s.Branch)).
 			Hint("restore into a branch instead: git sandbox rescue restore %s --branch NEW", s.ID[:12])
 	}
-	if sb.Copy != nil {
-		return usererr.New("--worktree cannot write into sandbox %s yet: its files are in volumes on engine %s", sb.Display(), termsafe.String(sb.Record.Engine)).
-			Hint("restore into a branch instead: git sandbox rescue restore %s --branch NEW", s.ID[:12])
-	}
 	if running, err := sb.Running(app.Ctx); err != nil || running {
 		if err != nil {
 			return err

@@ -385,7 +385,54 @@ func (s *Sandbox) copySnapshotter() *rescue.Snapshotter {
 		Start:     s.Start,
 		Baseline:  s.Baseline,
 		Remote:    s.remoteTree,
+		// Set for restore: the files go back to the engine.
+		RemoteCheckout: s.remoteCheckout,
 	}
+}
+
+// checkoutScript indexes the pack on stdin into the helper's repository and
+// changes the worktree from tree $1 (what the last snapshot read, and so
+// what the helper's index holds) to tree $2, as a local restore does: git
+// refuses, changing nothing, when a file it would write changed since.
+const checkoutScript = `set -eu
+export GIT_DIR=` + copyScratch + ` GIT_WORK_TREE=` + container.Workspace + ` GIT_INDEX_FILE=` + copyIndex + `
+` + helperGit + ` index-pack --stdin >/dev/null
+cd ` + container.Workspace + `
+` + helperGit + ` read-tree -m -u "$1" "$2"
+`
+
+// remoteCheckout ships the objects of tree to that tree from lacks and
+// checks them out on the engine.
+func (s *Sandbox) remoteCheckout(ctx context.Context, from, to string) error {
+	d, err := s.engine(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.ensureHelper(ctx, d); err != nil {
+		return err
+	}
+	cmd := s.env.Git().Command(ctx, "pack-objects", "--revs", "--stdout", "-q")
+	cmd.Stdin = strings.NewReader(to + "\n--not\n" + from + "\n")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	user := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+	xerr := helperExec(ctx, d, s.Copy.Helper, user, checkoutScript, out, io.Discard, from, to)
+	_, _ = io.Copy(io.Discard, out)
+	werr := cmd.Wait()
+	if xerr != nil {
+		return fmt.Errorf("write the files on the engine: %w", xerr)
+	}
+	if werr != nil {
+		return fmt.Errorf("send the snapshot: %w: %s", werr, strings.TrimSpace(stderr.String()))
+	}
+	return nil
 }
 
 // remoteTree stages the worktree on the engine while the agent is paused,
