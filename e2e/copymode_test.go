@@ -299,3 +299,32 @@ func TestCopyModeRestoreWorktree(t *testing.T) {
 		t.Errorf("the snapshot after restore is tree %s, want the restored %s", tree, e.Git("rev-parse", first+"^{tree}"))
 	}
 }
+
+// verify runs on the engine: the tree streamed into volumes of its own,
+// removed after.
+func TestCopyModeVerify(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	copyEngineConfig(e, host)
+	e.MustSandbox("start", "vv", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none",
+		"--verify", `test "$(cat a.txt)" = good && test -L link && echo verified-here`, "--", "sh", "-c", "echo bad >a.txt; ln -s a.txt link")
+	vols := func() int {
+		return len(strings.Fields(dockerAt(t, host, "volume", "ls", "-q", "--filter", "label=git-sandbox.repo="+e.RepoID())))
+	}
+	before := vols()
+	if r := e.Sandbox("verify", "vv"); r.Code == 0 {
+		t.Errorf("verify passed on a.txt = bad:\n%s", r)
+	}
+	e.MustSandbox("exec", "vv", "--", "sh", "-c", "echo good >a.txt")
+	r := e.MustSandbox("verify", "vv")
+	if !strings.Contains(r.Stderr+r.Stdout, "verified-here") {
+		t.Errorf("verify output lacks its command's output:\n%s", r)
+	}
+	if after := vols(); after != before {
+		t.Errorf("verify left volumes: %d before, %d after", before, after)
+	}
+	e.MustSandbox("land", "vv", "-m", "verified on the engine")
+	if got := e.Git("show", "main:a.txt"); got != "good" {
+		t.Errorf("main:a.txt = %q", got)
+	}
+}

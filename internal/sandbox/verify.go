@@ -62,9 +62,6 @@ func (s *Sandbox) lockVerify() (func(), error) {
 
 // runVerifyLocked runs verify; the caller holds the verify lock.
 func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO) (*record.Verdict, error) {
-	if s.Copy != nil {
-		return nil, errNotInCopyMode(s, "verify")
-	}
 	d, err := s.engine(ctx)
 	if err != nil {
 		return nil, err
@@ -77,6 +74,14 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 	set, err := s.RunSettings()
 	if err != nil {
 		return nil, err
+	}
+	if s.Copy != nil {
+		if vp, err := VerifyPolicy(s.env.Config); err != nil || vp != nil {
+			if err != nil {
+				return nil, err
+			}
+			return nil, errNotInCopyMode(s, "verify with verify_allow (its egress proxy)")
+		}
 	}
 	network, netName, env, cleanup, err := s.env.VerifyNetwork(ctx, d, s.Container+"-verify", s.Branch, s.Image, set, s.env.Layout.Dir(s.Branch))
 	if err != nil {
@@ -110,6 +115,7 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 		Stdout:      io.Stderr,
 		Stderr:      io.Stderr,
 		MaxBytes:    maxBytes,
+		Volumes:     s.Copy != nil,
 	})
 	if err != nil {
 		return nil, err
