@@ -1,6 +1,7 @@
 package agentrepo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -78,63 +79,99 @@ func ImportTree(ctx context.Context, o ImportOptions) error {
 	return migrate(quarantine, objects)
 }
 
-// checkImportedTree walks the tree in the quarantined store.
+// checkImportedTree checks the tree in the quarantined store: what differs
+// from the known tree (the whole tree without one), which is all the pack
+// can have added.
 func checkImportedTree(ctx context.Context, q *gitcmd.Runner, o ImportOptions) error {
 	if t, err := q.Output(ctx, "cat-file", "-t", o.Tree); err != nil || t != "tree" {
 		return fmt.Errorf("%s is not a tree the snapshot brought (%v)", o.Tree, err)
 	}
-	// Every object reachable from the tree is there (gitlinks excepted).
-	if _, err := q.Run(ctx, nil, "rev-list", "--objects", "--quiet", o.Tree); err != nil {
-		return refuseTree(fmt.Errorf("the snapshot's tree is incomplete: %w", err))
-	}
-	known := map[string]string{}
+	// Every object reachable from the tree is there (gitlinks excepted);
+	// below the known tree the user's store has them all.
+	args := []string{"rev-list", "--objects", "--quiet", o.Tree}
 	if o.Known != "" {
-		if out, err := q.Run(ctx, nil, "ls-tree", "-r", "-t", "-z", "--full-tree", o.Known); err == nil {
-			for _, rec := range gitcmd.SplitLines(out) {
-				if meta, p, ok := strings.Cut(rec, "\t"); ok {
-					known[p] = meta
-				}
+		args = append(args, "--not", o.Known)
+	}
+	if _, err := q.Run(ctx, nil, args...); err != nil {
+		return fmt.Errorf("the snapshot's tree is incomplete: %w", err)
+	}
+	type entry struct{ mode, id, path string }
+	var entries []entry
+	if o.Known != "" {
+		out, err := q.Run(ctx, nil, "diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", "--full-index", o.Known, o.Tree)
+		if err != nil {
+			return err
+		}
+		// ":oldmode newmode oldid newid status\0path\0" per change.
+		recs := gitcmd.SplitLines(out)
+		for i := 0; i+1 < len(recs); i += 2 {
+			f := strings.Fields(strings.TrimPrefix(recs[i], ":"))
+			if len(f) != 5 {
+				return fmt.Errorf("unreadable tree change %q", termsafe.String(recs[i]))
 			}
+			if f[4] == "D" {
+				continue
+			}
+			entries = append(entries, entry{mode: f[1], id: f[3], path: recs[i+1]})
+		}
+	} else {
+		out, err := q.Run(ctx, nil, "ls-tree", "-r", "-t", "-z", "--full-tree", o.Tree)
+		if err != nil {
+			return err
+		}
+		for _, rec := range gitcmd.SplitLines(out) {
+			meta, p, ok := strings.Cut(rec, "\t")
+			f := strings.Fields(meta)
+			if !ok || len(f) != 3 {
+				return fmt.Errorf("unreadable tree entry %q", termsafe.String(rec))
+			}
+			entries = append(entries, entry{mode: f[0], id: f[2], path: p})
 		}
 	}
-	out, err := q.Run(ctx, nil, "ls-tree", "-r", "-t", "-l", "-z", "--full-tree", o.Tree)
-	if err != nil {
-		return refuseTree(err)
-	}
-	for _, rec := range gitcmd.SplitLines(out) {
-		meta, p, ok := strings.Cut(rec, "\t")
-		f := strings.Fields(meta)
-		if !ok || len(f) != 4 {
-			return fmt.Errorf("unreadable tree entry %q", termsafe.String(rec))
-		}
-		mode, typ, id, size := f[0], f[1], f[2], f[3]
-		if k, ok := known[p]; ok && k == mode+" "+typ+" "+id {
-			continue
-		}
-		if err := CheckPath(p); err != nil {
+	var blobs []entry
+	for _, e := range entries {
+		if err := CheckPath(e.path); err != nil {
 			return fmt.Errorf("tree %w", err)
 		}
-		switch mode {
+		switch e.mode {
 		case "040000", "160000":
 			continue
 		case "100644", "100755", "120000":
 		default:
-			return fmt.Errorf("%s has mode %s", termsafe.String(p), mode)
+			return fmt.Errorf("%s has mode %s", termsafe.String(e.path), e.mode)
 		}
-		if n, err := strconv.ParseInt(size, 10, 64); err == nil && o.Budget.MaxObject > 0 && n > o.Budget.MaxObject {
-			return &budgetError{msg: fmt.Sprintf("the file %s is %d bytes, more than %d", termsafe.String(p), n, o.Budget.MaxObject), setting: o.Budget.ObjectSetting}
-		}
-		if IsGitmodules(filepath.Base(p)) {
-			if filepath.Base(p) != ".gitmodules" || mode != "100644" {
-				return fmt.Errorf("%q is not a plain .gitmodules file", termsafe.String(p))
+		blobs = append(blobs, e)
+		if IsGitmodules(filepath.Base(e.path)) {
+			if filepath.Base(e.path) != ".gitmodules" || e.mode != "100644" {
+				return fmt.Errorf("%q is not a plain .gitmodules file", termsafe.String(e.path))
 			}
-			b, err := q.Run(ctx, nil, "cat-file", "blob", id)
+			b, err := q.Run(ctx, nil, "cat-file", "blob", e.id)
 			if err != nil {
-				return refuseTree(err)
+				return err
 			}
 			if err := CheckGitmodules(b); err != nil {
-				return fmt.Errorf("%s: %w", termsafe.String(p), err)
+				return fmt.Errorf("%s: %w", termsafe.String(e.path), err)
 			}
+		}
+	}
+	if o.Budget.MaxObject <= 0 || len(blobs) == 0 {
+		return nil
+	}
+	var ids bytes.Buffer
+	for _, b := range blobs {
+		ids.WriteString(b.id + "\n")
+	}
+	out, err := q.Run(ctx, &ids, "cat-file", "--batch-check=%(objectsize)")
+	if err != nil {
+		return err
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		n, err := strconv.ParseInt(line, 10, 64)
+		if err != nil || i >= len(blobs) {
+			return fmt.Errorf("unreadable object size %q", termsafe.String(line))
+		}
+		if n > o.Budget.MaxObject {
+			return &budgetError{msg: fmt.Sprintf("the file %s is %d bytes, more than %d", termsafe.String(blobs[i].path), n, o.Budget.MaxObject), setting: o.Budget.ObjectSetting}
 		}
 	}
 	return nil

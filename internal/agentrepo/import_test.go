@@ -136,3 +136,31 @@ func TestImportTreeRefuses(t *testing.T) {
 		})
 	}
 }
+
+// An incremental import checks what differs from the known tree: a good
+// change is taken, a .GIT entry next to known files is refused.
+func TestImportTreeIncremental(t *testing.T) {
+	common := userRepo(t)
+	base := map[string]string{"a.txt": "a\n", "b.txt": "b\n"}
+	known, pack := packOf(t, base, nil)
+	if err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: known, Budget: DefaultBudget}); err != nil {
+		t.Fatal(err)
+	}
+	good := map[string]string{"a.txt": "a2\n", "b.txt": "b\n", "c.txt": "c\n"}
+	tree, pack := packOf(t, good, nil)
+	if err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree, Known: known, Budget: DefaultBudget}); err != nil {
+		t.Fatalf("a good change was refused: %v", err)
+	}
+	bad := map[string]string{"a.txt": "a\n", "b.txt": "b\n", ".GIT": "x\n"}
+	tree, pack = packOf(t, bad, nil)
+	if err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree, Known: known, Budget: DefaultBudget}); err == nil {
+		t.Fatal("a .GIT entry next to known files was taken")
+	}
+	big := map[string]string{"a.txt": "a\n", "b.txt": strings.Repeat("b", 5000)}
+	tree, pack = packOf(t, big, nil)
+	err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree, Known: known, Budget: Budget{MaxObject: 1000}})
+	var be *budgetError
+	if !errors.As(err, &be) {
+		t.Fatalf("a changed file over the budget: %v", err)
+	}
+}
