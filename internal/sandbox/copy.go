@@ -446,6 +446,8 @@ func (s *Sandbox) remoteTree(ctx context.Context, prevTree string) (string, erro
 	if err := s.ensureHelper(ctx, d); err != nil {
 		return "", err
 	}
+	began := time.Now()
+	defer func() { s.env.UI.Tracef("copy snapshot of %s: %s in all", s.Branch, time.Since(began).Round(time.Millisecond)) }()
 	var thaw func()
 	if s.Baseline != "" {
 		if thaw, err = s.env.freezer(s.Record.Engine, s.Container)(ctx); err != nil {
@@ -460,6 +462,7 @@ func (s *Sandbox) remoteTree(ctx context.Context, prevTree string) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("read the worktree on the engine: %w", err)
 	}
+	s.env.UI.Tracef("copy snapshot of %s: staged on the engine after %s", s.Branch, time.Since(began).Round(time.Millisecond))
 	tree := strings.TrimSpace(out.String())
 	if _, err := s.env.Git().Run(ctx, nil, "cat-file", "-e", tree+"^{tree}"); err == nil && tree != "" {
 		return tree, nil // the user's store has it (and what it holds)
