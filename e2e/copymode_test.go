@@ -328,3 +328,54 @@ func TestCopyModeVerify(t *testing.T) {
 		t.Errorf("main:a.txt = %q", got)
 	}
 }
+
+// update brings the base's new commits into a copy-mode sandbox: its files
+// and the agent's repository on the engine.
+func TestCopyModeUpdate(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	copyEngineConfig(e, host)
+	e.MustSandbox("start", "cu", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--",
+		"sh", "-c", "echo agent >a.txt && git add a.txt && git commit -qm 'agent: a.txt'")
+	e.WriteFile("b.txt", "from main\n")
+	e.Git("add", "b.txt")
+	e.Git("commit", "-q", "-m", "main: b.txt")
+	tip := e.Git("rev-parse", "main")
+	e.MustSandbox("update", "cu")
+	got := e.MustSandbox("exec", "cu", "--", "sh", "-c", `cat b.txt a.txt; echo "status:[$(git status --porcelain)]"; git log --format=%s -3; git rev-parse HEAD^2`).Stdout
+	for _, want := range []string{"from main\nagent\n", "status:[]", "Merge branch 'main' into cu", "agent: a.txt", tip} {
+		if !strings.Contains(got, want) {
+			t.Errorf("after update the sandbox lacks %q:\n%s", want, got)
+		}
+	}
+	e.MustSandbox("land", "cu", "-m", "after update")
+	if got := e.Git("show", "main:a.txt"); got != "agent" {
+		t.Errorf("main:a.txt = %q", got)
+	}
+	if got := e.Git("show", "main:b.txt"); got != "from main" {
+		t.Errorf("main:b.txt = %q", got)
+	}
+}
+
+// An update that conflicts leaves markers in the files on the engine and
+// the agent's repository in the middle of the merge.
+func TestCopyModeUpdateConflict(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	copyEngineConfig(e, host)
+	e.MustSandbox("start", "cc", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--",
+		"sh", "-c", "echo agent >README.md && git commit -qam 'agent: readme'")
+	e.WriteFile("README.md", "main\n")
+	e.Git("commit", "-qam", "main: readme")
+	r := e.Sandbox("update", "cc")
+	if r.Code != 3 {
+		t.Fatalf("a conflicting update exits %d, want 3:\n%s", r.Code, r)
+	}
+	got := e.MustSandbox("exec", "cc", "--", "sh", "-c", "cat README.md; cat /sandbox/git/MERGE_HEAD").Stdout
+	if !strings.Contains(got, "<<<<<<<") || !strings.Contains(got, e.Git("rev-parse", "main")) {
+		t.Errorf("after a conflicting update the sandbox holds:\n%s", got)
+	}
+	if r := e.Sandbox("land", "cc"); r.Code == 0 {
+		t.Errorf("land took conflict markers:\n%s", r)
+	}
+}

@@ -642,3 +642,80 @@ func (s *Sandbox) copySync(ctx context.Context, known string, budget agentrepo.B
 	res.Ref = ref
 	return res, nil
 }
+
+// updateScript brings the base's new commits into the agent's repository
+// on the engine: the pack on stdin is indexed by the helper and copied in,
+// the base branch ($1) moves to the tip ($2), and then either the agent's
+// branch ($3, "" when detached: HEAD) moves to $4 with its index following,
+// or ($5 = merging) MERGE_HEAD and MERGE_MSG ($6) are written for the
+// agent to finish the merge. Its index is written by the helper's own git
+// (the agent's configuration plays no part).
+const updateScript = `set -eu
+G=` + CopyGitDir + ` S=` + copyScratch + `
+before=$(ls "$S/objects/pack")
+GIT_DIR="$S" ` + helperGit + ` index-pack --stdin >/dev/null
+for f in $(ls "$S/objects/pack"); do
+	case " $(echo $before) " in *" $f "*) ;; *) cp "$S/objects/pack/$f" "$G/objects/pack/" ;; esac
+done
+mkdir -p "$G/$(dirname "$1")"
+printf '%s\n' "$2" >"$G/$1"
+if [ "$5" = merging ]; then
+	printf '%s\n' "$2" >"$G/MERGE_HEAD"
+	printf '%s' "$6" >"$G/MERGE_MSG"
+	exit 0
+fi
+if [ -n "$3" ]; then
+	mkdir -p "$G/$(dirname "$3")"
+	printf '%s\n' "$4" >"$G/$3"
+else
+	printf '%s\n' "$4" >"$G/HEAD"
+fi
+GIT_DIR="$S" GIT_INDEX_FILE="$G/index" ` + helperGit + ` read-tree "$4"
+`
+
+// copyUpdateAgentRepo is update's step in the agent's repository for a
+// copy-mode sandbox: the objects between the old start and the new head
+// and tip are sent to the engine, the refs and index written there.
+func (s *Sandbox) copyUpdateAgentRepo(ctx context.Context, head, tip, newHead gitcmd.Hash, merging bool, msg string) error {
+	d, err := s.engine(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.ensureHelper(ctx, d); err != nil {
+		return err
+	}
+	user := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+	var out bytes.Buffer
+	if err := helperExec(ctx, d, s.Copy.Helper, user, headScript, nil, &out); err != nil {
+		return fmt.Errorf("read the agent's HEAD on the engine: %w", err)
+	}
+	_, ref, _ := strings.Cut(strings.TrimSpace(out.String()), " ")
+	if ref != "" && !agentrepo.ValidRef(ref) {
+		ref = ""
+	}
+	cmd := s.env.Git().Command(ctx, "pack-objects", "--revs", "--stdout", "-q")
+	cmd.Stdin = strings.NewReader(newHead.String() + "\n" + tip.String() + "\n--not\n" + s.Start + "\n" + head.String() + "\n")
+	pack, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	state := ""
+	if merging {
+		state = "merging"
+	}
+	xerr := helperExec(ctx, d, s.Copy.Helper, user, updateScript, pack, io.Discard, s.BaseRef, tip.String(), ref, newHead.String(), state, msg)
+	_, _ = io.Copy(io.Discard, pack)
+	werr := cmd.Wait()
+	if xerr != nil {
+		return fmt.Errorf("update the agent's repository on the engine: %w", xerr)
+	}
+	if werr != nil {
+		return fmt.Errorf("send the base's commits: %w: %s", werr, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}

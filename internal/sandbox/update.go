@@ -48,9 +48,6 @@ type UpdateResult struct {
 // repository gets the tip as its base branch and in HEAD's history.
 // Snapshots are taken before and after.
 func (s *Sandbox) UpdateBase(ctx context.Context, o UpdateOptions) (*UpdateResult, error) {
-	if s.Copy != nil {
-		return nil, errNotInCopyMode(s, "update")
-	}
 	if s.BaseRef == "" {
 		return nil, usererr.New("sandbox %s started from a commit, not a branch: there is no base to update from", s.Display()).
 			WithCode(usererr.ExitRefused)
@@ -265,16 +262,19 @@ func (s *Sandbox) relabel(ctx context.Context, tree gitcmd.Hash, paths []string,
 // written by agentrepo, never by a git process.
 func (s *Sandbox) updateAgentRepo(ctx context.Context, head, tip gitcmd.Hash) (gitcmd.Hash, bool, error) {
 	gitDir := s.PrivateGitDir
-	if gitDir == "" || head == "" {
+	if (gitDir == "" && s.Copy == nil) || head == "" {
 		return "", false, nil
 	}
 	g := s.env.Git()
-	_, ref, err := agentrepo.Head(gitDir)
-	if err != nil {
-		return head, false, err
-	}
-	if err := agentrepo.WriteRef(gitDir, s.BaseRef, tip.String()); err != nil {
-		return head, false, err
+	var ref string
+	if s.Copy == nil {
+		var err error
+		if _, ref, err = agentrepo.Head(gitDir); err != nil {
+			return head, false, err
+		}
+		if err := agentrepo.WriteRef(gitDir, s.BaseRef, tip.String()); err != nil {
+			return head, false, err
+		}
 	}
 	newHead := tip
 	merging := false
@@ -296,6 +296,19 @@ func (s *Sandbox) updateAgentRepo(ctx context.Context, head, tip gitcmd.Hash) (g
 				return head, false, err
 			}
 		}
+	}
+	if s.Copy != nil {
+		msg := fmt.Sprintf("Merge branch '%s' into %s\n", oneLine(s.Base), oneLine(s.Branch))
+		if err := s.copyUpdateAgentRepo(ctx, head, tip, newHead, merging, msg); err != nil {
+			return head, false, err
+		}
+		if merging {
+			return head, true, nil
+		}
+		if _, err := casRef(ctx, g, s.Refs().Agent(), newHead, "git sandbox update"); err != nil {
+			return newHead, false, err
+		}
+		return newHead, false, nil
 	}
 	if merging {
 		if err := agentrepo.WriteFile(gitDir, "MERGE_HEAD", []byte(tip.String()+"\n")); err != nil {
