@@ -144,3 +144,25 @@ echo "evil:$c"`
 	}
 	e.MustSandbox("rm", "--force", "c1")
 }
+
+// A path git cannot store (.GIT/HOOKS) is named by the snapshot and land
+// refuses, as in local mode: the files are not dropped without a word.
+func TestCopyModeNamesWhatGitCannotStore(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	copyEngineConfig(e, host)
+	e.MustSandbox("start", "gs", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--",
+		"sh", "-c", "mkdir -p .GIT/HOOKS && echo evil >.GIT/HOOKS/post-checkout && echo ok >ok.txt")
+	show := e.MustSandbox("rescue", "show", e.Git("rev-parse", "refs/sandbox/gs/rescue")[:12])
+	if !strings.Contains(show.Stdout+show.Stderr, ".GIT") {
+		t.Errorf("the snapshot does not name .GIT:\n%s", show)
+	}
+	if l := e.Sandbox("land", "gs"); l.Code != 4 || !strings.Contains(l.Stderr, ".GIT") || !strings.Contains(l.Stderr, "on engine two") {
+		t.Errorf("land of a sandbox holding .GIT/HOOKS: want exit 4 naming it and the engine, got %s", l)
+	}
+	e.MustSandbox("exec", "gs", "--", "rm", "-rf", ".GIT")
+	e.MustSandbox("land", "gs", "-m", "without .GIT")
+	if got := e.Git("show", "main:ok.txt"); got != "ok" {
+		t.Errorf("main:ok.txt = %q", got)
+	}
+}

@@ -128,9 +128,10 @@ type Snapshotter struct {
 	// Remote, when set, takes the worktree's tree somewhere else (a
 	// sandbox whose files live on a remote engine): it is given the tree
 	// of the newest snapshot ("" when none) and returns the new tree, whose
-	// objects it has put into the user's store after checking them.
-	// Worktree, Index, Scratch and Freeze are then unused.
-	Remote func(ctx context.Context, prevTree string) (string, error)
+	// objects it has put into the user's store after checking them, and
+	// git add's complaints (the paths it could not store are read from
+	// them). Worktree, Index and Freeze are then unused.
+	Remote func(ctx context.Context, prevTree string) (tree, addErrors string, err error)
 	// RemoteCheckout, with Remote, changes the worktree elsewhere from
 	// tree from to tree to (Checkout).
 	RemoteCheckout func(ctx context.Context, from, to string) error
@@ -322,17 +323,18 @@ func (s *Snapshotter) takeRemote(ctx context.Context, reason Reason) (*Taken, er
 	}
 	refs := Refs{s.Branch}
 	prev, prevTree := s.current(ctx, refs.Rescue())
-	tree, err := s.Remote(ctx, prevTree.String())
+	tree, addErrors, err := s.Remote(ctx, prevTree.String())
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
+	left := added{skipped: refusedPaths(addErrors)}
 	isBaseline := reason == ReasonStart || reason == ReasonSetup
 	if reason != ReasonStart && prev != "" && prevTree.String() == tree {
 		snap, err := Read(ctx, s.host(), prev.String())
 		if err != nil {
 			return nil, err
 		}
-		if len(snap.Skipped)+len(snap.TooLarge)+len(snap.InSubmodule) == 0 && (isBaseline || snap.Baseline == s.Baseline) {
+		if slices.Equal(snap.Skipped, left.skipped) && len(snap.TooLarge)+len(snap.InSubmodule) == 0 && (isBaseline || snap.Baseline == s.Baseline) {
 			return &Taken{Snapshot: *snap}, nil
 		}
 	}
@@ -343,7 +345,7 @@ func (s *Snapshotter) takeRemote(ctx context.Context, reason Reason) (*Taken, er
 	if s.AgentHead != nil {
 		head = s.AgentHead()
 	}
-	return s.write(ctx, reason, tree, prev, added{}, head)
+	return s.write(ctx, reason, tree, prev, left, head)
 }
 
 // write commits tree as a snapshot whose first parent is prev (the start

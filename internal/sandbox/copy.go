@@ -178,6 +178,7 @@ cd ` + container.Workspace + `
 rc=0; ` + helperGit + ` add --all --ignore-errors . 2>` + copyState + `/add.err || rc=$?
 [ "$rc" = 0 ] || [ "$rc" = 1 ]
 ` + helperGit + ` write-tree
+head -c 1048576 ` + copyState + `/add.err
 `
 
 // packScript writes a pack of tree $1 without what tree $2 (the host's
@@ -437,21 +438,21 @@ func (s *Sandbox) remoteCheckout(ctx context.Context, from, to string) error {
 
 // remoteTree stages the worktree on the engine while the agent is paused,
 // and brings the tree's new objects back, checked.
-func (s *Sandbox) remoteTree(ctx context.Context, prevTree string) (string, error) {
+func (s *Sandbox) remoteTree(ctx context.Context, prevTree string) (tree, addErrors string, err error) {
 	d, err := s.engine(ctx)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	user := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
 	if err := s.ensureHelper(ctx, d); err != nil {
-		return "", err
+		return "", "", err
 	}
 	began := time.Now()
 	defer func() { s.env.UI.Tracef("copy snapshot of %s: %s in all", s.Branch, time.Since(began).Round(time.Millisecond)) }()
 	var thaw func()
 	if s.Baseline != "" {
 		if thaw, err = s.env.freezer(s.Record.Engine, s.Container)(ctx); err != nil {
-			return "", err
+			return "", "", err
 		}
 	}
 	var out bytes.Buffer
@@ -460,16 +461,17 @@ func (s *Sandbox) remoteTree(ctx context.Context, prevTree string) (string, erro
 		thaw()
 	}
 	if err != nil {
-		return "", fmt.Errorf("read the worktree on the engine: %w", err)
+		return "", "", fmt.Errorf("read the worktree on the engine: %w", err)
 	}
 	s.env.UI.Tracef("copy snapshot of %s: staged on the engine after %s", s.Branch, time.Since(began).Round(time.Millisecond))
-	tree := strings.TrimSpace(out.String())
+	tree, addErrors, _ = strings.Cut(out.String(), "\n")
+	tree = strings.TrimSpace(tree)
 	if _, err := s.env.Git().Run(ctx, nil, "cat-file", "-e", tree+"^{tree}"); err == nil && tree != "" {
-		return tree, nil // the user's store has it (and what it holds)
+		return tree, addErrors, nil // the user's store has it (and what it holds)
 	}
 	budget, err := s.env.syncBudget()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	pr, pw := io.Pipe()
 	xerr := make(chan error, 1)
@@ -483,12 +485,12 @@ func (s *Sandbox) remoteTree(ctx context.Context, prevTree string) (string, erro
 	})
 	pr.CloseWithError(errors.New("import ended"))
 	if err := <-xerr; err != nil && ierr == nil {
-		return "", fmt.Errorf("bring the snapshot back: %w", err)
+		return "", "", fmt.Errorf("bring the snapshot back: %w", err)
 	}
 	if ierr != nil {
-		return "", fmt.Errorf("bring the snapshot back: %w", ierr)
+		return "", "", fmt.Errorf("bring the snapshot back: %w", ierr)
 	}
-	return tree, nil
+	return tree, addErrors, nil
 }
 
 // ensureHelper starts the helper when it is not running (the engine
@@ -718,4 +720,13 @@ func (s *Sandbox) copyUpdateAgentRepo(ctx context.Context, head, tip, newHead gi
 		return fmt.Errorf("send the base's commits: %w: %s", werr, strings.TrimSpace(stderr.String()))
 	}
 	return nil
+}
+
+// WorktreeText names the sandbox's worktree for messages: its path, or for
+// copy mode its volume on the engine.
+func (s *Sandbox) WorktreeText() string {
+	if s.Copy != nil {
+		return "(volume " + s.Copy.Workspace + " on engine " + termsafe.String(s.engineName()) + ")"
+	}
+	return s.Worktree
 }

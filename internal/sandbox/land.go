@@ -202,7 +202,7 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	}
 	if len(final.Skipped) > 0 {
 		return nil, usererr.New("the sandbox holds %d path(s) git cannot store, such as %s", len(final.Skipped), termsafe.String(final.Skipped[0])).
-			Hint("remove or rename them in the worktree %s (or with git sandbox exec %s -- …), and land again; nothing was landed", s.Worktree, s.Display()).
+			Hint("remove or rename them in the worktree %s (or with git sandbox exec %s -- …), and land again; nothing was landed", s.WorktreeText(), s.Display()).
 			WithCode(usererr.ExitRefused)
 	}
 	res := &LandResult{Final: final}

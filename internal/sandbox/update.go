@@ -88,7 +88,7 @@ func (s *Sandbox) UpdateBase(ctx context.Context, o UpdateOptions) (*UpdateResul
 	res.Before = before
 	if len(before.Skipped) > 0 {
 		return nil, usererr.New("the sandbox holds %d path(s) git cannot store, such as %s", len(before.Skipped), termsafe.String(before.Skipped[0])).
-			Hint("remove or rename them in the worktree %s, and update again; nothing was changed", s.Worktree).
+			Hint("remove or rename them in the worktree %s (or with git sandbox exec %s -- …), and update again; nothing was changed", s.WorktreeText(), s.Display()).
 			WithCode(usererr.ExitRefused)
 	}
 	ids, err := g.RevParseMany(ctx, s.Start+"^{commit}", s.Start+"^{tree}", tip.String()+"^{tree}", s.Baseline+"^{tree}")
