@@ -448,7 +448,9 @@ func (s *Sandbox) remoteTree(ctx context.Context, prevTree string) (tree, addErr
 		return "", "", err
 	}
 	began := time.Now()
-	defer func() { s.env.UI.Tracef("copy snapshot of %s: %s in all", s.Branch, time.Since(began).Round(time.Millisecond)) }()
+	defer func() {
+		s.env.UI.Tracef("copy snapshot of %s: %s in all", s.Branch, time.Since(began).Round(time.Millisecond))
+	}()
 	var thaw func()
 	if s.Baseline != "" {
 		if thaw, err = s.env.freezer(s.Record.Engine, s.Container)(ctx); err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -148,18 +147,6 @@ func (e *Env) freeMemory(ctx context.Context, name string) (int64, error) {
 		total -= n
 	}
 	return total, nil
-}
-
-// engineNames lists the engines ps looks at: the environment's ("") and
-// every configured one, in config order.
-func (e *Env) engineNames() []string {
-	names := []string{""}
-	for _, c := range e.Config.Engines {
-		if !slices.Contains(names, c.Name) {
-			names = append(names, c.Name)
-		}
-	}
-	return names
 }
 
 // imageMover is an engine that can save and load images (Docker).
