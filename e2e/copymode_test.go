@@ -379,3 +379,39 @@ func TestCopyModeUpdateConflict(t *testing.T) {
 		t.Errorf("land took conflict markers:\n%s", r)
 	}
 }
+
+// Copy-mode snapshots follow the local rules: an untracked file over
+// rescue.max_file_size stays out (and is counted), what the agent tracks
+// stays in, ignored files it tracks (git add -f) too.
+func TestCopyModeSnapshotRules(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1h\"\nmax_file_size = \"1k\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"two\"\nhost = %q\nmode = \"copy\"\n", baseImage, host)
+	agent := `set -e
+head -c 5000 /dev/zero >big.bin
+head -c 5000 /dev/zero >tracked.bin && git add tracked.bin
+echo '*.log' >.gitignore && echo data >secret.log && git add -f secret.log
+echo ignored >other.log
+echo small >small.txt`
+	e.MustSandbox("start", "sr", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", agent)
+	files := e.Git("ls-tree", "-r", "--name-only", "refs/sandbox/sr/rescue")
+	for _, want := range []string{"tracked.bin", "secret.log", "small.txt", ".gitignore"} {
+		if !strings.Contains(files, want) {
+			t.Errorf("the snapshot lacks %s:\n%s", want, files)
+		}
+	}
+	for _, not := range []string{"big.bin", "other.log"} {
+		if strings.Contains(files, not) {
+			t.Errorf("the snapshot holds %s:\n%s", not, files)
+		}
+	}
+	if p := e.PsOf("sr"); p.TooLarge != 1 {
+		t.Errorf("ps counts %d files too large, want 1 (big.bin)", p.TooLarge)
+	}
+	// Grown past the limit after it was taken: it leaves the next snapshot.
+	e.MustSandbox("exec", "sr", "--", "sh", "-c", "head -c 5000 /dev/zero >small.txt")
+	e.MustSandbox("rescue", "snapshot", "sr")
+	if files := e.Git("ls-tree", "-r", "--name-only", "refs/sandbox/sr/rescue"); strings.Contains(files, "small.txt") {
+		t.Errorf("small.txt grew past the limit but is still in the snapshot:\n%s", files)
+	}
+}

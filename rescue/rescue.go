@@ -128,13 +128,24 @@ type Snapshotter struct {
 	// Remote, when set, takes the worktree's tree somewhere else (a
 	// sandbox whose files live on a remote engine): it is given the tree
 	// of the newest snapshot ("" when none) and returns the new tree, whose
-	// objects it has put into the user's store after checking them, and
-	// git add's complaints (the paths it could not store are read from
-	// them). Worktree, Index and Freeze are then unused.
-	Remote func(ctx context.Context, prevTree string) (tree, addErrors string, err error)
+	// objects it has put into the user's store after checking them.
+	// Worktree, Index and Freeze are then unused.
+	Remote func(ctx context.Context, prevTree string) (*RemoteTree, error)
 	// RemoteCheckout, with Remote, changes the worktree elsewhere from
 	// tree from to tree to (Checkout).
 	RemoteCheckout func(ctx context.Context, from, to string) error
+}
+
+// RemoteTree is what a snapshot taken elsewhere (Snapshotter.Remote)
+// brought back.
+type RemoteTree struct {
+	// Tree is the worktree's tree, in the user's store.
+	Tree string
+	// AddErrors is what git add said; the paths it could not store are
+	// read from it.
+	AddErrors string
+	// TooLarge are the untracked files left out for their size.
+	TooLarge []LargeFile
 }
 
 // Snapshot is one snapshot commit.
@@ -323,18 +334,21 @@ func (s *Snapshotter) takeRemote(ctx context.Context, reason Reason) (*Taken, er
 	}
 	refs := Refs{s.Branch}
 	prev, prevTree := s.current(ctx, refs.Rescue())
-	tree, addErrors, err := s.Remote(ctx, prevTree.String())
+	rt, err := s.Remote(ctx, prevTree.String())
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	left := added{skipped: refusedPaths(addErrors)}
+	tree := rt.Tree
+	large := slices.Clone(rt.TooLarge)
+	slices.SortFunc(large, func(a, b LargeFile) int { return strings.Compare(a.Path, b.Path) })
+	left := added{skipped: refusedPaths(rt.AddErrors), tooLarge: large}
 	isBaseline := reason == ReasonStart || reason == ReasonSetup
 	if reason != ReasonStart && prev != "" && prevTree.String() == tree {
 		snap, err := Read(ctx, s.host(), prev.String())
 		if err != nil {
 			return nil, err
 		}
-		if slices.Equal(snap.Skipped, left.skipped) && len(snap.TooLarge)+len(snap.InSubmodule) == 0 && (isBaseline || snap.Baseline == s.Baseline) {
+		if slices.Equal(snap.Skipped, left.skipped) && slices.Equal(snap.TooLarge, left.tooLarge) && len(snap.InSubmodule) == 0 && (isBaseline || snap.Baseline == s.Baseline) {
 			return &Taken{Snapshot: *snap}, nil
 		}
 	}

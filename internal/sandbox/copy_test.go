@@ -118,3 +118,20 @@ func TestCopyModeStartRollsBack(t *testing.T) {
 		})
 	}
 }
+
+func TestParseAdded(t *testing.T) {
+	large, errs := parseAdded("5000\tbig.bin\x0012\tdir/a b\x00oops\x00\x00error: unable to add '.GIT/x'\n")
+	if len(large) != 2 || large[0].Path != "big.bin" || large[0].Size != 5000 || large[1].Path != "dir/a b" {
+		t.Errorf("large = %+v", large)
+	}
+	if errs != "error: unable to add '.GIT/x'\n" {
+		t.Errorf("add errors = %q", errs)
+	}
+	if large, errs := parseAdded("\x00"); len(large) != 0 || errs != "" {
+		t.Errorf("empty: %+v %q", large, errs)
+	}
+	// A path git would take for .git is not believed.
+	if large, _ := parseAdded("9\t.git/x\x00\x00"); len(large) != 0 {
+		t.Errorf("took %+v", large)
+	}
+}
