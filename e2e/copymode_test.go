@@ -387,11 +387,16 @@ func TestCopyModeSnapshotRules(t *testing.T) {
 	host := startEngine2(t)
 	e := NewEnv(t)
 	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1h\"\nmax_file_size = \"1k\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"two\"\nhost = %q\nmode = \"copy\"\n", baseImage, host)
+	// The user's own ignore rules (this machine's files) apply there too.
+	must(t, os.MkdirAll(filepath.Join(e.Home, ".config", "git"), 0o755))
+	must(t, os.WriteFile(filepath.Join(e.Home, ".config", "git", "ignore"), []byte("*.tmp\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(e.Repo, ".git", "info", "exclude"), []byte("local-only/\n"), 0o644))
 	agent := `set -e
 head -c 5000 /dev/zero >big.bin
 head -c 5000 /dev/zero >tracked.bin && git add tracked.bin
 echo '*.log' >.gitignore && echo data >secret.log && git add -f secret.log
 echo ignored >other.log
+echo scratch >a.tmp && mkdir -p local-only && echo x >local-only/x
 echo small >small.txt`
 	e.MustSandbox("start", "sr", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", agent)
 	files := e.Git("ls-tree", "-r", "--name-only", "refs/sandbox/sr/rescue")
@@ -400,7 +405,7 @@ echo small >small.txt`
 			t.Errorf("the snapshot lacks %s:\n%s", want, files)
 		}
 	}
-	for _, not := range []string{"big.bin", "other.log"} {
+	for _, not := range []string{"big.bin", "other.log", "a.tmp", "local-only/x"} {
 		if strings.Contains(files, not) {
 			t.Errorf("the snapshot holds %s:\n%s", not, files)
 		}

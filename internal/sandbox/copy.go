@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,8 @@ const (
 	copyScratch = copyState + "/scratch"
 	copyIndex   = copyState + "/index"
 	copyHome    = "/sandbox/home"
+	// copyExcludes is the user's core.excludesFile, copied at start.
+	copyExcludes = copyState + "/excludes"
 )
 
 // copyNames names a copy-mode sandbox's volumes and helper after its
@@ -149,11 +152,15 @@ const helperGit = `git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c co
 
 // initScript makes the helper's repository and the agent's, indexes the
 // pack on stdin, checks the start commit out and seeds the snapshot index.
-// $1 the agent repository's config, $2 the branch, $3 the start commit.
+// $1 the agent repository's config, $2 the branch, $3 the start commit,
+// $4 the repository's info/exclude and $5 the user's core.excludesFile
+// (what snapshots leave out, as locally).
 const initScript = `set -eu
 G=` + CopyGitDir + ` S=` + copyScratch + `
 mkdir -p "$S/objects/pack" "$S/refs" "$S/info" "$G/objects/pack" "$G/objects/info" "$G/refs/heads" "$G/refs/tags" "$G/info"
 echo 'ref: refs/heads/snapshot' >"$S/HEAD"
+printf '%s' "$4" >"$S/info/exclude"
+printf '%s' "$5" >` + copyExcludes + `
 ` + helperGit + ` --git-dir="$S" index-pack --stdin >/dev/null
 cp "$S"/objects/pack/* "$G/objects/pack/"
 printf '%s' "$1" >"$G/config"
@@ -178,6 +185,7 @@ cp "$G/index" ` + copyIndex + `
 // added. What the agent tracks is read from a copy of its index by this
 // git: the agent's configuration plays no part.
 const addScript = `set -eu
+HG="` + helperGit + ` -c core.excludesFile=` + copyExcludes + `"
 export GIT_DIR=` + copyScratch + ` GIT_WORK_TREE=` + container.Workspace + ` GIT_INDEX_FILE=` + copyIndex + `
 cd ` + container.Workspace + `
 T=` + copyState + `/tmp
@@ -192,14 +200,14 @@ sort -z -o "$T/agent" "$T/agent"
 if [ "$1" -gt 0 ]; then
 	find . -path ./.git -prune -o -type f -size +"$1"c -printf '%P\0' >"$T/big"
 	{
-		GIT_LITERAL_PATHSPECS=1 xargs -0 -r ` + helperGit + ` ls-files -z --others --exclude-standard -- <"$T/big"
+		GIT_LITERAL_PATHSPECS=1 xargs -0 -r $HG ls-files -z --others --exclude-standard -- <"$T/big"
 		GIT_LITERAL_PATHSPECS=1 xargs -0 -r ` + helperGit + ` ls-files -z --cached -- <"$T/big"
 	} | sort -z -u >"$T/large"
 	comm -z -23 "$T/large" "$T/agent" >"$T/excl"
 	` + helperGit + ` update-index --force-remove -z --stdin <"$T/excl"
 fi
 rc=0
-{ printf '.\0'; sed -z 's/^/:(exclude,literal)/' "$T/excl"; } | ` + helperGit + ` add --all --ignore-errors --pathspec-from-file=- --pathspec-file-nul 2>"$T/add.err" || rc=$?
+{ printf '.\0'; sed -z 's/^/:(exclude,literal)/' "$T/excl"; } | $HG add --all --ignore-errors --pathspec-from-file=- --pathspec-file-nul 2>"$T/add.err" || rc=$?
 [ "$rc" = 0 ] || [ "$rc" = 1 ]
 ` + helperGit + ` ls-files -z --cached | sort -z >"$T/have"
 comm -z -23 "$T/agent" "$T/have" | xargs -0 -r sh -c 'for p; do if [ -f "$p" ] || [ -L "$p" ]; then printf "%s\0" "$p"; fi; done' sh >"$T/forced"
@@ -412,7 +420,19 @@ func (e *Env) shipStart(ctx context.Context, d Engine, helper, user, branch, sta
 	}
 	name, email := e.identity(ctx)
 	cfg := agentrepo.CopyConfig(name, email)
-	xerr := helperExec(ctx, d, helper, user, initScript, out, io.Discard, cfg, branch, start)
+	exclude, _ := os.ReadFile(filepath.Join(e.Repo.CommonDir, "info", "exclude"))
+	var excludes []byte
+	if f := e.excludesFile(); f != "" {
+		excludes, _ = os.ReadFile(f)
+	}
+	// They travel as arguments; a very long list is not sent.
+	for name, b := range map[string]*[]byte{"info/exclude": &exclude, "core.excludesFile": &excludes} {
+		if len(*b) > 64<<10 {
+			e.UI.Warnf("%s is over 64 KiB and was not sent to the engine: snapshots there do not leave out what it names", name)
+			*b = nil
+		}
+	}
+	xerr := helperExec(ctx, d, helper, user, initScript, out, io.Discard, cfg, branch, start, string(exclude), string(excludes))
 	_, _ = io.Copy(io.Discard, out)
 	werr := cmd.Wait()
 	if xerr != nil {
