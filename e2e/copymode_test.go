@@ -420,3 +420,24 @@ echo small >small.txt`
 		t.Errorf("small.txt grew past the limit but is still in the snapshot:\n%s", files)
 	}
 }
+
+// image build --engine builds the sandbox image there, offline from a base
+// the engine has; start on that engine then needs nothing copied.
+func TestCopyModeImageBuildOnTheEngine(t *testing.T) {
+	eng := newEngine2(t, baseImage)
+	e := NewEnv(t)
+	copyEngineConfig(e, eng.Host)
+	tag := fmt.Sprintf("git-sandbox-e2e-engine-built:%d", time.Now().UnixNano())
+	r := e.MustSandbox("image", "build", "--engine", "two", "--base", baseImage, "--tag", tag, "--no-agents")
+	if !strings.Contains(r.Stderr, "on engine two") {
+		t.Errorf("image build does not say where:\n%s", r)
+	}
+	dockerAt(t, eng.Host, "image", "inspect", "--format", "{{.Id}}", tag)
+	if _, err := dockerAtErr("", "image", "inspect", tag); err == nil {
+		t.Errorf("the image was built on the main daemon too")
+	}
+	s := e.MustSandbox("start", "ib", "--engine", "two", "--image", tag, "--agent", "shell", "--network", "none", "--", "echo", "ran-in-built-image")
+	if !strings.Contains(s.Stdout, "ran-in-built-image") || strings.Contains(s.Stderr, "copied to engine") {
+		t.Errorf("start in the engine-built image:\n%s", s)
+	}
+}
