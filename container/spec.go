@@ -69,6 +69,10 @@ type Mount struct {
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"readonly"`
 	Volume   bool   `json:"volume,omitempty"`
+	// NoCopy keeps the engine from filling an empty volume with what the
+	// image has at Target, and from giving the volume's root that
+	// directory's owner and mode on every mount while it is empty.
+	NoCopy bool `json:"nocopy,omitempty"`
 	// Why says what the mount is for, for --dry-run readers.
 	Why string `json:"why,omitempty"`
 }
@@ -225,12 +229,16 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 		if m.Volume {
 			typ = mount.TypeVolume
 		}
-		hc.Mounts = append(hc.Mounts, mount.Mount{
+		dm := mount.Mount{
 			Type:     typ,
 			Source:   m.Source,
 			Target:   m.Target,
 			ReadOnly: m.ReadOnly,
-		})
+		}
+		if m.Volume && m.NoCopy {
+			dm.VolumeOptions = &mount.VolumeOptions{NoCopy: true}
+		}
+		hc.Mounts = append(hc.Mounts, dm)
 	}
 	return cfg, hc
 }

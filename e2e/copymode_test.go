@@ -441,3 +441,33 @@ func TestCopyModeImageBuildOnTheEngine(t *testing.T) {
 		t.Errorf("start in the engine-built image:\n%s", s)
 	}
 }
+
+// Copy mode for a user who is not root: the engine makes new volumes
+// root's, the helper opens them to the user, and everything in them is the
+// user's.
+func TestCopyModeAsNonRootUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("NOT RUN: needs root to create the test user (the suite runs as a non-root user already)")
+	}
+	host := startEngine2(t)
+	cred := testUser(t)
+	root := t.TempDir()
+	for p := root; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
+		must(t, os.Chmod(p, 0o755))
+	}
+	e := newEnvAt(t, root, cred)
+	e.WriteConfig("base_image = %q\nverify = \"test -s mine.txt\"\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"two\"\nhost = %q\nmode = \"copy\"\n", baseImage, host)
+	r := e.MustSandbox("start", "nr", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--",
+		"sh", "-c", `echo mine >mine.txt && git add mine.txt && git commit -qm mine && echo "uid:$(id -u) owner:$(stat -c %u mine.txt) home:$(touch $HOME/x && echo ok)"`)
+	want := fmt.Sprintf("uid:%d owner:%d home:ok", cred.uid, cred.uid)
+	if !strings.Contains(r.Stdout, want) {
+		t.Errorf("agent output lacks %q:\n%s", want, r)
+	}
+	if v := e.Sandbox("verify", "nr"); v.Code != 0 {
+		t.Errorf("verify as a user:\n%s", v)
+	}
+	e.MustSandbox("land", "nr", "-m", "as a user")
+	if got := e.Git("show", "main:mine.txt"); got != "mine" {
+		t.Errorf("main:mine.txt = %q", got)
+	}
+}

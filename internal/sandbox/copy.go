@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,9 +65,9 @@ func copyNames(containerName string) record.Copy {
 // copyMounts are the agent container's mounts in copy mode: volumes only.
 func copyMounts(c record.Copy) []container.Mount {
 	return []container.Mount{
-		{Source: c.Workspace, Target: container.Workspace, Volume: true, Why: "the sandbox worktree, in a volume on the engine"},
-		{Source: c.GitDir, Target: CopyGitDir, Volume: true, Why: "the agent's own repository, in a volume on the engine"},
-		{Source: c.Home, Target: container.Home, Volume: true, Why: "the agent's home, in a volume on the engine"},
+		{Source: c.Workspace, Target: container.Workspace, Volume: true, NoCopy: true, Why: "the sandbox worktree, in a volume on the engine"},
+		{Source: c.GitDir, Target: CopyGitDir, Volume: true, NoCopy: true, Why: "the agent's own repository, in a volume on the engine"},
+		{Source: c.Home, Target: container.Home, Volume: true, NoCopy: true, Why: "the agent's home, in a volume on the engine"},
 	}
 }
 
@@ -99,6 +100,16 @@ func planCopy(p *Plan, carry bool) error {
 	}
 	p.Container.Mounts = mounts
 	p.Container.Labels[container.LabelWorktree] = ""
+	if p.in.UID != 0 && !slices.ContainsFunc(p.Container.Env, func(v string) bool { return strings.HasPrefix(v, "GIT_CONFIG_COUNT=") }) {
+		// The engine makes a volume's root directory root's, and no
+		// process of the sandbox may change its owner (no capabilities),
+		// so the agent's git would take /workspace for someone else's
+		// repository. Its own two directories are declared safe, in the
+		// environment (the command-line scope git honours for this).
+		p.Container.Env = append(p.Container.Env, "GIT_CONFIG_COUNT=2",
+			"GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0="+container.Workspace,
+			"GIT_CONFIG_KEY_1=safe.directory", "GIT_CONFIG_VALUE_1="+CopyGitDir)
+	}
 	p.Worktree, p.PrivateGitDir = "", ""
 	return p.Container.Validate()
 }
@@ -126,10 +137,10 @@ func helperSpec(p *Plan) *container.Spec {
 			container.LabelVersion: version.Version,
 		},
 		Mounts: []container.Mount{
-			{Source: c.Workspace, Target: container.Workspace, Volume: true, Why: "the worktree it checks out and reads"},
-			{Source: c.GitDir, Target: CopyGitDir, Volume: true, Why: "the agent's repository it creates"},
-			{Source: c.Home, Target: copyHome, Volume: true, Why: "the agent's home, made writable for it"},
-			{Source: c.State, Target: copyState, Volume: true, Why: "its own repository and index"},
+			{Source: c.Workspace, Target: container.Workspace, Volume: true, NoCopy: true, Why: "the worktree it checks out and reads"},
+			{Source: c.GitDir, Target: CopyGitDir, Volume: true, NoCopy: true, Why: "the agent's repository it creates"},
+			{Source: c.Home, Target: copyHome, Volume: true, NoCopy: true, Why: "the agent's home, made writable for it"},
+			{Source: c.State, Target: copyState, Volume: true, NoCopy: true, Why: "its own repository and index"},
 		},
 	}
 	spec.Harden()

@@ -199,7 +199,7 @@ func (o Options) volumes(ctx context.Context, spec *container.Spec) (io.Reader, 
 			return nil, done, err
 		}
 		made = append(made, v.name)
-		spec.Mounts = append(spec.Mounts, container.Mount{Source: v.name, Target: v.target, Volume: true, Why: v.why})
+		spec.Mounts = append(spec.Mounts, container.Mount{Source: v.name, Target: v.target, Volume: true, NoCopy: true, Why: v.why})
 	}
 	if o.UID != 0 {
 		// A new volume's root is root's: root in a container of its own
