@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -469,5 +470,23 @@ func TestCopyModeAsNonRootUser(t *testing.T) {
 	e.MustSandbox("land", "nr", "-m", "as a user")
 	if got := e.Git("show", "main:mine.txt"); got != "mine" {
 		t.Errorf("main:mine.txt = %q", got)
+	}
+}
+
+// doctor checks every configured engine: one that answers, in copy mode,
+// and one that does not, which fails the check with its error.
+func TestCopyModeDoctorChecksEngines(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	e.WriteConfig("base_image = %q\n\n[[engine]]\nname = \"two\"\nhost = %q\nmode = \"copy\"\n\n[[engine]]\nname = \"gone\"\nhost = \"unix://%s/none.sock\"\n", baseImage, host, e.Root)
+	r := e.Sandbox("doctor")
+	if r.Code == 0 {
+		t.Errorf("doctor passed with an engine down:\n%s", r)
+	}
+	if !regexp.MustCompile(`(?m)^ok   engine two: engine \S+, API \S+, copy mode`).MatchString(r.Stdout) {
+		t.Errorf("doctor does not report engine two:\n%s", r)
+	}
+	if !regexp.MustCompile(`(?m)^FAIL engine gone: unreachable`).MatchString(r.Stdout) {
+		t.Errorf("doctor does not fail engine gone:\n%s", r)
 	}
 }

@@ -25,8 +25,9 @@ type DoctorCmd struct{}
 func (c *DoctorCmd) Help() string {
 	return `Checks everything git sandbox needs and says how to fix what is missing: git
 2.38 or newer, this repository, the Docker daemon and its API version, the
-image and which agent CLIs it has, the configuration, the state directory, and
-each agent's login.`
+image and which agent CLIs it has, the configuration, the state directory,
+every engine of your config (asked at once: it answers, its mode, whether it
+has the image), and each agent's login.`
 }
 
 // Run runs the checks.
