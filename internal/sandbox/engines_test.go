@@ -114,3 +114,51 @@ func TestStartRefusesAFullEngine(t *testing.T) {
 	}
 	te.assertNothingLeft("b", false)
 }
+
+// sized is a fake engine that reports its machine's memory.
+type sized struct {
+	*enginefake.Engine
+	mem int64
+}
+
+func (s sized) MemoryBytes(context.Context) (int64, error) { return s.mem, nil }
+
+// engine "auto" picks the engine with the most memory left after the
+// limits of the sandboxes already on it.
+func TestAutoPlacesOnTheEngineWithTheMostMemoryLeft(t *testing.T) {
+	te := newTestEnv(t)
+	a := sized{enginefake.New(config.DefaultImage()), 8 << 30}
+	b := sized{enginefake.New(config.DefaultImage()), 4 << 30}
+	te.env.Config.Engines = []config.Engine{
+		{Name: "a", Host: "unix:///a.sock", Mode: config.EngineModeBind},
+		{Name: "b", Host: "unix:///b.sock", Mode: config.EngineModeBind},
+	}
+	te.env.connectNamed = func(_ context.Context, name string) (Engine, error) {
+		switch name {
+		case "a":
+			return a, nil
+		case "b":
+			return b, nil
+		}
+		return te.fake, nil
+	}
+	// Empty: a has more.
+	o := detached("first")
+	o.Engine, o.Memory = config.EngineAuto, "6g"
+	res, err := te.env.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sandbox.Record.Engine != "a" {
+		t.Fatalf("first sandbox on %q, want a (8g free against 4g)", res.Sandbox.Record.Engine)
+	}
+	// Now a has 2g left after the first sandbox's 6g limit; b has 4g.
+	te.env.Config.DefaultEngine = config.EngineAuto
+	res, err = te.env.Start(context.Background(), detached("second"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sandbox.Record.Engine != "b" {
+		t.Errorf("second sandbox on %q, want b (4g left against 2g)", res.Sandbox.Record.Engine)
+	}
+}
