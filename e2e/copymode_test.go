@@ -186,6 +186,26 @@ func TestCopyModeEngineLostKeepsTheSnapshots(t *testing.T) {
 	if got := e.Git("show", "saved:work.txt"); got != "precious" {
 		t.Errorf("restored work.txt = %q", got)
 	}
+
+	// The machine is gone for good: rm refuses, rm --force forgets the
+	// sandbox here and keeps its snapshots.
+	if r := e.Sandbox("rm", "far"); r.Code == 0 || !strings.Contains(r.Stderr, "rm --force") {
+		t.Errorf("rm of a sandbox on an engine that does not answer:\n%s", r)
+	}
+	if r := e.MustSandbox("rm", "--force", "far"); !strings.Contains(r.Stderr, "removed here only") {
+		t.Errorf("rm --force does not say what it left:\n%s", r)
+	}
+	if e.hasSandbox("far") {
+		t.Errorf("ps still lists far after rm --force")
+	}
+	if r := e.Run(e.Repo, nil, "git", "rev-parse", "--verify", "-q", "refs/heads/far"); r.Code == 0 {
+		t.Errorf("the branch far is left")
+	}
+	// The chain stays (its tip is the snapshot taken before the loss, or
+	// a later one).
+	if r := e.Run(e.Repo, nil, "git", "merge-base", "--is-ancestor", snap, "refs/sandbox/far/rescue"); r.Code != 0 {
+		t.Errorf("the snapshot chain went with the sandbox:\n%s", r)
+	}
 }
 
 // gVisor for real: a sandbox run by runsc on the second engine (its runsc

@@ -324,6 +324,17 @@ type RemoveOptions struct {
 // chain stays until pruned.
 func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, error) {
 	d, err := s.engine(ctx)
+	if err != nil && s.Copy != nil {
+		// Its machine may be gone for good: the work is in the snapshots
+		// here, so --force forgets the sandbox on this side.
+		if !o.Force {
+			return nil, usererr.Wrap(err, "engine %s does not answer, so sandbox %s cannot be removed there: %v", s.engineName(), s.Display(), err).
+				Hint("its snapshots are here: git sandbox rescue list %s", s.Display()).
+				Hint("git sandbox rm --force %s removes it here only (its containers and volumes there stay)", s.Display())
+		}
+		s.env.UI.Warnf("engine %s does not answer: sandbox %s is removed here only; its containers and volumes there stay", s.engineName(), s.Display())
+		return nil, s.teardown(ctx, nil)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -371,10 +382,8 @@ func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, e
 	return last, s.teardown(ctx, d)
 }
 
-// teardown removes everything of the sandbox except its snapshot refs.
-func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
-	ctx = context.WithoutCancel(ctx)
-	g := s.env.Git()
+// teardownEngine removes what the sandbox has on its engine.
+func (s *Sandbox) teardownEngine(ctx context.Context, d Engine) []error {
 	var errs []error
 	if err := d.Remove(ctx, s.Container); err != nil {
 		errs = append(errs, err)
@@ -393,6 +402,17 @@ func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 		if err := s.removeCopyVolumes(ctx, d); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	return errs
+}
+
+// teardown removes everything of the sandbox except its snapshot refs.
+func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
+	ctx = context.WithoutCancel(ctx)
+	g := s.env.Git()
+	var errs []error
+	if d != nil { // nil: a lost engine, forgotten with rm --force
+		errs = append(errs, s.teardownEngine(ctx, d)...)
 	}
 	// The worktree and the state directory are moved aside (a rename, so
 	// the name can be used again at once, however many files they hold)
