@@ -510,3 +510,20 @@ func TestCopyModeDoctorChecksEngines(t *testing.T) {
 		t.Errorf("doctor does not fail engine gone:\n%s", r)
 	}
 }
+
+// A follow-up task in a copy-mode sandbox runs in a new container made like
+// the first: the same volumes, so the agent goes on with its files.
+func TestCopyModeFollowUpTask(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	copyEngineConfig(e, host)
+	e.MustSandbox("start", "fu", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", "echo first >f.txt")
+	r := e.MustSandbox("start", "fu", "-p", "second task", "--", "sh", "-c", `echo "saw:$(cat f.txt) task:$GIT_SANDBOX_PROMPT"; echo second >>f.txt`)
+	if !strings.Contains(r.Stdout, "saw:first task:second task") {
+		t.Errorf("the follow-up does not see the first task's files:\n%s", r)
+	}
+	assertNoBindMounts(t, host, containersOn(t, host, e.RepoID()))
+	if got := e.Git("show", "refs/sandbox/fu/rescue:f.txt"); got != "first\nsecond" {
+		t.Errorf("snapshot f.txt = %q", got)
+	}
+}

@@ -232,6 +232,9 @@ func (e *Env) recreate(ctx context.Context, d Engine, sb *Sandbox, argv []string
 		spec.Labels[container.LabelVerify] = o.Verify
 	}
 	for i, m := range spec.Mounts {
+		if m.Volume {
+			continue // the engine's own (caches; copy mode's files)
+		}
 		src, err := container.RefuseUnsafeHostPath(m.Why, m.Source)
 		if err != nil {
 			return err
