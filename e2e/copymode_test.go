@@ -527,3 +527,35 @@ func TestCopyModeFollowUpTask(t *testing.T) {
 		t.Errorf("snapshot f.txt = %q", got)
 	}
 }
+
+// An engine reached over TCP with mutual TLS (host = "tcp://…", cert_path):
+// start, diff and land through it.
+func TestCopyModeOverTLS(t *testing.T) {
+	env := startEngine2TLS(t)
+	var host, certs string
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "DOCKER_HOST":
+			host = v
+		case "DOCKER_CERT_PATH":
+			certs = v
+		}
+	}
+	e := NewEnv(t)
+	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"tls\"\nhost = %q\ncert_path = %q\n", baseImage, host, certs)
+	// mode auto: a tcp:// engine is copy mode.
+	e.MustSandbox("start", "tl", "--engine", "tls", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", "echo over-tls >t.txt")
+	if p := e.PsOf("tl"); !strings.HasPrefix(p.Worktree, "(volume ") {
+		t.Errorf("a tcp:// engine in mode auto is not copy mode: worktree %q", p.Worktree)
+	}
+	e.MustSandbox("land", "tl", "-m", "over TLS")
+	if got := e.Git("show", "main:t.txt"); got != "over-tls" {
+		t.Errorf("main:t.txt = %q", got)
+	}
+	// Without the client certificate the engine is not reached.
+	e.WriteConfig("base_image = %q\n\n[[engine]]\nname = \"tls\"\nhost = %q\n", baseImage, host)
+	if r := e.Sandbox("start", "t2", "--engine", "tls", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "true"); r.Code == 0 || !strings.Contains(r.Stderr, "cannot reach engine tls") {
+		t.Errorf("start without the client certificate:\n%s", r)
+	}
+}
