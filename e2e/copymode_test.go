@@ -559,3 +559,26 @@ func TestCopyModeOverTLS(t *testing.T) {
 		t.Errorf("start without the client certificate:\n%s", r)
 	}
 }
+
+// An engine named by a Docker context (context = "NAME"), read from the
+// Docker CLI's store of contexts.
+func TestCopyModeThroughADockerContext(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	if r := e.Run(e.Repo, nil, "docker", "context", "create", "second", "--docker", "host="+host); r.Code != 0 {
+		t.Fatalf("docker context create: %s", r)
+	}
+	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"ctx\"\ncontext = \"second\"\n", baseImage)
+	e.MustSandbox("start", "cx", "--engine", "ctx", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", "echo via-context >c.txt")
+	if ids := containersOn(t, host, e.RepoID()); len(ids) == 0 {
+		t.Errorf("nothing on the engine the context names")
+	}
+	e.MustSandbox("land", "cx", "-m", "via a context")
+	if got := e.Git("show", "main:c.txt"); got != "via-context" {
+		t.Errorf("main:c.txt = %q", got)
+	}
+	e.WriteConfig("base_image = %q\n\n[[engine]]\nname = \"ctx\"\ncontext = \"nope\"\n", baseImage)
+	if r := e.Sandbox("start", "c2", "--engine", "ctx", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "true"); r.Code == 0 || !strings.Contains(r.Stderr, `no Docker context "nope"`) {
+		t.Errorf("start with a context that does not exist:\n%s", r)
+	}
+}
