@@ -8,11 +8,15 @@ import (
 	"time"
 )
 
+// SSHEnv names the ssh program DialSSH runs instead of ssh (as GIT_SSH
+// does for git), for an ssh that needs options of its own.
+const SSHEnv = "GIT_SANDBOX_SSH"
+
 // DialSSH reaches a Docker Engine on another machine through ssh: it runs
 // `ssh [-l USER] [-p PORT] -- HOST docker system dial-stdio` and returns
 // that process's stdin and stdout as one connection, as the docker CLI
 // does for DOCKER_HOST=ssh://…. The user's own ssh configuration and
-// agent apply.
+// agent apply; $GIT_SANDBOX_SSH, when set, is run instead of ssh.
 func DialSSH(ctx context.Context, user, host, port string) (net.Conn, error) {
 	args := []string{"-o", "ConnectTimeout=10", "-T"}
 	if user != "" {
@@ -24,7 +28,11 @@ func DialSSH(ctx context.Context, user, host, port string) (net.Conn, error) {
 	args = append(args, "--", host, "docker", "system", "dial-stdio")
 	// The connection outlives the dial's context; the process ends when
 	// the connection is closed.
-	cmd := exec.Command("ssh", args...)
+	prog := os.Getenv(SSHEnv)
+	if prog == "" {
+		prog = "ssh"
+	}
+	cmd := exec.Command(prog, args...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
