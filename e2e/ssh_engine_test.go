@@ -18,9 +18,15 @@ import (
 // when the test ends.
 func startSSHD(t *testing.T, dockerHost string) (addr, sshWrapper string) {
 	t.Helper()
-	sshd, err := exec.LookPath("sshd")
-	if err != nil {
-		sshd = "/usr/sbin/sshd"
+	sshd := "/usr/sbin/sshd"
+	if _, err := os.Stat(sshd); err != nil && os.Geteuid() == 0 {
+		// As engine.sh does for runsc: Debian's package, when apt is there.
+		if _, aerr := exec.LookPath("apt-get"); aerr == nil {
+			if exec.Command("apt-get", "install", "-y", "-qq", "openssh-server").Run() != nil {
+				_ = exec.Command("apt-get", "update", "-qq").Run()
+				_ = exec.Command("apt-get", "install", "-y", "-qq", "openssh-server").Run()
+			}
+		}
 	}
 	if _, err := os.Stat(sshd); err != nil || os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
