@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
@@ -46,7 +47,8 @@ func ImportTree(ctx context.Context, o ImportOptions) error {
 		return fmt.Errorf("%q is not an object id", termsafe.String(o.Tree))
 	}
 	objects := filepath.Join(o.CommonDir, "objects")
-	quarantine, err := os.MkdirTemp(objects, "incoming-sandbox-")
+	removeStaleQuarantines(objects)
+	quarantine, err := os.MkdirTemp(objects, quarantinePrefix)
 	if err != nil {
 		return fmt.Errorf("import snapshot: %w", err)
 	}
@@ -175,6 +177,27 @@ func checkImportedTree(ctx context.Context, q *gitcmd.Runner, o ImportOptions) e
 		}
 	}
 	return nil
+}
+
+// quarantinePrefix names the quarantine directories in the object store.
+const quarantinePrefix = "incoming-sandbox-"
+
+// removeStaleQuarantines deletes what an import killed midway left: its
+// quarantine, an hour old or more (a running import's is minutes old at
+// most, and its own).
+func removeStaleQuarantines(objects string) {
+	ents, err := os.ReadDir(objects)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), quarantinePrefix) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
+			_ = os.RemoveAll(filepath.Join(objects, e.Name()))
+		}
+	}
 }
 
 // migrate moves the quarantined packs into the store: each .pack before

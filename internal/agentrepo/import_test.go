@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // packOf builds, in a scratch repository made by the test (standing in for
@@ -162,5 +163,32 @@ func TestImportTreeIncremental(t *testing.T) {
 	var be *budgetError
 	if !errors.As(err, &be) {
 		t.Fatalf("a changed file over the budget: %v", err)
+	}
+}
+
+// A quarantine an import killed midway left is removed by the next import
+// once it is an hour old; a fresh one (another import's) is left alone.
+func TestImportTreeRemovesStaleQuarantines(t *testing.T) {
+	common := userRepo(t)
+	stale := filepath.Join(common, "objects", "incoming-sandbox-stale")
+	fresh := filepath.Join(common, "objects", "incoming-sandbox-fresh")
+	for _, d := range []string{stale, fresh} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	tree, pack := packOf(t, map[string]string{"a": "a\n"}, nil)
+	if err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale quarantine is still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a fresh quarantine was removed: %v", err)
 	}
 }
