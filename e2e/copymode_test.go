@@ -582,3 +582,56 @@ func TestCopyModeThroughADockerContext(t *testing.T) {
 		t.Errorf("start with a context that does not exist:\n%s", r)
 	}
 }
+
+// The allowlist network on an engine in copy mode: the proxy, loaded into
+// a volume there, lets the agent reach the allowed host only; the agent has
+// no route out of its own. The engine is the main daemon, configured in
+// copy mode: the second engine runs without iptables, and on this machine
+// its containers cannot reach each other over its networks (the host's
+// FORWARD policy drops bridged traffic it has no rule for), so the proxy
+// could not be reached there. Copy mode uses none of this machine's files
+// whichever engine it runs on, and every container is inspected for it.
+func TestCopyModeAllowlist(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	mainHost := os.Getenv("DOCKER_HOST")
+	if mainHost == "" {
+		mainHost = "unix:///var/run/docker.sock"
+	}
+	e.WriteConfig("allow = [\"api.allowed.test\"]\nbase_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"here\"\nhost = %q\nmode = \"copy\"\n", baseImage, mainHost)
+	e.MustSandbox("start", "al", "-d", "--engine", "here", "--agent", "shell", "--image", baseImage, "--", "sleep", "600")
+	assertNoBindMounts(t, "", containersOn(t, "", e.RepoID()))
+	egressNet := networkWithSuffix(t, e.sandboxNetworks("al"), "-egress")
+	upName, upIP := startUpstream(t, egressNet, "api.allowed.test", "api.denied.test")
+
+	got := e.MustSandbox("exec", "al", "--", "bash", "-c", probeScript, "probe", upIP, "9").Stdout
+	t.Logf("probe:\n%s", got)
+	if s := section(got, "allowed"); !strings.Contains(s, "200 OK") || !strings.Contains(s, "hello from api.allowed.test") {
+		t.Errorf("allowed host through the proxy:\n%s", s)
+	}
+	for _, name := range []string{"denied", "ip literal", "metadata"} {
+		if s := section(got, name); !strings.Contains(s, " 403 ") {
+			t.Errorf("%s: want 403 from the proxy:\n%s", name, s)
+		}
+	}
+	if s := section(got, "connect"); !strings.Contains(s, " 200 ") || !strings.Contains(s, "tunnel to api.allowed.test") {
+		t.Errorf("CONNECT to the allowed host:\n%s", s)
+	}
+	if s := section(got, "direct"); strings.Contains(s, "REACHED") || strings.Count(s, "unreachable") != 2 {
+		t.Errorf("direct connections (must all fail):\n%s", s)
+	}
+	// Stop and start again: the proxy is loaded again and still works.
+	e.MustSandbox("stop", "al")
+	e.MustSandbox("start", "al", "-d")
+	if s := section(e.MustSandbox("exec", "al", "--", "bash", "-c", probeScript, "probe", upIP, "9").Stdout, "allowed"); !strings.Contains(s, "hello from api.allowed.test") {
+		t.Errorf("after a restart, the allowed host through the proxy:\n%s", s)
+	}
+	dockerAt(t, "", "rm", "-f", upName) // the test's own, on the sandbox's network
+	e.MustSandbox("rm", "--force", "al")
+	if vols := strings.Fields(dockerAt(t, "", "volume", "ls", "-q", "--filter", "label=git-sandbox.repo="+e.RepoID())); len(vols) > 0 {
+		t.Errorf("volumes left after rm: %q", vols)
+	}
+	if nets := e.sandboxNetworks("al"); len(nets) > 0 {
+		t.Errorf("networks left after rm: %q", nets)
+	}
+}

@@ -79,8 +79,9 @@ func planCopy(p *Plan, carry bool) error {
 			Hint("commit the work first, or start the sandbox on a local engine")
 	}
 	if p.Egress != nil {
-		return usererr.New("the allowlist network is not available yet on engine %s (copy mode)", p.Engine).
-			Hint("start with --network none, or --network open (the agent can then reach any host)")
+		if err := proxyOnVolumes(p.Egress); err != nil {
+			return err
+		}
 	}
 	if len(p.Container.Ports) > 0 {
 		return usererr.New("--publish is not available on engine %s: its ports are on another machine", p.Engine)
@@ -300,6 +301,15 @@ func (e *Env) createCopy(ctx context.Context, d Engine, p *Plan, o StartOptions)
 	if err := e.step("baseline"); err != nil {
 		return nil, err
 	}
+	if eg := p.Egress; eg != nil {
+		rec.Egress = &record.Egress{
+			Allow: eg.Allow, Remove: eg.Remove,
+			InternalNetwork: eg.InternalNetwork, EgressNetwork: eg.EgressNetwork, Proxy: eg.Proxy.Name,
+		}
+		if err := e.createEgress(ctx, d, p.Branch, eg, &u); err != nil {
+			return nil, err
+		}
+	}
 	spec := *p.Container
 	spec.Labels = cloneMap(spec.Labels)
 	spec.Labels[container.LabelBaseline] = base.ID
@@ -406,7 +416,16 @@ func (s *Sandbox) engineName() string {
 // removeCopyVolumes removes a copy-mode sandbox's volumes on its engine.
 func (s *Sandbox) removeCopyVolumes(ctx context.Context, d Engine) error {
 	var errs []error
-	for _, v := range []string{s.Copy.Workspace, s.Copy.GitDir, s.Copy.Home, s.Copy.State} {
+	names := []string{s.Copy.Workspace, s.Copy.GitDir, s.Copy.Home, s.Copy.State}
+	// And every other volume made for it (its egress proxy's).
+	if vols, err := d.ListVolumes(ctx, container.LabelRepo+"="+s.RepoID, container.LabelBranch+"="+s.Branch); err == nil {
+		for _, v := range vols {
+			if !slices.Contains(names, v.Name) {
+				names = append(names, v.Name)
+			}
+		}
+	}
+	for _, v := range names {
 		if err := d.RemoveVolume(ctx, v); err != nil {
 			errs = append(errs, err)
 		}

@@ -56,6 +56,31 @@ func TestCopyModePlanMountsVolumesOnly(t *testing.T) {
 	}
 }
 
+// In allowlist mode the proxy mounts volumes too: its binary and
+// configuration are loaded into one at its start.
+func TestCopyModeProxyMountsVolumesOnly(t *testing.T) {
+	te := newTestEnv(t)
+	copyEngine(te)
+	o := detached("c")
+	o.Engine, o.DryRun, o.Network = "far", true, "allowlist"
+	res, err := te.env.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eg := res.Plan.Egress
+	if eg == nil || eg.Proxy == nil {
+		t.Fatalf("no proxy planned: %+v", res.Plan)
+	}
+	for _, m := range eg.Proxy.Mounts {
+		if !m.Volume {
+			t.Errorf("the proxy mounts host path %s at %s", m.Source, m.Target)
+		}
+	}
+	if len(eg.Proxy.Mounts) != 3 {
+		t.Errorf("proxy mounts: %+v", eg.Proxy.Mounts)
+	}
+}
+
 func TestCopyModeRefusesWhatNeedsTheHostsFiles(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -63,7 +88,6 @@ func TestCopyModeRefusesWhatNeedsTheHostsFiles(t *testing.T) {
 		want string
 	}{
 		{"carry", func(o *StartOptions, _ *config.Loaded) { o.Carry = true }, "--carry"},
-		{"allowlist", func(o *StartOptions, _ *config.Loaded) { o.Network = "allowlist" }, "allowlist"},
 		{"publish", func(o *StartOptions, _ *config.Loaded) { o.Network = "open"; o.Publish = []string{"3000"} }, "--publish"},
 		{"mounts", func(_ *StartOptions, c *config.Loaded) { c.Mounts = []config.Mount{{Source: "/etc", Target: "/x"}} }, "[[mount]]"},
 	} {

@@ -126,6 +126,10 @@ type EgressPlan struct {
 
 	// configDir and logDir are the host directories mounted into the proxy.
 	configDir, logDir string
+	// volumes, on an engine that cannot see this machine's files (copy
+	// mode), replace those mounts: the binary and configuration are loaded
+	// into a volume at each start of the proxy.
+	volumes *proxyVolumes
 }
 
 // egressNames are the engine objects of one sandbox's allowlist mode,
@@ -294,6 +298,11 @@ func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *Egress
 	if err := egress.WriteConfig(filepath.Join(p.configDir, proxyConfigFile), cfg); err != nil {
 		return err
 	}
+	if p.volumes != nil {
+		if err := e.loadProxyVolumes(ctx, d, branch, p, u); err != nil {
+			return err
+		}
+	}
 	id, err := d.Create(ctx, p.Proxy)
 	if err != nil {
 		return fmt.Errorf("egress proxy: %w", err)
@@ -406,6 +415,11 @@ func (e *Env) restartProxy(ctx context.Context, d Engine, sb *Sandbox) error {
 		return err
 	}
 	p.Allow, p.Remove = eg.Allow, eg.Remove
+	if sb.Copy != nil {
+		if err := proxyOnVolumes(p); err != nil {
+			return err
+		}
+	}
 	var u undo
 	if err := e.startProxy(ctx, d, sb.Branch, p, &u); err != nil {
 		u.run()
