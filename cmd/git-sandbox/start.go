@@ -65,8 +65,7 @@ every later command about it goes there; auto picks the one with the most
 memory left. On an engine in copy mode (one that cannot see this machine's
 files) the worktree and the agent's repository live in volumes there, the
 image is copied there when it is missing, and snapshots come back here as
-checked packs; --carry, --publish and the allowlist network are not
-available there yet.
+checked packs; --carry and --publish are not available there yet.
 
 For --agent shell, -p with a command after -- is the task's description:
 recorded (land's default message) and passed as GIT_SANDBOX_PROMPT.
