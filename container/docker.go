@@ -53,6 +53,15 @@ func (d *Docker) ServerVersion(ctx context.Context) (string, error) {
 	return v.Version, nil
 }
 
+// MemoryBytes is the engine machine's total memory.
+func (d *Docker) MemoryBytes(ctx context.Context) (int64, error) {
+	info, err := d.api.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("engine info: %w", sdkErr(err))
+	}
+	return info.MemTotal, nil
+}
+
 // Close releases the client.
 func (d *Docker) Close() error { return d.api.Close() }
 

@@ -37,6 +37,9 @@ const (
 	LabelWorktree = "git-sandbox.worktree"
 	LabelRole     = "git-sandbox.role"
 	LabelVersion  = "git-sandbox.version"
+	// LabelMemory is the agent container's memory limit in bytes, read
+	// when engine "auto" places a new sandbox.
+	LabelMemory = "git-sandbox.memory"
 )
 
 // Roles of containers, in LabelRole.
@@ -53,6 +56,9 @@ const (
 	// RoleEgress is the network every proxy leaves by, shared by all
 	// sandboxes of the engine.
 	RoleEgress = "egress"
+	// RoleHelper is a copy-mode sandbox's git helper on a remote engine:
+	// it checks out the baseline and reads the files for snapshots.
+	RoleHelper = "helper"
 )
 
 // Workspace is where the worktree appears inside the container.
@@ -68,6 +74,10 @@ type Mount struct {
 	Target   string `json:"target"`
 	ReadOnly bool   `json:"readonly"`
 	Volume   bool   `json:"volume,omitempty"`
+	// NoCopy keeps the engine from filling an empty volume with what the
+	// image has at Target, and from giving the volume's root that
+	// directory's owner and mode on every mount while it is empty.
+	NoCopy bool `json:"nocopy,omitempty"`
 	// Why says what the mount is for, for --dry-run readers.
 	Why string `json:"why,omitempty"`
 }
@@ -226,12 +236,16 @@ func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
 		if m.Volume {
 			typ = mount.TypeVolume
 		}
-		hc.Mounts = append(hc.Mounts, mount.Mount{
+		dm := mount.Mount{
 			Type:     typ,
 			Source:   m.Source,
 			Target:   m.Target,
 			ReadOnly: m.ReadOnly,
-		})
+		}
+		if m.Volume && m.NoCopy {
+			dm.VolumeOptions = &mount.VolumeOptions{NoCopy: true}
+		}
+		hc.Mounts = append(hc.Mounts, dm)
 	}
 	return cfg, hc
 }

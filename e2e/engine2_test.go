@@ -194,6 +194,8 @@ func runEngine2Start(dir string, tls bool, images ...string) (*engine2, error) {
 		env = append(env, fmt.Sprintf("ENGINE2_TLS_PORT=%d", port))
 	}
 	if err := runEngine2(&out, "start", dir, env...); err != nil {
+		// Whatever it made before it failed (its directory, a bridge).
+		_ = runEngine2(nil, "stop", dir)
 		return nil, err
 	}
 	eng := &engine2{Dir: dir}

@@ -287,6 +287,22 @@ func (e *Env) RepoID() string {
 	return id
 }
 
+// CleanupRepoAt removes, when the test ends, what git sandbox made for a
+// further repository the test created at dir (its containers and warm
+// images), as NewEnv does for the test's own.
+func (e *Env) CleanupRepoAt(dir string) {
+	e.t.Cleanup(func() {
+		common, err := filepath.EvalSymlinks(filepath.Join(dir, ".git"))
+		if err != nil {
+			return
+		}
+		sum := sha256.Sum256([]byte(common))
+		id := filepath.Base(dir) + "-" + hex.EncodeToString(sum[:])[:12]
+		removeContainers(id)
+		removeWarmImages(id)
+	})
+}
+
 // Result is a finished command.
 type Result struct {
 	Stdout, Stderr string

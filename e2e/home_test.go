@@ -61,6 +61,7 @@ echo '{"hooks":{"planted":1}}' > ~/.claude/settings.json && echo written`)
 	// Another repository, the same user.
 	other := filepath.Join(e.Root, "other")
 	must(t, os.MkdirAll(other, 0o755))
+	e.CleanupRepoAt(other)
 	for _, args := range [][]string{{"init", "-q"}, {"commit", "-q", "--allow-empty", "-m", "first"}} {
 		if r := e.Run(other, nil, "git", args...); r.Code != 0 {
 			t.Fatalf("git %v: %s", args, r)

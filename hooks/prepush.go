@@ -76,8 +76,12 @@ func Check(ctx context.Context, env *sandbox.Env, updates []Update) []Refusal {
 		}
 		running, err := sb.Running(ctx)
 		if err != nil {
+			hint := "start Docker and push again"
+			if sb.Record.Engine != "" {
+				hint = fmt.Sprintf("make engine %s answer (git sandbox doctor checks it) and push again", termsafe.String(sb.Record.Engine))
+			}
 			refused = append(refused, Refusal{Ref: u.LocalRef, Reason: "it is a sandbox branch, and whether its agent still runs cannot be told: " + err.Error(),
-				Hint: "start Docker and push again"})
+				Hint: hint})
 			continue
 		}
 		if running {

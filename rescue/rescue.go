@@ -143,6 +143,27 @@ type Snapshotter struct {
 	Freeze func(ctx context.Context) (func(), error)
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Remote, when set, takes the worktree's tree somewhere else (a
+	// sandbox whose files live on a remote engine): it is given the tree
+	// of the newest snapshot ("" when none) and returns the new tree, whose
+	// objects it has put into the user's store after checking them.
+	// Worktree, Index and Freeze are then unused.
+	Remote func(ctx context.Context, prevTree string) (*RemoteTree, error)
+	// RemoteCheckout, with Remote, changes the worktree elsewhere from
+	// tree from to tree to (Checkout).
+	RemoteCheckout func(ctx context.Context, from, to string) error
+}
+
+// RemoteTree is what a snapshot taken elsewhere (Snapshotter.Remote)
+// brought back.
+type RemoteTree struct {
+	// Tree is the worktree's tree, in the user's store.
+	Tree string
+	// AddErrors is what git add said; the paths it could not store are
+	// read from it.
+	AddErrors string
+	// TooLarge are the untracked files left out for their size.
+	TooLarge []LargeFile
 }
 
 // Snapshot is one snapshot commit.
@@ -289,6 +310,9 @@ func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
 			return nil, &BudgetSpent{Used: used, Budget: s.Budget}
 		}
 	}
+	if s.Remote != nil {
+		return s.takeRemote(ctx, reason)
+	}
 	if err := s.ensureScratch(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
@@ -395,6 +419,46 @@ func (s *Snapshotter) charge(ctx context.Context, before, tree string) {
 		n += v
 	}
 	_ = os.WriteFile(s.Usage, []byte(strconv.FormatInt(ReadUsage(s.Usage)+n, 10)+"\n"), 0o600)
+}
+
+// takeRemote is Take for a worktree read elsewhere (Remote).
+func (s *Snapshotter) takeRemote(ctx context.Context, reason Reason) (*Taken, error) {
+	// The host's scratch directory still writes the commit.
+	if err := s.ensureScratch(); err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	refs := Refs{s.Branch}
+	prev, prevTree := s.current(ctx, refs.Rescue())
+	rt, err := s.Remote(ctx, prevTree.String())
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	tree := rt.Tree
+	large := slices.Clone(rt.TooLarge)
+	slices.SortFunc(large, func(a, b LargeFile) int { return strings.Compare(a.Path, b.Path) })
+	left := added{skipped: refusedPaths(rt.AddErrors), tooLarge: large}
+	isBaseline := reason == ReasonStart || reason == ReasonSetup
+	if reason != ReasonStart && prev != "" && prevTree.String() == tree {
+		snap, err := Read(ctx, s.host(), prev.String())
+		if err != nil {
+			return nil, err
+		}
+		if slices.Equal(snap.Skipped, left.skipped) && slices.Equal(snap.TooLarge, left.tooLarge) && len(snap.InSubmodule) == 0 && (isBaseline || snap.Baseline == s.Baseline) {
+			return &Taken{Snapshot: *snap}, nil
+		}
+	}
+	if reason == ReasonStart {
+		prev, prevTree = "", ""
+	}
+	head := ""
+	if s.AgentHead != nil {
+		head = s.AgentHead()
+	}
+	t, err := s.write(ctx, reason, tree, prev, left, head)
+	if err == nil {
+		s.charge(ctx, prevTree.String(), tree)
+	}
+	return t, err
 }
 
 // write commits tree as a snapshot whose first parent is prev (the start

@@ -123,6 +123,9 @@ func (s *Snapshotter) Checkout(ctx context.Context, from, to string) error {
 		return err
 	}
 	defer unlock()
+	if s.RemoteCheckout != nil {
+		return s.RemoteCheckout(ctx, from, to)
+	}
 	if err := s.ensureScratch(); err != nil {
 		return err
 	}

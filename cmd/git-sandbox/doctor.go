@@ -6,6 +6,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
@@ -26,8 +27,9 @@ type DoctorCmd struct{}
 func (c *DoctorCmd) Help() string {
 	return `Checks everything git sandbox needs and says how to fix what is missing: git
 2.38 or newer, this repository, the Docker daemon and its API version, the
-image and which agent CLIs it has, the configuration, the state directory, and
-each agent's login.`
+image and which agent CLIs it has, the configuration, the state directory,
+every engine of your config (asked at once: it answers, its mode, whether it
+has the image), and each agent's login.`
 }
 
 // Run runs the checks.
@@ -107,6 +109,8 @@ func (c *DoctorCmd) Run(app *App) error {
 			warmLines(app, d, env)
 		}
 	}
+
+	engineLines(app, cfg, check)
 
 	for _, name := range agent.Names() {
 		a, _ := agent.Get(name)
@@ -237,4 +241,46 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// engineLines checks every engine of the user's config, all at once: it
+// answers, its mode, and whether it has the sandbox image.
+func engineLines(app *App, cfg *config.Loaded, check func(ok bool, what, detail, hint string)) {
+	type result struct {
+		ok           bool
+		detail, hint string
+	}
+	out := make([]result, len(cfg.Engines))
+	var wg sync.WaitGroup
+	for i, e := range cfg.Engines {
+		wg.Add(1)
+		go func(i int, e config.Engine) {
+			defer wg.Done()
+			d, err := container.ConnectTo(app.Ctx, container.Endpoint{Name: e.Name, Host: e.Host, CertPath: e.CertPath, Context: e.Context})
+			if err != nil {
+				out[i] = result{detail: "unreachable: " + errText(err), hint: "start its daemon, or fix host/context of [[engine]] " + e.Name + " in " + config.UserPath()}
+				return
+			}
+			defer d.Close()
+			sv, _ := d.ServerVersion(app.Ctx)
+			mode := "bind mounts"
+			if e.CopyMode() {
+				mode = "copy mode"
+			}
+			detail := fmt.Sprintf("engine %s, API %s, %s", sv, d.APIVersion(), mode)
+			ok, err := d.ImageExists(app.Ctx, cfg.Image)
+			switch {
+			case err != nil:
+				out[i] = result{detail: detail + "; image: " + errText(err)}
+				return
+			case !ok:
+				detail += "; " + cfg.Image + " is missing there"
+			}
+			out[i] = result{ok: true, detail: detail}
+		}(i, e)
+	}
+	wg.Wait()
+	for i, e := range cfg.Engines {
+		check(out[i].ok, "engine "+termsafe.String(e.Name), out[i].detail, out[i].hint)
+	}
 }

@@ -154,6 +154,7 @@ type ImageBuildCmd struct {
 	Tag      string `help:"Tag of the built image (default from config: ${default_image})." placeholder:"T"`
 	NoAgents bool   `help:"Do not try to install the ${image_agents} CLIs."`
 	NoCache  bool   `help:"Build every step again."`
+	Engine   string `help:"Build on this engine of your config ([[engine]] name) instead of the default one." placeholder:"NAME"`
 }
 
 // Help is image build's long help.
@@ -172,13 +173,24 @@ func (c *ImageBuildCmd) Run(app *App) error {
 	}
 	base := firstSet(c.Base, cfg.BaseImage)
 	tag := firstSet(c.Tag, cfg.Image)
-	d, err := container.Connect(app.Ctx)
-	if err != nil {
+	var d *container.Docker
+	where := ""
+	if c.Engine != "" {
+		e, err := cfg.EngineNamed(c.Engine)
+		if err != nil {
+			return err
+		}
+		d, err = container.ConnectTo(app.Ctx, container.Endpoint{Name: e.Name, Host: e.Host, CertPath: e.CertPath, Context: e.Context})
+		if err != nil {
+			return err
+		}
+		where = " on engine " + termsafe.String(e.Name)
+	} else if d, err = container.Connect(app.Ctx); err != nil {
 		return err
 	}
 	defer d.Close()
 	name := termsafe.String(tag)
-	app.UI.Infof("building %s from %s", name, termsafe.String(base))
+	app.UI.Infof("building %s from %s%s", name, termsafe.String(base), where)
 	o := container.BuildOptions{Tag: tag, Base: base, Agents: agent.Packages(), NoAgents: c.NoAgents, NoCache: c.NoCache, Progress: app.UI.Writer()}
 	if f := app.UI.File(); f != nil && ui.IsTerminal(f) {
 		o.TerminalFd, o.IsTerminal = f.Fd(), true

@@ -91,7 +91,7 @@ func writeMan(w io.Writer, app *kong.Application) {
 .sandbox.toml in a repository: its (untrusted) settings; it may choose the agent, image, setup and verify commands, the setup inputs that key a warm image and caches of its own, and only tighten limits.
 ~/.local/state/git-sandbox/: each sandbox's worktree, agent repository, record and snapshot index; agents/ holds each agent's home.`))
 	fmt.Fprintln(w, ".SH ENVIRONMENT")
-	fmt.Fprintln(w, roff(`DOCKER_HOST selects the Docker daemon. XDG_STATE_HOME and XDG_CONFIG_HOME move the state and config directories; GIT_SANDBOX_STATE_DIR and GIT_SANDBOX_CONFIG name them directly. NO_COLOR turns colour off. GIT_SANDBOX_TRACE=1 prints each git command the tool runs, with its time, and each pause of an agent during a snapshot. GIT_SANDBOX_DEFAULT_IMAGE gives the default image another name than git-sandbox:latest; it is meant for test suites and packagers.`))
+	fmt.Fprintln(w, roff(`DOCKER_HOST selects the Docker daemon new sandboxes run on unless --engine or default_engine names one of the [[engine]] entries of the user config; a sandbox always goes back to the engine it was started on. GIT_SANDBOX_SSH names the ssh program used for an ssh:// engine (default ssh). XDG_STATE_HOME and XDG_CONFIG_HOME move the state and config directories; GIT_SANDBOX_STATE_DIR and GIT_SANDBOX_CONFIG name them directly. NO_COLOR turns colour off. GIT_SANDBOX_TRACE=1 prints each git command the tool runs, with its time, and each pause of an agent during a snapshot. GIT_SANDBOX_DEFAULT_IMAGE gives the default image another name than git-sandbox:latest; it is meant for test suites and packagers.`))
 	fmt.Fprintln(w, ".SH SEE ALSO")
 	fmt.Fprintln(w, `\fBgit-worktree\fR(1), \fBdocker\fR(1)`)
 }

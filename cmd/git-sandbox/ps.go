@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,7 +45,11 @@ conflicts lists the paths.
 --watch follows Docker's events for this repository's containers and prints
 the table again when one changes (an agent starts, exits, is stopped or
 removed); on a terminal it redraws in place and also refreshes the ages.
-git sandbox dash is the interactive view.`
+git sandbox dash is the interactive view.
+
+With engines in your config, an ENGINE column says where each sandbox runs;
+the engines are asked at once, and the sandboxes of one that does not answer
+are listed as unreachable, with its error.`
 }
 
 // Run lists sandboxes.
@@ -73,7 +78,7 @@ func (c *PsCmd) Run(app *App) error {
 		app.UI.Hintf("git sandbox start BRANCH -p \"TASK\" creates one")
 		return nil
 	}
-	psTable(app.Stdout, list)
+	psTable(app.Stdout, list, showEngine(env, list))
 	for _, s := range list {
 		if len(s.Conflicts) > 0 {
 			app.UI.Warnf("%s: git sandbox update left conflict markers in %s", termsafe.String(s.Branch), strings.Join(escaped(s.Conflicts), ", "))
@@ -132,7 +137,7 @@ func (c *PsCmd) watch(app *App, env *sandbox.Env) error {
 		case len(list) == 0:
 			b.WriteString("no sandboxes in this repository\n")
 		default:
-			psTable(&b, list)
+			psTable(&b, list, showEngine(env, list))
 		}
 		if b.String() == last {
 			return nil
@@ -171,8 +176,12 @@ func (c *PsCmd) watch(app *App, env *sandbox.Env) error {
 }
 
 // psTable writes ps's table.
-func psTable(w io.Writer, list []sandbox.Status) {
-	rows := [][]string{{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "SNAPSHOT", "DENIED", "CONFLICTS", "WORKTREE"}}
+func psTable(w io.Writer, list []sandbox.Status, engines bool) {
+	head := []string{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "SNAPSHOT", "DENIED", "CONFLICTS", "WORKTREE"}
+	if engines {
+		head = slices.Insert(head, 2, "ENGINE")
+	}
+	rows := [][]string{head}
 	for _, s := range list {
 		state := s.State
 		if s.State == sandbox.StateExited && s.ExitCode != nil {
@@ -181,12 +190,34 @@ func psTable(w io.Writer, list []sandbox.Status) {
 		if len(s.Conflicts) > 0 {
 			state += ", " + strconv.Itoa(len(s.Conflicts)) + " conflicted"
 		}
-		rows = append(rows, []string{
+		row := []string{
 			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
 			age(time.Since(s.Created)), strconv.Itoa(s.Changes), snapshotAge(s), denied(s), conflictNames(s), s.Worktree,
-		})
+		}
+		if engines {
+			eng := s.Engine
+			if eng == "" {
+				eng = "default"
+			}
+			row = slices.Insert(row, 2, termsafe.String(eng))
+		}
+		rows = append(rows, row)
 	}
 	table(w, rows)
+}
+
+// showEngine says whether ps shows the ENGINE column: once there is more
+// than one engine to tell apart.
+func showEngine(env *sandbox.Env, list []sandbox.Status) bool {
+	if len(env.Config.Engines) > 0 {
+		return true
+	}
+	for _, s := range list {
+		if s.Engine != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshotAge is how old the snapshot CHANGES counts is, "-" without one.

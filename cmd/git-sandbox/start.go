@@ -29,6 +29,7 @@ type StartCmd struct {
 	Network string   `help:"Container network: ${network_modes} (default from config: ${network_default})." enum:",${network_enum}" default:""`
 	Allow   []string `help:"Let the agent reach HOST[:PORT] (or *.SUFFIX) through the proxy, on top of the allow list (allowlist mode; repeatable)." placeholder:"HOST[:PORT]"`
 	Runtime string   `help:"OCI runtime, such as runsc or kata-runtime."`
+	Engine  string   `help:"Container engine from your config ([[engine]] name), or auto: the one with the most memory left." placeholder:"NAME"`
 	Memory  string   `help:"Memory limit, such as 4g."`
 	CPUs    float64  `name:"cpus" help:"CPU limit, such as 1.5."`
 	Pids    int64    `help:"Process limit."`
@@ -56,8 +57,15 @@ can (claude --continue, codex resume --last); without one, the agent continues
 interactively on a terminal, and start refuses without one. --rerun runs the
 original task again. A follow-up runs in a new container made like the first
 (same image, mounts, hardening); --verify and the limits may change, while
---base, --carry, --agent, --image, --network, --allow, --runtime and -e cannot, and are
-refused.
+--base, --carry, --agent, --image, --network, --allow, --runtime, --engine and -e
+cannot, and are refused.
+
+--engine NAME runs the sandbox on an engine of your config ([[engine]]), and
+every later command about it goes there; auto picks the one with the most
+memory left. On an engine in copy mode (one that cannot see this machine's
+files) the worktree and the agent's repository live in volumes there, the
+image is copied there when it is missing, and snapshots come back here as
+checked packs; --carry and --publish are not available there yet.
 
 For --agent shell, -p with a command after -- is the task's description:
 recorded (land's default message) and passed as GIT_SANDBOX_PROMPT.
@@ -122,7 +130,7 @@ func (c *StartCmd) Run(app *App) error {
 		Branch: c.Branch, Base: c.Base, Carry: c.Carry, Agent: c.Agent, Prompt: c.Prompt,
 		Verify: c.Verify, Args: c.Command, Detach: c.Detach, DryRun: c.DryRun, Env: c.Env,
 		Image: c.Image, Network: c.Network, Allow: c.Allow, Runtime: c.Runtime, Memory: c.Memory, CPUs: c.CPUs,
-		Pids: c.Pids, Rerun: c.Rerun, Publish: c.Publish, IO: app.IO(),
+		Pids: c.Pids, Rerun: c.Rerun, Publish: c.Publish, Engine: c.Engine, IO: app.IO(),
 	})
 	if err != nil {
 		return err
@@ -164,8 +172,17 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	s := p.Container
 	fmt.Fprintf(w, "sandbox   %s\n", termsafe.String(p.Branch))
 	fmt.Fprintf(w, "base      %s (%s)\n", termsafe.String(p.Base), p.BaseCommit)
-	fmt.Fprintf(w, "worktree  %s\n", p.Worktree)
-	fmt.Fprintf(w, "agent git %s\n", p.PrivateGitDir)
+	if p.Engine != "" {
+		fmt.Fprintf(w, "engine    %s\n", termsafe.String(p.Engine))
+	}
+	if p.Copy != nil {
+		fmt.Fprintf(w, "worktree  volume %s on the engine (copy mode)\n", p.Copy.Workspace)
+		fmt.Fprintf(w, "agent git volume %s on the engine\n", p.Copy.GitDir)
+		fmt.Fprintf(w, "helper    %s (volume %s)\n", p.Copy.Helper, p.Copy.State)
+	} else {
+		fmt.Fprintf(w, "worktree  %s\n", p.Worktree)
+		fmt.Fprintf(w, "agent git %s\n", p.PrivateGitDir)
+	}
 	fmt.Fprintf(w, "record    %s\n", p.Record)
 	fmt.Fprintf(w, "carry     %v\n", p.Carry)
 	if p.Setup != "" {

@@ -84,13 +84,14 @@ need_root() {
 	[ "$(id -u)" = 0 ] || die "needs root (it creates a bridge with ip link and starts dockerd); run it as root or with sudo"
 }
 
-# free_subnet START: the first N from START on (wrapping at 256) such that
-# 172.31.N.0/24 overlaps no IPv4 route or address on this host.
+# free_subnet START [PREFIX]: the first N from START on (wrapping at 256)
+# such that PREFIX.N.0/24 (default 172.31) overlaps no IPv4 route or
+# address on this host.
 free_subnet() {
 	{
 		ip -4 route show table all | awk '{print ($1 == "local" || $1 == "broadcast" || $1 == "unicast") ? $2 : $1}'
 		ip -4 -o addr show | awk '{print $4}'
-	} | awk -v start="$1" '
+	} | awk -v start="$1" -v prefix="${2:-172.31}" '
 		function ip(s, a) { split(s, a, "."); return ((a[1] * 256 + a[2]) * 256 + a[3]) * 256 + a[4] }
 		$0 ~ /^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(\/[0-9]+)?$/ {
 			n = split($0, p, "/"); len = (n == 2) ? p[2] + 0 : 32
@@ -100,7 +101,7 @@ free_subnet() {
 		}
 		END {
 			for (i = 0; i < 256; i++) {
-				n = (start + i) % 256; lo = ip("172.31." n ".0"); hi = lo + 255; free = 1
+				n = (start + i) % 256; lo = ip(prefix "." n ".0"); hi = lo + 255; free = 1
 				for (k in los) if (lo <= his[k] && los[k] <= hi) { free = 0; break }
 				if (free) { print n; exit }
 			}
@@ -108,7 +109,9 @@ free_subnet() {
 }
 
 # make_bridge: the engine's own bridge with a free 172.31.N.0/24, chosen
-# under a lock so two engines started at once do not pick the same one.
+# under a lock so two engines started at once do not pick the same one. When
+# 172.31.0.0/16 is taken whole (the main daemon's default address pools hand
+# out 172.17-172.31 /16s to networks of its own), 10.231.N.0/24.
 make_bridge() {
 	if ip link show "$name" >/dev/null 2>&1; then
 		return 0
@@ -116,13 +119,16 @@ make_bridge() {
 	mkdir -p "$(dirname "$lockfile")"
 	exec 9>"$lockfile"
 	flock 9
-	local n subnet
-	n=$(free_subnet $((16#${hash:0:2})))
+	local n subnet prefix
+	for prefix in 172.31 10.231; do
+		n=$(free_subnet $((16#${hash:0:2})) "$prefix")
+		[ -z "$n" ] || break
+	done
 	if [ -z "$n" ]; then
 		flock -u 9
-		die "no free /24 in 172.31.0.0/16 for the bridge"
+		die "no free /24 in 172.31.0.0/16 or 10.231.0.0/16 for the bridge"
 	fi
-	subnet=172.31.$n
+	subnet=$prefix.$n
 	ip link add "$name" type bridge
 	ip addr add "$subnet.1/24" dev "$name"
 	ip link set "$name" up

@@ -100,6 +100,16 @@ func privateConfig(o InitOptions) string {
 	return b.String()
 }
 
+// CopyConfig is the configuration of an agent repository that lives on a
+// remote engine (copy mode): an identity, and no hooks (the user's hooks
+// are on this machine).
+func CopyConfig(userName, userEmail string) string {
+	var b strings.Builder
+	b.WriteString("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n")
+	fmt.Fprintf(&b, "[user]\n\tname = %s\n\temail = %s\n", quoteConfig(userName), quoteConfig(userEmail))
+	return b.String()
+}
+
 func quoteConfig(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\\`)
 	s = strings.ReplaceAll(s, `"`, `\"`)
@@ -130,6 +140,13 @@ func copyFile(src, dst string) error {
 var (
 	hexID = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 )
+
+// ValidRef reports whether name is a ref name the agent may hand back
+// (see validRef).
+func ValidRef(name string) bool { return validRef(name) }
+
+// ValidID reports whether s is a full object id.
+func ValidID(s string) bool { return hexID.MatchString(s) }
 
 // validRef accepts what git accepts as a ref name under refs/ (the agent
 // may name its branch "x;touch${IFS}MARK;#": the name is only ever used

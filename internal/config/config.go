@@ -133,6 +133,13 @@ type Config struct {
 	// Notify is how the supervisor tells the user about a sandbox's events
 	// (user config only): "desktop", a shell command, or "" for nothing.
 	Notify string `toml:"notify"`
+	// Engines are container engines besides the one the environment
+	// names (user config only).
+	Engines []Engine `toml:"engine,omitempty"`
+	// DefaultEngine is the engine a new sandbox runs on without --engine:
+	// "" for the environment's, an engine's name, or "auto" for the one
+	// with the most memory left (user config only).
+	DefaultEngine string `toml:"default_engine,omitempty"`
 }
 
 // Values of agent_home.
@@ -421,6 +428,8 @@ var repoRefused = map[string]string{
 	"allowed_images":     "allowing images",
 	"budget":             "the host's memory and disk budgets",
 	"notify":             "running a command on the host when a sandbox's state changes",
+	"engine":             "container engines",
+	"default_engine":     "choosing the container engine",
 	"privileged":         "privileged containers (never allowed anywhere)",
 	"cap_add":            "adding capabilities (never allowed anywhere)",
 	"devices":            "host devices",
@@ -537,6 +546,9 @@ func (l *Loaded) validate(file string) error {
 	}
 	if _, err := MemoryBytes(l.Limits.Memory); err != nil {
 		return usererr.New("%s: limits.memory = %q: %v", where, l.Limits.Memory, err)
+	}
+	if err := validateEngines(where, l.Engines, l.DefaultEngine); err != nil {
+		return err
 	}
 	for key, v := range map[string]string{"sync_object": l.Budget.SyncObject, "sync": l.Budget.Sync, "export": l.Budget.Export, "snapshots": l.Budget.Snapshots} {
 		if _, err := MemoryBytes(v); err != nil {

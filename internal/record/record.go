@@ -46,9 +46,15 @@ type Record struct {
 	PrivateGitDir string `json:"private_git_dir"`
 	// Container is the container's name.
 	Container string `json:"container"`
-	Image     string `json:"image"`
-	Agent     string `json:"agent"`
-	Prompt    string `json:"prompt,omitempty"`
+	// Engine is the configured engine the sandbox runs on ("" for the one
+	// the environment names); every command about it talks to that one.
+	Engine string `json:"engine,omitempty"`
+	// Copy is set when the sandbox's files live in volumes on its engine
+	// (copy mode) rather than in bind-mounted host directories.
+	Copy   *Copy  `json:"copy,omitempty"`
+	Image  string `json:"image"`
+	Agent  string `json:"agent"`
+	Prompt string `json:"prompt,omitempty"`
 	// Tasks are the follow-up tasks given after the first, in order.
 	Tasks  []string `json:"tasks,omitempty"`
 	Verify string   `json:"verify,omitempty"`
@@ -83,6 +89,20 @@ type Record struct {
 	// Notified names the events already announced (notify), newest last,
 	// so each fires once however many supervisors see it.
 	Notified []string `json:"notified,omitempty"`
+}
+
+// Copy is what a copy-mode sandbox keeps on its engine.
+type Copy struct {
+	// Workspace holds the worktree, GitDir the agent's private git
+	// directory, State the snapshot helper's own repository and index
+	// (never mounted into the agent's container).
+	Workspace string `json:"workspace_volume"`
+	GitDir    string `json:"git_volume"`
+	State     string `json:"state_volume"`
+	// Home is the agent's home.
+	Home string `json:"home_volume"`
+	// Helper is the container that reads the files for snapshots.
+	Helper string `json:"helper"`
 }
 
 // Egress is a sandbox's allow list, as it was at start, and the engine

@@ -77,7 +77,7 @@ func (e *Env) ensureCaches(ctx context.Context, d Engine, spec *container.Spec, 
 		named[container.RepoCacheVolume(e.Repo.ID, c.Name)] = c.Name
 	}
 	for _, m := range want {
-		if rel, ok := strings.CutPrefix(m.Target, container.Home+"/"); ok {
+		if rel, ok := strings.CutPrefix(m.Target, container.Home+"/"); ok && agentHome != "" {
 			mkdirInside(agentHome, rel)
 		}
 		if exists[m.Source] {

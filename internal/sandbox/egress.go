@@ -141,6 +141,10 @@ type EgressPlan struct {
 	secrets []egress.Secret
 	// upstreamCA is the user's upstream_ca, copied into configDir.
 	upstreamCA string
+	// volumes, on an engine that cannot see this machine's files (copy
+	// mode), replace those mounts: the binary and configuration are loaded
+	// into a volume at each start of the proxy.
+	volumes *proxyVolumes
 }
 
 // egressNames are the engine objects of one sandbox's allowlist mode,
@@ -488,6 +492,11 @@ func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *Egress
 	if err := egress.WriteConfig(filepath.Join(p.configDir, proxyConfigFile), cfg); err != nil {
 		return err
 	}
+	if p.volumes != nil {
+		if err := e.loadProxyVolumes(ctx, d, branch, p, u); err != nil {
+			return err
+		}
+	}
 	spec := p.Proxy.Clone()
 	spec.NetworkName = egressID
 	id, err := d.Create(ctx, spec)
@@ -618,6 +627,11 @@ func (e *Env) restartProxy(ctx context.Context, d Engine, sb *Sandbox, io IO) er
 			if err := writeTrust(p.configDir, e.Layout.TrustDir(sb.Branch), p.secrets); err != nil {
 				return err
 			}
+		}
+	}
+	if sb.Copy != nil {
+		if err := proxyOnVolumes(p); err != nil {
+			return err
 		}
 	}
 	var u undo

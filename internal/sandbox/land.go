@@ -42,7 +42,12 @@ func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error
 	if err != nil {
 		return nil, err
 	}
-	res, err := agentrepo.SyncWithin(ctx, g, s.PrivateGitDir, s.Start, known.String(), budget)
+	var res *agentrepo.SyncResult
+	if s.Copy != nil {
+		res, err = s.copySync(ctx, known.String(), budget)
+	} else {
+		res, err = agentrepo.SyncWithin(ctx, g, s.PrivateGitDir, s.Start, known.String(), budget)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +217,7 @@ func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) 
 	}
 	if len(final.Skipped) > 0 {
 		return nil, usererr.New("the sandbox holds %d path(s) git cannot store, such as %s", len(final.Skipped), termsafe.String(final.Skipped[0])).
-			Hint("remove or rename them in the worktree %s (or with git sandbox exec %s -- …), and land again; nothing was landed", s.Worktree, s.Display()).
+			Hint("remove or rename them in the worktree %s (or with git sandbox exec %s -- …), and land again; nothing was landed", s.WorktreeText(), s.Display()).
 			WithCode(usererr.ExitRefused)
 	}
 	if len(final.Nested) > 0 && !o.Keep && !o.Force {
@@ -353,7 +358,7 @@ func (s *Sandbox) apply(ctx context.Context, res *LandResult, plan *land.Plan, f
 		_, err = s.Snapshotter().Restamp(ctx, rescue.ReasonLand)
 		return res, err
 	}
-	d, err := s.env.Engine(ctx)
+	d, err := s.engine(ctx)
 	if err != nil {
 		return res, err
 	}

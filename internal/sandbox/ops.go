@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +35,9 @@ const (
 	StateCreated = "created"
 	StateMissing = "container missing"
 	StateUnknown = "unknown"
+	// StateUnreachable is a sandbox on a configured engine that does not
+	// answer.
+	StateUnreachable = "unreachable"
 )
 
 // Status is one row of ps.
@@ -46,7 +51,11 @@ type Status struct {
 	Worktree  string    `json:"worktree"`
 	Baseline  string    `json:"baseline"`
 	Container string    `json:"container"`
-	Changes   int       `json:"changes"`
+	// Engine is the configured engine the sandbox is on ("" for the
+	// environment's); EngineError why it did not answer.
+	Engine      string `json:"engine,omitempty"`
+	EngineError string `json:"engine_error,omitempty"`
+	Changes     int    `json:"changes"`
 	// Network is the network mode; Denied counts the egress proxy's
 	// refusals (allowlist mode).
 	Network string `json:"network,omitempty"`
@@ -98,22 +107,37 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		e.UI.Warnf("%v", err)
 	}
 	e.EmptyTrash()
-	byName := map[string]container.State{}
-	dockerUp := false
-	// The engine is asked while git reads the refs.
-	listed := make(chan struct{})
-	go func() {
-		defer close(listed)
-		if d, err := e.Engine(ctx); err == nil {
-			list, err := d.List(ctx, container.LabelRepo+"="+e.Repo.ID)
+	// Every engine the sandboxes are on, asked at once and while git reads
+	// the refs: a slow or unreachable one holds up only its own rows.
+	type answer struct {
+		byName map[string]container.State
+		err    error
+	}
+	engines := map[string]*answer{"": nil}
+	for _, sb := range sbs {
+		engines[sb.Record.Engine] = nil
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, name := range slices.Collect(maps.Keys(engines)) {
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			a := &answer{byName: map[string]container.State{}}
+			d, err := e.EngineNamed(ctx, name)
 			if err == nil {
-				dockerUp = true
+				var list []container.State
+				list, err = d.List(ctx, container.LabelRepo+"="+e.Repo.ID)
 				for _, c := range list {
-					byName[c.Name] = c
+					a.byName[c.Name] = c
 				}
 			}
-		}
-	}()
+			a.err = err
+			mu.Lock()
+			engines[name] = a
+			mu.Unlock()
+		}(name)
+	}
 	var bases []string
 	seen := map[string]bool{}
 	for _, sb := range sbs {
@@ -123,13 +147,21 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		}
 	}
 	tips := e.rescueTips(ctx, bases...)
-	<-listed
+	wg.Wait()
+	for _, name := range slices.Sorted(maps.Keys(engines)) {
+		if a := engines[name]; name != "" && a.err != nil {
+			e.UI.Warnf("engine %s is unreachable: %v", name, a.err)
+		}
+	}
 	out := make([]Status, 0, len(sbs))
 	for _, sb := range sbs {
 		st := Status{
 			Branch: sb.Branch, Agent: sb.Agent, Base: sb.Base, Created: sb.Created,
 			Worktree: sb.Worktree, Baseline: sb.Baseline, Container: sb.Container,
-			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports(),
+			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports(), Engine: sb.Record.Engine,
+		}
+		if sb.Copy != nil {
+			st.Worktree = "(volume " + sb.Copy.Workspace + ")"
 		}
 		st.Network = string(sb.Network())
 		if u := sb.TotalUsage(); !u.IsZero() {
@@ -147,9 +179,13 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			st.SnapshotTime, st.SnapshotTree = t.time, t.tree
 		}
 		st.Verdict = verdictOf(sb, st.SnapshotTree)
-		c, ok := byName[sb.Container]
+		a := engines[sb.Record.Engine]
+		c, ok := a.byName[sb.Container]
 		switch {
-		case !dockerUp:
+		case a.err != nil && sb.Record.Engine != "":
+			st.State = StateUnreachable
+			st.EngineError = a.err.Error()
+		case a.err != nil:
 			st.State = StateUnknown
 		case !ok:
 			st.State = StateMissing
@@ -288,7 +324,7 @@ func (e *Env) rescueTips(ctx context.Context, extra ...string) map[string]tip {
 // existing connects to the engine and returns the sandbox's container, which
 // must exist.
 func (s *Sandbox) existing(ctx context.Context) (Engine, *container.State, error) {
-	d, err := s.env.Engine(ctx)
+	d, err := s.engine(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -363,7 +399,7 @@ func (s *Sandbox) Running(ctx context.Context) (bool, error) {
 
 // Stop stops the agent's container and takes a snapshot.
 func (s *Sandbox) Stop(ctx context.Context, timeout time.Duration) (*rescue.Taken, error) {
-	d, err := s.env.Engine(ctx)
+	d, err := s.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -403,7 +439,18 @@ type RemoveOptions struct {
 // repository and state. A final snapshot is taken first, and the rescue
 // chain stays until pruned.
 func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, error) {
-	d, err := s.env.Engine(ctx)
+	d, err := s.engine(ctx)
+	if err != nil && s.Copy != nil {
+		// Its machine may be gone for good: the work is in the snapshots
+		// here, so --force forgets the sandbox on this side.
+		if !o.Force {
+			return nil, usererr.Wrap(err, "engine %s does not answer, so sandbox %s cannot be removed there: %v", s.engineName(), s.Display(), err).
+				Hint("its snapshots are here: git sandbox rescue list %s", s.Display()).
+				Hint("git sandbox rm --force %s removes it here only (its containers and volumes there stay)", s.Display())
+		}
+		s.env.UI.Warnf("engine %s does not answer: sandbox %s is removed here only; its containers and volumes there stay", s.engineName(), s.Display())
+		return nil, s.teardown(ctx, nil)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +469,7 @@ func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, e
 		}
 	}
 	var last *rescue.Taken
-	if _, err := os.Lstat(s.Worktree); err == nil {
+	if _, err := os.Lstat(s.Worktree); err == nil || s.Copy != nil {
 		// The agent's commits go with its repository: bring them back first,
 		// so the last snapshot keeps them (as its second parent).
 		if _, err := s.Sync(ctx, false); err != nil {
@@ -433,6 +480,10 @@ func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, e
 			reason = rescue.ReasonRemove
 		}
 		last, err = s.Snapshotter().Take(ctx, reason)
+		if err != nil && s.Copy != nil {
+			return nil, usererr.Wrap(err, "cannot take the final snapshot of %s: %v", s.Display(), err).
+				Hint("nothing was removed; the newest snapshot on this machine is in git sandbox rescue list %s", s.Display())
+		}
 		if err != nil {
 			return nil, usererr.Wrap(err, "cannot take the final snapshot of %s: %v", s.Display(), err).
 				Hint("nothing was removed; fix the cause or copy the worktree %s by hand", s.Worktree)
@@ -455,10 +506,8 @@ func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, e
 	return last, s.teardown(ctx, d)
 }
 
-// teardown removes everything of the sandbox except its snapshot refs.
-func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
-	ctx = context.WithoutCancel(ctx)
-	g := s.env.Git()
+// teardownEngine removes what the sandbox has on its engine.
+func (s *Sandbox) teardownEngine(ctx context.Context, d Engine) []error {
 	var errs []error
 	if err := d.Remove(ctx, s.Container); err != nil {
 		errs = append(errs, err)
@@ -472,12 +521,31 @@ func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 	if err := s.removeNetworks(ctx, d); err != nil {
 		errs = append(errs, err)
 	}
+	if s.Copy != nil {
+		// The files on the engine: their snapshots are on this machine.
+		if err := s.removeCopyVolumes(ctx, d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// teardown removes everything of the sandbox except its snapshot refs.
+func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
+	ctx = context.WithoutCancel(ctx)
+	g := s.env.Git()
+	var errs []error
+	if d != nil { // nil: a lost engine, forgotten with rm --force
+		errs = append(errs, s.teardownEngine(ctx, d)...)
+	}
 	// The worktree and the state directory are moved aside (a rename, so
 	// the name can be used again at once, however many files they hold)
 	// and deleted in the background.
 	trash := s.env.Layout.Trash()
-	if err := worktree.MoveAside(s.env.Repo.CommonDir, s.Worktree, trash); err != nil {
-		errs = append(errs, err)
+	if s.Copy == nil {
+		if err := worktree.MoveAside(s.env.Repo.CommonDir, s.Worktree, trash); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	branch := "refs/heads/" + s.Branch
 	if head, err := g.RevParse(ctx, branch); err == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/devcontainer"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -150,6 +151,9 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 	if in.Baseline != "" {
 		spec.Labels[container.LabelBaseline] = in.Baseline
 	}
+	if mem > 0 {
+		spec.Labels[container.LabelMemory] = strconv.FormatInt(mem, 10)
+	}
 	if in.Prompt != "" {
 		spec.Labels[container.LabelPrompt] = in.Prompt
 	}
@@ -255,6 +259,11 @@ type Plan struct {
 	// with a route out and no traffic between its containers.
 	OpenNetwork string          `json:"open_network,omitempty"`
 	Container   *container.Spec `json:"container"`
+	// Engine is the configured engine the sandbox goes to ("" for the one
+	// the environment names); Copy is set when its files live in volumes
+	// there (copy mode).
+	Engine string       `json:"engine,omitempty"`
+	Copy   *record.Copy `json:"copy,omitempty"`
 	// Devcontainer is the repository's devcontainer.json when the image is
 	// built from it (start builds it, or reuses the image of the same
 	// inputs, before anything is created).

@@ -27,7 +27,7 @@ import (
 // what was installed outside /workspace; a container that is gone is an
 // error that says how to recover the work.
 func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartResult, error) {
-	d, err := e.Engine(ctx)
+	d, err := sb.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -171,6 +171,7 @@ func checkFixedFlags(sb *Sandbox, o StartOptions) error {
 	add(o.Runtime != "", "--runtime")
 	add(len(o.Allow) > 0, "--allow")
 	add(len(o.Env) > 0, "-e")
+	add(o.Engine != "" && o.Engine != sb.Record.Engine, "--engine")
 	if len(fixed) == 0 {
 		return nil
 	}
@@ -255,6 +256,9 @@ func (e *Env) recreate(ctx context.Context, d Engine, sb *Sandbox, argv []string
 		spec.Labels[container.LabelVerify] = o.Verify
 	}
 	for i, m := range spec.Mounts {
+		if m.Volume {
+			continue // the engine's own (caches; copy mode's files)
+		}
 		src, err := container.RefuseUnsafeHostPath(m.Why, m.Source)
 		if err != nil {
 			return err
@@ -431,7 +435,7 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	if err != nil {
 		return err
 	}
-	d, err := e.Engine(ctx)
+	d, err := sb.engine(ctx)
 	if err != nil {
 		return err
 	}

@@ -39,9 +39,8 @@ type Env struct {
 	// Docker daemon from the environment. Tests put a fake here.
 	Connect func(ctx context.Context) (Engine, error)
 
-	engineOnce sync.Once
-	engine     Engine
-	engineErr  error
+	engineMu sync.Mutex
+	engines  map[string]*engineConn
 
 	// spawn starts the supervisor (spawnSupervisor when nil; tests, whose
 	// executable is not git-sandbox, record the call instead).
@@ -49,6 +48,9 @@ type Env struct {
 	// purge deletes the trash (EmptyTrash spawns a detached process when
 	// nil; tests delete it in place).
 	purge func(trash string) error
+	// connectNamed, when set, reaches every engine by name (tests with
+	// more than one fake engine).
+	connectNamed func(ctx context.Context, name string) (Engine, error)
 	// failStep, when set, is asked after each step of create whether to
 	// fail there (tests of the rollback).
 	failStep func(step string) error
@@ -67,23 +69,59 @@ func NewEnv(repo *worktree.Repo, cfg *config.Loaded, stateRoot string, p *ui.Pri
 	}
 }
 
-// Engine connects to the container engine on first use.
-func (e *Env) Engine(ctx context.Context) (Engine, error) {
-	e.engineOnce.Do(func() {
-		connect := e.Connect
-		if connect == nil {
-			connect = connectDocker
-		}
-		e.engine, e.engineErr = connect(ctx)
-	})
-	return e.engine, e.engineErr
+// engineConn is one engine's connection, made once.
+type engineConn struct {
+	once sync.Once
+	eng  Engine
+	err  error
 }
 
-// Close releases the engine's connection.
-func (e *Env) Close() {
-	if e.engine != nil {
-		e.engine.Close()
+// Engine connects to the container engine the environment names (where
+// new sandboxes go unless the config names another) on first use.
+func (e *Env) Engine(ctx context.Context) (Engine, error) { return e.EngineNamed(ctx, "") }
+
+// EngineNamed connects, on first use, to the engine of that name in the
+// user's config ("" is the one the environment names).
+func (e *Env) EngineNamed(ctx context.Context, name string) (Engine, error) {
+	e.engineMu.Lock()
+	if e.engines == nil {
+		e.engines = map[string]*engineConn{}
 	}
+	c := e.engines[name]
+	if c == nil {
+		c = &engineConn{}
+		e.engines[name] = c
+	}
+	e.engineMu.Unlock()
+	c.once.Do(func() {
+		switch {
+		case e.connectNamed != nil:
+			c.eng, c.err = e.connectNamed(ctx, name)
+		case e.Connect != nil:
+			c.eng, c.err = e.Connect(ctx)
+		case name == "":
+			c.eng, c.err = connectDocker(ctx)
+		default:
+			c.eng, c.err = e.connectConfigured(ctx, name)
+		}
+	})
+	return c.eng, c.err
+}
+
+// Close releases the engines' connections.
+func (e *Env) Close() {
+	e.engineMu.Lock()
+	defer e.engineMu.Unlock()
+	for _, c := range e.engines {
+		if c.eng != nil {
+			c.eng.Close()
+		}
+	}
+}
+
+// engine is the sandbox's own engine.
+func (s *Sandbox) engine(ctx context.Context) (Engine, error) {
+	return s.env.EngineNamed(ctx, s.Record.Engine)
 }
 
 // Git is the user's repository with its own (trusted) configuration.
@@ -131,10 +169,13 @@ func (s *Sandbox) Refs() rescue.Refs { return rescue.Refs{Branch: s.Branch} }
 
 // Snapshotter returns the sandbox's snapshotter.
 func (s *Sandbox) Snapshotter() *rescue.Snapshotter {
-	return s.env.snapshotter(s.Branch, s.Worktree, s.Start, s.Baseline, s.PrivateGitDir, s.Container)
+	if s.Copy != nil {
+		return s.copySnapshotter()
+	}
+	return s.env.snapshotter(s.Record.Engine, s.Branch, s.Worktree, s.Start, s.Baseline, s.PrivateGitDir, s.Container)
 }
 
-func (e *Env) snapshotter(branch, wt, start, baseline, privateGit, containerName string) *rescue.Snapshotter {
+func (e *Env) snapshotter(engine, branch, wt, start, baseline, privateGit, containerName string) *rescue.Snapshotter {
 	l := e.Layout
 	return &rescue.Snapshotter{
 		CommonDir:    e.Repo.CommonDir,
@@ -151,7 +192,7 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit, containerName
 		Usage:        l.SnapshotUsage(branch),
 		Start:        start,
 		Baseline:     baseline,
-		Freeze:       e.freezer(containerName),
+		Freeze:       e.freezer(engine, containerName),
 		AgentHead: func() string {
 			if privateGit == "" {
 				return ""
@@ -174,13 +215,13 @@ func (e *Env) snapshotter(branch, wt, start, baseline, privateGit, containerName
 // so a container found paused here was left paused by a snapshotter that
 // died: this one thaws it when done. Ctrl-C and termination wait until the
 // agent is thawed.
-func (e *Env) freezer(name string) func(ctx context.Context) (func(), error) {
+func (e *Env) freezer(engine, name string) func(ctx context.Context) (func(), error) {
 	if name == "" {
 		// No container yet (the baseline): no agent has run.
 		return nil
 	}
 	return func(ctx context.Context) (func(), error) {
-		d, err := e.Engine(ctx)
+		d, err := e.EngineNamed(ctx, engine)
 		if err != nil {
 			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
 		}
@@ -241,7 +282,7 @@ func (s *Sandbox) Update(fn func(*record.Record) error) error {
 
 // ContainerState returns the sandbox's container, or nil when it is gone.
 func (s *Sandbox) ContainerState(ctx context.Context) (*container.State, error) {
-	d, err := s.env.Engine(ctx)
+	d, err := s.engine(ctx)
 	if err != nil {
 		return nil, err
 	}

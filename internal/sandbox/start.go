@@ -50,7 +50,9 @@ type StartOptions struct {
 	Rerun bool
 	// Publish are --publish values: PORT or HOST_PORT:PORT.
 	Publish []string
-	IO      IO
+	// Engine names a configured engine, or "auto" (--engine).
+	Engine string
+	IO     IO
 }
 
 // IO is the caller's terminal.
@@ -89,6 +91,20 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.Engine, err = e.chooseEngine(ctx, o.Engine); err != nil {
+		return nil, err
+	}
+	if p.Engine != "" {
+		c, err := e.Config.EngineNamed(p.Engine)
+		if err != nil {
+			return nil, err
+		}
+		if c.CopyMode() {
+			if err := planCopy(p, o.Carry); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if o.DryRun {
 		if e.repoChoseImage(o, p.Container.Image) {
 			e.UI.Warnf("%s chooses the image %s, which you have not allowed: start would ask (on a terminal) or refuse", config.RepoFile, termsafe.String(p.Container.Image))
@@ -98,13 +114,24 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 	if err := e.allowRepoImage(o, p.Container.Image); err != nil {
 		return nil, err
 	}
-	d, err := e.Engine(ctx)
+	d, err := e.EngineNamed(ctx, p.Engine)
 	if err != nil {
 		return nil, err
+	}
+	if p.Devcontainer == nil {
+		if err := e.shipImage(ctx, d, p.Engine, p.Container.Image, o.IO.Stderr); err != nil {
+			return nil, err
+		}
 	}
 	if p.Devcontainer != nil {
 		if err := e.devImage(ctx, d, p, adapter, o.IO); err != nil {
 			return nil, err
+		}
+		if p.Copy != nil {
+			// The spec was built again with the image: volumes again.
+			if err := planCopy(p, o.Carry); err != nil {
+				return nil, err
+			}
 		}
 	} else if err := e.ensureImage(ctx, d, p.Container.Image, o.IO); err != nil {
 		return nil, err
@@ -115,7 +142,11 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 	// Ctrl-C while the sandbox is being made cancels it, and what was made
 	// is undone; once the agent runs, Ctrl-C belongs to the agent.
 	cctx, stop := sigstack.NotifyContext(ctx, os.Interrupt, syscall.SIGHUP)
-	sb, err = e.create(cctx, d, p, o, task, adapter)
+	if p.Copy != nil {
+		sb, err = e.createCopy(cctx, d, p, o)
+	} else {
+		sb, err = e.create(cctx, d, p, o, task, adapter)
+	}
 	interrupted := cctx.Err() != nil && ctx.Err() == nil
 	stop()
 	if err != nil {
@@ -252,7 +283,7 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 			return nil, err
 		}
 	}
-	snap := e.snapshotter(p.Branch, p.Worktree, p.BaseCommit, "", "", "")
+	snap := e.snapshotter("", p.Branch, p.Worktree, p.BaseCommit, "", "", "")
 	if err := snap.SeedIndex(filepath.Join(admin, "index")); err != nil {
 		return nil, err
 	}
@@ -280,6 +311,7 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 		Worktree:      p.Worktree,
 		PrivateGitDir: p.PrivateGitDir,
 		Container:     p.Container.Name,
+		Engine:        p.Engine,
 		Image:         p.Container.Image,
 		Agent:         adapter.Name(),
 		Prompt:        task.Prompt,

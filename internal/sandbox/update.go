@@ -89,7 +89,7 @@ func (s *Sandbox) UpdateBase(ctx context.Context, o UpdateOptions) (*UpdateResul
 	res.Before = before
 	if len(before.Skipped) > 0 {
 		return nil, usererr.New("the sandbox holds %d path(s) git cannot store, such as %s", len(before.Skipped), termsafe.String(before.Skipped[0])).
-			Hint("remove or rename them in the worktree %s, and update again; nothing was changed", s.Worktree).
+			Hint("remove or rename them in the worktree %s (or with git sandbox exec %s -- …), and update again; nothing was changed", s.WorktreeText(), s.Display()).
 			WithCode(usererr.ExitRefused)
 	}
 	ids, err := g.RevParseMany(ctx, s.Start+"^{commit}", s.Start+"^{tree}", tip.String()+"^{tree}", s.Baseline+"^{tree}")
@@ -263,16 +263,19 @@ func (s *Sandbox) relabel(ctx context.Context, tree gitcmd.Hash, paths []string,
 // written by agentrepo, never by a git process.
 func (s *Sandbox) updateAgentRepo(ctx context.Context, head, tip gitcmd.Hash) (gitcmd.Hash, bool, error) {
 	gitDir := s.PrivateGitDir
-	if gitDir == "" || head == "" {
+	if (gitDir == "" && s.Copy == nil) || head == "" {
 		return "", false, nil
 	}
 	g := s.env.Git()
-	_, ref, err := agentrepo.Head(gitDir)
-	if err != nil {
-		return head, false, err
-	}
-	if err := agentrepo.WriteRef(gitDir, s.BaseRef, tip.String()); err != nil {
-		return head, false, err
+	var ref string
+	if s.Copy == nil {
+		var err error
+		if _, ref, err = agentrepo.Head(gitDir); err != nil {
+			return head, false, err
+		}
+		if err := agentrepo.WriteRef(gitDir, s.BaseRef, tip.String()); err != nil {
+			return head, false, err
+		}
 	}
 	newHead := tip
 	merging := false
@@ -294,6 +297,19 @@ func (s *Sandbox) updateAgentRepo(ctx context.Context, head, tip gitcmd.Hash) (g
 				return head, false, err
 			}
 		}
+	}
+	if s.Copy != nil {
+		msg := fmt.Sprintf("Merge branch '%s' into %s\n", oneLine(s.Base), oneLine(s.Branch))
+		if err := s.copyUpdateAgentRepo(ctx, head, tip, newHead, merging, msg); err != nil {
+			return head, false, err
+		}
+		if merging {
+			return head, true, nil
+		}
+		if _, err := casRef(ctx, g, s.Refs().Agent(), newHead, "git sandbox update"); err != nil {
+			return newHead, false, err
+		}
+		return newHead, false, nil
 	}
 	if merging {
 		if err := agentrepo.WriteFile(gitDir, "MERGE_HEAD", []byte(tip.String()+"\n")); err != nil {

@@ -97,9 +97,17 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 // The container is named after the sandbox's plus suffix and labelled
 // with role; cleanup removes what the network took.
 func (s *Sandbox) treeRun(ctx context.Context, io IO, suffix, role, netDir, workDir string) (verify.Options, func(), error) {
-	d, err := s.env.Engine(ctx)
+	d, err := s.engine(ctx)
 	if err != nil {
 		return verify.Options{}, nil, err
+	}
+	if s.Copy != nil {
+		if vp, err := VerifyPolicy(s.env.Config); err != nil || vp != nil {
+			if err != nil {
+				return verify.Options{}, nil, err
+			}
+			return verify.Options{}, nil, errNotInCopyMode(s, "verify with verify_allow (its egress proxy)")
+		}
 	}
 	image, err := s.verifyImage(ctx, d, io)
 	if err != nil {
@@ -138,6 +146,7 @@ func (s *Sandbox) treeRun(ctx context.Context, io IO, suffix, role, netDir, work
 		MaxBytes:    maxBytes,
 		Stdout:      io.Stderr,
 		Stderr:      io.Stderr,
+		Volumes:     s.Copy != nil,
 	}, cleanup, nil
 }
 

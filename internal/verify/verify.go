@@ -32,6 +32,8 @@ type Engine interface {
 	Remove(ctx context.Context, id string) error
 	WaitExit(ctx context.Context, id string, cond container.WaitCondition) <-chan container.WaitResult
 	Attach(ctx context.Context, id string, s container.Streams) (func() error, error)
+	CreateVolume(ctx context.Context, s container.VolumeSpec) (*container.Volume, error)
+	RemoveVolume(ctx context.Context, name string) error
 }
 
 // Options describe one verify run.
@@ -74,6 +76,11 @@ type Options struct {
 	// and before the files are removed. The files were the container's:
 	// read them as anything the agent could have written.
 	Collect func(files string, code int) error
+	// Volumes is set for an engine that cannot see this machine's files
+	// (copy mode): the tree is streamed into a volume of the engine's by
+	// the verify container itself, before the command runs, and the
+	// volumes go with the container.
+	Volumes bool
 }
 
 // Run verifies the tree and returns the command's exit code.
@@ -82,20 +89,10 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 		return -1, fmt.Errorf("verify: %w", err)
 	}
 	defer os.RemoveAll(o.WorkDir)
-	files := filepath.Join(o.WorkDir, "workspace")
-	home := filepath.Join(o.WorkDir, "home")
-	for _, d := range []string{files, home} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return -1, fmt.Errorf("verify: %w", err)
-		}
-	}
-	if err := Export(ctx, o.CommonDir, o.Tree, files, o.WorkDir, o.MaxBytes); err != nil {
-		return -1, err
-	}
-	if o.Prepare != nil {
-		if err := o.Prepare(files); err != nil {
-			return -1, err
-		}
+	if o.Volumes && (o.Argv != nil || len(o.Mounts) > 0 || o.Prepare != nil || o.Collect != nil) {
+		// Those read or mount files of this machine, which such an engine
+		// cannot see.
+		return -1, errors.New("verify: this run needs files of this machine, and its engine cannot see them")
 	}
 	argv := o.Argv
 	env := []string{"HOME=" + container.Home, "GIT_SANDBOX=1"}
@@ -115,22 +112,23 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 		NetworkName: o.NetworkName,
 		Runtime:     o.Runtime,
 		Limits:      o.Limits,
-		Mounts: []container.Mount{
-			{Source: files, Target: container.Workspace, Why: "the verified tree, written for this run only"},
-			{Source: home, Target: container.Home, Why: "a home for this run only"},
-		},
 	}
 	for _, m := range o.Mounts {
 		m.ReadOnly = true
 		spec.Mounts = append(spec.Mounts, m)
 	}
 	spec.Harden()
-	for i, m := range spec.Mounts {
-		src, err := container.RefuseUnsafeHostPath(m.Why, m.Source)
+	var stdin io.Reader
+	var files string
+	if o.Volumes {
+		in, done, err := o.volumes(ctx, spec)
+		defer done()
 		if err != nil {
 			return -1, err
 		}
-		spec.Mounts[i].Source = src
+		stdin = in
+	} else if files, err = o.directories(ctx, spec); err != nil {
+		return -1, err
 	}
 	d := o.Engine
 	// The container goes whatever happens, Ctrl-C included.
@@ -154,6 +152,7 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 		defer w.Flush()
 		streams.Stderr = w
 	}
+	streams.Stdin = stdin
 	wait, err := d.Attach(ctx, id, streams)
 	if err != nil {
 		return -1, err
@@ -176,6 +175,168 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 	case <-ctx.Done():
 		return -1, ctx.Err()
 	}
+}
+
+// directories writes the tree into the work directory (then runs
+// Prepare on it) and mounts it, with a home, ahead of the spec's other
+// mounts; it returns the directory of the files.
+func (o Options) directories(ctx context.Context, spec *container.Spec) (string, error) {
+	files := filepath.Join(o.WorkDir, "workspace")
+	home := filepath.Join(o.WorkDir, "home")
+	for _, d := range []string{files, home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", fmt.Errorf("verify: %w", err)
+		}
+	}
+	if err := Export(ctx, o.CommonDir, o.Tree, files, o.WorkDir, o.MaxBytes); err != nil {
+		return "", err
+	}
+	if o.Prepare != nil {
+		if err := o.Prepare(files); err != nil {
+			return "", err
+		}
+	}
+	spec.Mounts = append([]container.Mount{
+		{Source: files, Target: container.Workspace, Why: "the verified tree, written for this run only"},
+		{Source: home, Target: container.Home, Why: "a home for this run only"},
+	}, spec.Mounts...)
+	for i, m := range spec.Mounts {
+		src, err := container.RefuseUnsafeHostPath(m.Why, m.Source)
+		if err != nil {
+			return "", err
+		}
+		spec.Mounts[i].Source = src
+	}
+	return files, nil
+}
+
+// loader extracts the tar on stdin into the workspace, then runs the
+// verify command ($1) in its place.
+const loader = `tar -x -f - -C ` + container.Workspace + ` && exec /bin/sh -c "$1"`
+
+// volumes makes the run's two volumes on the engine and the archive of the
+// tree the container reads on stdin; done removes the volumes (after the
+// container) and stops the archive.
+func (o Options) volumes(ctx context.Context, spec *container.Spec) (io.Reader, func(), error) {
+	d := o.Engine
+	cctx := context.WithoutCancel(ctx)
+	var made []string
+	var stop func()
+	done := func() {
+		if stop != nil {
+			stop()
+		}
+		_ = d.Remove(cctx, o.Name)
+		for _, v := range made {
+			_ = d.RemoveVolume(cctx, v)
+		}
+	}
+	for _, v := range []struct{ name, target, why string }{
+		{o.Name + "-ws", container.Workspace, "the verified tree, streamed in for this run only"},
+		{o.Name + "-home", container.Home, "a home for this run only"},
+	} {
+		if _, err := d.CreateVolume(ctx, container.VolumeSpec{Name: v.name, Labels: o.Labels}); err != nil {
+			return nil, done, err
+		}
+		made = append(made, v.name)
+		spec.Mounts = append(spec.Mounts, container.Mount{Source: v.name, Target: v.target, Volume: true, NoCopy: true, Why: v.why})
+	}
+	if o.UID != 0 {
+		// A new volume's root is root's: root in a container of its own
+		// (no capabilities, but the owner) opens them to the run's user.
+		if err := o.openVolumes(ctx, spec); err != nil {
+			return nil, done, err
+		}
+	}
+	spec.Argv = []string{"/bin/sh", "-c", loader, "git-sandbox-verify", o.Command}
+	spec.OpenStdin, spec.StdinOnce = true, true
+	r, wait, err := Archive(ctx, o.CommonDir, o.Tree, o.WorkDir, o.MaxBytes)
+	if err != nil {
+		return nil, done, err
+	}
+	stop = func() { _ = r.Close(); _ = wait() }
+	return r, done, nil
+}
+
+// openVolumes makes the volumes' roots writable by the run's user.
+func (o Options) openVolumes(ctx context.Context, spec *container.Spec) error {
+	d := o.Engine
+	prep := *spec
+	prep.Name = o.Name + "-prep"
+	prep.User = "0:0"
+	prep.Network, prep.NetworkName = container.NetworkNone, ""
+	prep.Env = nil
+	prep.Argv = []string{"chmod", "0777", container.Workspace, container.Home}
+	_ = d.Remove(context.WithoutCancel(ctx), prep.Name)
+	id, err := d.Create(ctx, &prep)
+	if err != nil {
+		return err
+	}
+	defer d.Remove(context.WithoutCancel(ctx), id)
+	waitC := d.WaitExit(ctx, id, container.WaitNextExit)
+	if err := d.Start(ctx, id); err != nil {
+		return err
+	}
+	res := <-waitC
+	if res.Err != nil || res.Code != 0 {
+		return fmt.Errorf("verify: prepare volumes: exit %d %v", res.Code, res.Err)
+	}
+	return nil
+}
+
+// Archive streams the files of tree as a tar, read as Export reads them
+// (a configuration-free git, no attributes), after the same size check.
+// wait reports how git archive ended.
+func Archive(ctx context.Context, commonDir, tree, scratchParent string, maxBytes int64) (io.ReadCloser, func() error, error) {
+	scratch, err := os.MkdirTemp(scratchParent, "scratch-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("export: %w", err)
+	}
+	cleanup := func() { os.RemoveAll(scratch) }
+	for _, d := range []string{"objects", "refs", "empty"} {
+		if err := os.MkdirAll(filepath.Join(scratch, d), 0o700); err != nil {
+			cleanup()
+			return nil, nil, fmt.Errorf("export: %w", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(scratch, "HEAD"), []byte("ref: refs/heads/none\n"), 0o600); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("export: %w", err)
+	}
+	g := &gitcmd.Runner{
+		GitDir:    scratch,
+		WorkTree:  filepath.Join(scratch, "empty"),
+		ObjectDir: filepath.Join(commonDir, "objects"),
+		Isolated:  true,
+		Config:    []string{"core.attributesFile=/dev/null", "tar.umask=0022"},
+	}
+	if maxBytes > 0 {
+		if err := checkSize(ctx, g, tree, maxBytes); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+	}
+	cmd := g.Command(ctx, "archive", "--worktree-attributes", "--format=tar", tree)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("export: %w", err)
+	}
+	wait := func() error {
+		_, _ = io.Copy(io.Discard, out)
+		defer cleanup()
+		if err := cmd.Wait(); err != nil {
+			return fmt.Errorf("export: git archive: %v: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		return nil
+	}
+	return out, wait, nil
 }
 
 // Export writes the files of tree into dir (which must be empty). git

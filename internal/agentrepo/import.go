@@ -1,0 +1,257 @@
+package agentrepo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+)
+
+// ImportOptions describe a pack of a worktree's tree brought back from a
+// sandbox on a remote engine (copy mode).
+type ImportOptions struct {
+	// CommonDir is the user's repository, where the objects go.
+	CommonDir string
+	// Pack is the pack stream, as the engine's helper wrote it.
+	Pack io.Reader
+	// Tree is the tree the pack is said to complete.
+	Tree string
+	// Known is a tree the user's store already has and trusts (the newest
+	// snapshot's), or "": entries equal to its entries are not checked
+	// again.
+	Known string
+	// Budget bounds the pack's size (Total) and each new file (MaxObject).
+	Budget Budget
+}
+
+// ImportTree takes a pack from an untrusted source into the user's
+// repository only once every object in it has passed git index-pack
+// --strict and the tree it completes has passed the checks sync applies
+// to the agent's trees (no path git could take for .git, .gitmodules
+// checked, only blobs, trees and gitlinks, every object present, sizes in
+// budget). The pack is indexed in a quarantine directory next to the
+// store (borrowing the store as an alternate) and moved in at the end;
+// a refused pack leaves nothing behind.
+func ImportTree(ctx context.Context, o ImportOptions) error {
+	if !hexID.MatchString(o.Tree) {
+		return fmt.Errorf("%q is not an object id", termsafe.String(o.Tree))
+	}
+	objects := filepath.Join(o.CommonDir, "objects")
+	removeStaleQuarantines(objects)
+	quarantine, err := os.MkdirTemp(objects, quarantinePrefix)
+	if err != nil {
+		return fmt.Errorf("import snapshot: %w", err)
+	}
+	defer os.RemoveAll(quarantine)
+	if err := os.MkdirAll(filepath.Join(quarantine, "pack"), 0o755); err != nil {
+		return err
+	}
+	q := &gitcmd.Runner{
+		GitDir: o.CommonDir, ObjectDir: quarantine, Isolated: true,
+		Env:    []string{"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + objects},
+		Config: []string{"core.bigFileThreshold=16m"},
+	}
+	src := o.Pack
+	if o.Budget.MaxTotal > 0 {
+		src = &limitReader{r: o.Pack, left: o.Budget.MaxTotal}
+	}
+	if _, err := q.Run(ctx, src, "index-pack", "--stdin", "--strict"); err != nil {
+		if l, ok := src.(*limitReader); ok && l.over {
+			return refuseTree(&budgetError{msg: fmt.Sprintf("the snapshot's new files are more than %d bytes", o.Budget.MaxTotal), setting: o.Budget.TotalSetting})
+		}
+		return refuseTree(err)
+	}
+	if err := checkImportedTree(ctx, q, o); err != nil {
+		var ue *usererr.Error
+		if errors.As(err, &ue) {
+			return err
+		}
+		return refuseTree(err)
+	}
+	return migrate(quarantine, objects)
+}
+
+// checkImportedTree checks the tree in the quarantined store: what differs
+// from the known tree (the whole tree without one), which is all the pack
+// can have added.
+func checkImportedTree(ctx context.Context, q *gitcmd.Runner, o ImportOptions) error {
+	if t, err := q.Output(ctx, "cat-file", "-t", o.Tree); err != nil || t != "tree" {
+		return fmt.Errorf("%s is not a tree the snapshot brought (%v)", o.Tree, err)
+	}
+	// Every object reachable from the tree is there (gitlinks excepted);
+	// below the known tree the user's store has them all.
+	args := []string{"rev-list", "--objects", "--quiet", o.Tree}
+	if o.Known != "" {
+		args = append(args, "--not", o.Known)
+	}
+	if _, err := q.Run(ctx, nil, args...); err != nil {
+		return fmt.Errorf("the snapshot's tree is incomplete: %w", err)
+	}
+	type entry struct{ mode, id, path string }
+	var entries []entry
+	if o.Known != "" {
+		out, err := q.Run(ctx, nil, "diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", "--full-index", o.Known, o.Tree)
+		if err != nil {
+			return err
+		}
+		// ":oldmode newmode oldid newid status\0path\0" per change.
+		recs := gitcmd.SplitLines(out)
+		for i := 0; i+1 < len(recs); i += 2 {
+			f := strings.Fields(strings.TrimPrefix(recs[i], ":"))
+			if len(f) != 5 {
+				return fmt.Errorf("unreadable tree change %q", termsafe.String(recs[i]))
+			}
+			if f[4] == "D" {
+				continue
+			}
+			entries = append(entries, entry{mode: f[1], id: f[3], path: recs[i+1]})
+		}
+	} else {
+		out, err := q.Run(ctx, nil, "ls-tree", "-r", "-t", "-z", "--full-tree", o.Tree)
+		if err != nil {
+			return err
+		}
+		for _, rec := range gitcmd.SplitLines(out) {
+			meta, p, ok := strings.Cut(rec, "\t")
+			f := strings.Fields(meta)
+			if !ok || len(f) != 3 {
+				return fmt.Errorf("unreadable tree entry %q", termsafe.String(rec))
+			}
+			entries = append(entries, entry{mode: f[0], id: f[2], path: p})
+		}
+	}
+	var blobs []entry
+	for _, e := range entries {
+		if err := CheckPath(e.path); err != nil {
+			return fmt.Errorf("tree %w", err)
+		}
+		switch e.mode {
+		case "040000", "160000":
+			continue
+		case "100644", "100755", "120000":
+		default:
+			return fmt.Errorf("%s has mode %s", termsafe.String(e.path), e.mode)
+		}
+		blobs = append(blobs, e)
+		if IsGitmodules(filepath.Base(e.path)) {
+			if filepath.Base(e.path) != ".gitmodules" || e.mode != "100644" {
+				return fmt.Errorf("%q is not a plain .gitmodules file", termsafe.String(e.path))
+			}
+			b, err := q.Run(ctx, nil, "cat-file", "blob", e.id)
+			if err != nil {
+				return err
+			}
+			if err := CheckGitmodules(b); err != nil {
+				return fmt.Errorf("%s: %w", termsafe.String(e.path), err)
+			}
+		}
+	}
+	if o.Budget.MaxObject <= 0 || len(blobs) == 0 {
+		return nil
+	}
+	var ids bytes.Buffer
+	for _, b := range blobs {
+		ids.WriteString(b.id + "\n")
+	}
+	out, err := q.Run(ctx, &ids, "cat-file", "--batch-check=%(objectsize)")
+	if err != nil {
+		return err
+	}
+	for i, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		n, err := strconv.ParseInt(line, 10, 64)
+		if err != nil || i >= len(blobs) {
+			return fmt.Errorf("unreadable object size %q", termsafe.String(line))
+		}
+		if n > o.Budget.MaxObject {
+			return &budgetError{msg: fmt.Sprintf("the file %s is %d bytes, more than %d", termsafe.String(blobs[i].path), n, o.Budget.MaxObject), setting: o.Budget.ObjectSetting}
+		}
+	}
+	return nil
+}
+
+// quarantinePrefix names the quarantine directories in the object store.
+const quarantinePrefix = "incoming-sandbox-"
+
+// removeStaleQuarantines deletes what an import killed midway left: its
+// quarantine, an hour old or more (a running import's is minutes old at
+// most, and its own).
+func removeStaleQuarantines(objects string) {
+	ents, err := os.ReadDir(objects)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), quarantinePrefix) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
+			_ = os.RemoveAll(filepath.Join(objects, e.Name()))
+		}
+	}
+}
+
+// migrate moves the quarantined packs into the store: each .pack before
+// its .idx, so a reader never finds an index without its pack.
+func migrate(quarantine, objects string) error {
+	ents, err := os.ReadDir(filepath.Join(quarantine, "pack"))
+	if err != nil {
+		return err
+	}
+	var idx []string
+	for _, e := range ents {
+		name := e.Name()
+		from, to := filepath.Join(quarantine, "pack", name), filepath.Join(objects, "pack", name)
+		if strings.HasSuffix(name, ".idx") {
+			idx = append(idx, name)
+			continue
+		}
+		if err := os.Rename(from, to); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("import snapshot: %w", err)
+		}
+	}
+	for _, name := range idx {
+		if err := os.Rename(filepath.Join(quarantine, "pack", name), filepath.Join(objects, "pack", name)); err != nil {
+			return fmt.Errorf("import snapshot: %w", err)
+		}
+	}
+	return nil
+}
+
+// limitReader fails once more than left bytes are read.
+type limitReader struct {
+	r    io.Reader
+	left int64
+	over bool
+}
+
+func (l *limitReader) Read(b []byte) (int, error) {
+	n, err := l.r.Read(b)
+	l.left -= int64(n)
+	if l.left < 0 {
+		l.over = true
+		return n, errors.New("over budget")
+	}
+	return n, err
+}
+
+// refuseTree is the user's error for a snapshot that was not taken in.
+func refuseTree(err error) error {
+	e := usererr.Wrap(err, "the sandbox's files were refused: %v", err).
+		Hint("nothing was copied into your repository and the newest snapshot is unchanged; inspect the sandbox with git sandbox exec").
+		WithCode(usererr.ExitRefused)
+	var be *budgetError
+	if errors.As(err, &be) && be.setting != "" {
+		e.Hint("if it belongs in the work, raise %s in your config", be.setting)
+	}
+	return e
+}

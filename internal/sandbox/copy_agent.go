@@ -1,0 +1,206 @@
+package sandbox
+
+// Copy mode's side of the agent's repository on the engine: its commits
+// brought back (sync) and the base's commits sent in (update).
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+)
+
+// headScript prints the agent's HEAD commit and the ref it goes through,
+// read as files (no git runs in the agent's repository), or nothing for an
+// unborn branch. The host checks both before using them.
+const headScript = `G=` + CopyGitDir + `
+[ -f "$G/HEAD" ] && [ ! -L "$G/HEAD" ] || exit 0
+h=$(head -c 300 "$G/HEAD" | head -n 1)
+ref=
+case "$h" in
+"ref: "*)
+	ref=${h#ref: }
+	case "$ref" in refs/heads/*) ;; *) exit 0 ;; esac
+	case "$ref" in *..* | *//*) exit 0 ;; esac
+	if [ -f "$G/$ref" ] && [ ! -L "$G/$ref" ]; then
+		h=$(head -c 100 "$G/$ref" | head -n 1)
+	elif [ -f "$G/packed-refs" ]; then
+		h=$(awk -v r="$ref" '$2 == r { print $1; exit }' "$G/packed-refs")
+	else
+		h=
+	fi ;;
+esac
+[ -n "$h" ] && printf '%s %s\n' "$h" "$ref"
+exit 0
+`
+
+// commitsScript packs the agent's commits from $1 down to the start commit
+// $2 (the repositories are shallow there) and without what the known
+// commit $3 holds, reading the agent's objects as an alternate of the
+// helper's repository: the agent's configuration plays no part.
+const commitsScript = `set -eu
+export GIT_DIR=` + copyScratch + ` GIT_ALTERNATE_OBJECT_DIRECTORIES=` + CopyGitDir + `/objects
+{
+	printf '%s\n--not\n%s\n' "$1" "$2"
+	if [ -n "${3:-}" ] && ` + helperGit + ` cat-file -e "$3^{commit}" 2>/dev/null; then printf '%s\n' "$3"; fi
+} | ` + helperGit + ` pack-objects --revs --stdout -q
+`
+
+// copySync brings the agent's commits back from the engine: its HEAD read
+// as files by the helper, a pack of the commits since the start, indexed
+// with index-pack --strict into a directory of the sandbox's state, and
+// then the same checks and copy as a local sync (agentrepo.SyncWithin) with
+// that directory as the agent's repository.
+func (s *Sandbox) copySync(ctx context.Context, known string, budget agentrepo.Budget) (*agentrepo.SyncResult, error) {
+	d, err := s.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ensureHelper(ctx, d); err != nil {
+		return nil, err
+	}
+	user := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+	var out bytes.Buffer
+	if err := helperExec(ctx, d, s.Copy.Helper, user, headScript, nil, &out); err != nil {
+		return nil, fmt.Errorf("read the agent's HEAD on the engine: %w", err)
+	}
+	id, ref, _ := strings.Cut(strings.TrimSpace(out.String()), " ")
+	if id == "" {
+		return &agentrepo.SyncResult{}, nil
+	}
+	if !agentrepo.ValidID(id) || (ref != "" && !agentrepo.ValidRef(ref)) {
+		return nil, usererr.New("the agent's HEAD on the engine is not a commit id (%s)", termsafe.String(id)).
+			WithCode(usererr.ExitRefused)
+	}
+	g := s.env.Git()
+	if id == s.Start || id == known {
+		return &agentrepo.SyncResult{Head: id, Ref: ref}, nil
+	}
+	dir, err := os.MkdirTemp(s.env.Layout.Dir(s.Branch), "sync-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	objects := dir + "/objects"
+	if err := os.MkdirAll(objects+"/pack", 0o700); err != nil {
+		return nil, err
+	}
+	if _, err := g.Run(ctx, nil, "cat-file", "-e", id+"^{commit}"); err != nil {
+		// Not here yet: the commits come over the wire.
+		pr, pw := io.Pipe()
+		xerr := make(chan error, 1)
+		go func() {
+			err := helperExec(ctx, d, s.Copy.Helper, user, commitsScript, nil, pw, id, s.Start, known)
+			pw.CloseWithError(err)
+			xerr <- err
+		}()
+		q := &gitcmd.Runner{
+			GitDir: s.env.Repo.CommonDir, ObjectDir: objects, Isolated: true,
+			Env:    []string{"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + s.env.Repo.ObjectsDir()},
+			Config: []string{"core.bigFileThreshold=16m"},
+		}
+		_, ierr := q.Run(ctx, pr, "index-pack", "--stdin", "--strict")
+		pr.CloseWithError(errors.New("index ended"))
+		if err := <-xerr; err != nil && ierr == nil {
+			return nil, fmt.Errorf("bring the agent's commits back: %w", err)
+		}
+		if ierr != nil {
+			return nil, usererr.Wrap(ierr, "the agent's commits were refused: %v", ierr).WithCode(usererr.ExitRefused)
+		}
+	}
+	if err := os.WriteFile(dir+"/HEAD", []byte(id+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	res, err := agentrepo.SyncWithin(ctx, g, dir, s.Start, known, budget)
+	if err != nil {
+		return nil, err
+	}
+	res.Ref = ref
+	return res, nil
+}
+
+// updateScript brings the base's new commits into the agent's repository
+// on the engine: the pack on stdin is indexed by the helper and copied in,
+// the base branch ($1) moves to the tip ($2), and then either the agent's
+// branch ($3, "" when detached: HEAD) moves to $4 with its index following,
+// or ($5 = merging) MERGE_HEAD and MERGE_MSG ($6) are written for the
+// agent to finish the merge. Its index is written by the helper's own git
+// (the agent's configuration plays no part).
+const updateScript = `set -eu
+G=` + CopyGitDir + ` S=` + copyScratch + `
+before=$(ls "$S/objects/pack")
+GIT_DIR="$S" ` + helperGit + ` index-pack --stdin >/dev/null
+for f in $(ls "$S/objects/pack"); do
+	case " $(echo $before) " in *" $f "*) ;; *) cp "$S/objects/pack/$f" "$G/objects/pack/" ;; esac
+done
+mkdir -p "$G/$(dirname "$1")"
+printf '%s\n' "$2" >"$G/$1"
+if [ "$5" = merging ]; then
+	printf '%s\n' "$2" >"$G/MERGE_HEAD"
+	printf '%s' "$6" >"$G/MERGE_MSG"
+	exit 0
+fi
+if [ -n "$3" ]; then
+	mkdir -p "$G/$(dirname "$3")"
+	printf '%s\n' "$4" >"$G/$3"
+else
+	printf '%s\n' "$4" >"$G/HEAD"
+fi
+GIT_DIR="$S" GIT_INDEX_FILE="$G/index" ` + helperGit + ` read-tree "$4"
+`
+
+// copyUpdateAgentRepo is update's step in the agent's repository for a
+// copy-mode sandbox: the objects between the old start and the new head
+// and tip are sent to the engine, the refs and index written there.
+func (s *Sandbox) copyUpdateAgentRepo(ctx context.Context, head, tip, newHead gitcmd.Hash, merging bool, msg string) error {
+	d, err := s.engine(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.ensureHelper(ctx, d); err != nil {
+		return err
+	}
+	user := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+	var out bytes.Buffer
+	if err := helperExec(ctx, d, s.Copy.Helper, user, headScript, nil, &out); err != nil {
+		return fmt.Errorf("read the agent's HEAD on the engine: %w", err)
+	}
+	_, ref, _ := strings.Cut(strings.TrimSpace(out.String()), " ")
+	if ref != "" && !agentrepo.ValidRef(ref) {
+		ref = ""
+	}
+	cmd := s.env.Git().Command(ctx, "pack-objects", "--revs", "--stdout", "-q")
+	cmd.Stdin = strings.NewReader(newHead.String() + "\n" + tip.String() + "\n--not\n" + s.Start + "\n" + head.String() + "\n")
+	pack, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	state := ""
+	if merging {
+		state = "merging"
+	}
+	xerr := helperExec(ctx, d, s.Copy.Helper, user, updateScript, pack, io.Discard, s.BaseRef, tip.String(), ref, newHead.String(), state, msg)
+	_, _ = io.Copy(io.Discard, pack)
+	werr := cmd.Wait()
+	if xerr != nil {
+		return fmt.Errorf("update the agent's repository on the engine: %w", xerr)
+	}
+	if werr != nil {
+		return fmt.Errorf("send the base's commits: %w: %s", werr, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+package sandbox
+
+// Copy mode's snapshots and restores: staged by the helper on the engine,
+// brought back as checked packs; restores sent the other way.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
+	"github.com/git-sandbox/git-sandbox/rescue"
+)
+
+// addScript stages the worktree into the helper's private index and prints
+// the tree, then the untracked files left out for their size ("SIZE\tPATH"
+// records, each ended by a NUL, then one more NUL), then what git add
+// complained about. The same rules as a local snapshot: gitlinks leave the
+// index first (for one already there, git add would run git status inside
+// that nested repository, whose configuration the agent wrote); untracked
+// files over $1 bytes (0: no limit) that the agent does not track stay out
+// and leave the index; ignored files the agent tracks (its git add -f) are
+// added. What the agent tracks is read from a copy of its index by this
+// git: the agent's configuration plays no part.
+const addScript = `set -eu
+HG="` + helperGit + ` -c core.excludesFile=` + copyExcludes + `"
+export GIT_DIR=` + copyScratch + ` GIT_WORK_TREE=` + container.Workspace + ` GIT_INDEX_FILE=` + copyIndex + `
+cd ` + container.Workspace + `
+T=` + copyState + `/tmp
+rm -rf "$T" && mkdir -p "$T"
+` + helperGit + ` ls-files -s -z | { grep -z '^160000' || true; } | sed -z 's/^[^\t]*\t//' | ` + helperGit + ` update-index --force-remove -z --stdin
+: >"$T/agent"
+if [ -f ` + CopyGitDir + `/index ] && [ ! -L ` + CopyGitDir + `/index ]; then
+	cp ` + CopyGitDir + `/index "$T/agent.index" && GIT_INDEX_FILE="$T/agent.index" ` + helperGit + ` ls-files -z --cached >"$T/agent" 2>/dev/null || : >"$T/agent"
+fi
+sort -z -o "$T/agent" "$T/agent"
+: >"$T/excl"
+if [ "$1" -gt 0 ]; then
+	find . -path ./.git -prune -o -type f -size +"$1"c -printf '%P\0' >"$T/big"
+	{
+		GIT_LITERAL_PATHSPECS=1 xargs -0 -r $HG ls-files -z --others --exclude-standard -- <"$T/big"
+		GIT_LITERAL_PATHSPECS=1 xargs -0 -r ` + helperGit + ` ls-files -z --cached -- <"$T/big"
+	} | sort -z -u >"$T/large"
+	comm -z -23 "$T/large" "$T/agent" >"$T/excl"
+	` + helperGit + ` update-index --force-remove -z --stdin <"$T/excl"
+fi
+rc=0
+{ printf '.\0'; sed -z 's/^/:(exclude,literal)/' "$T/excl"; } | $HG add --all --ignore-errors --pathspec-from-file=- --pathspec-file-nul 2>"$T/add.err" || rc=$?
+[ "$rc" = 0 ] || [ "$rc" = 1 ]
+` + helperGit + ` ls-files -z --cached | sort -z >"$T/have"
+comm -z -23 "$T/agent" "$T/have" | xargs -0 -r sh -c 'for p; do if [ -f "$p" ] || [ -L "$p" ]; then printf "%s\0" "$p"; fi; done' sh >"$T/forced"
+if [ -s "$T/forced" ]; then
+	rc=0
+	GIT_LITERAL_PATHSPECS=1 ` + helperGit + ` add --force --ignore-errors --pathspec-from-file="$T/forced" --pathspec-file-nul 2>>"$T/add.err" || rc=$?
+	[ "$rc" = 0 ] || [ "$rc" = 1 ]
+fi
+` + helperGit + ` write-tree
+xargs -0 -r stat --printf '%s\t%n\0' -- <"$T/excl"
+printf '\0'
+head -c 1048576 "$T/add.err"
+`
+
+// parseAdded reads what addScript printed after the tree.
+func parseAdded(rest string) (large []rescue.LargeFile, addErrors string) {
+	for rest != "" && rest[0] != 0 {
+		rec, more, ok := strings.Cut(rest, "\x00")
+		if !ok {
+			return large, ""
+		}
+		rest = more
+		size, p, ok := strings.Cut(rec, "\t")
+		n, err := strconv.ParseInt(size, 10, 64)
+		if ok && err == nil && agentrepo.CheckPath(p) == nil {
+			large = append(large, rescue.LargeFile{Path: p, Size: n})
+		}
+	}
+	return large, strings.TrimPrefix(rest, "\x00")
+}
+
+// packScript writes a pack of tree $1 without what tree $2 (the host's
+// newest snapshot, when the helper has it) already holds.
+const packScript = `set -eu
+export GIT_DIR=` + copyScratch + `
+if [ -n "${2:-}" ] && ` + helperGit + ` cat-file -e "$2^{tree}" 2>/dev/null; then
+	printf '%s\n--not\n%s\n' "$1" "$2"
+else
+	printf '%s\n' "$1"
+fi | ` + helperGit + ` pack-objects --revs --stdout -q
+`
+
+// copySnapshotter takes the snapshots of a copy-mode sandbox through its
+// helper.
+func (s *Sandbox) copySnapshotter() *rescue.Snapshotter {
+	l := s.env.Layout
+	return &rescue.Snapshotter{
+		CommonDir: s.env.Repo.CommonDir,
+		Branch:    s.Branch,
+		Scratch:   l.ScratchGitDir(s.Branch),
+		Lock:      l.Lock(s.Branch),
+		Start:     s.Start,
+		Baseline:  s.Baseline,
+		Remote:    s.remoteTree,
+		// Set for restore: the files go back to the engine.
+		RemoteCheckout: s.remoteCheckout,
+	}
+}
+
+// checkoutScript indexes the pack on stdin into the helper's repository and
+// changes the worktree from tree $1 (what the last snapshot read, and so
+// what the helper's index holds) to tree $2, as a local restore does: git
+// refuses, changing nothing, when a file it would write changed since.
+const checkoutScript = `set -eu
+export GIT_DIR=` + copyScratch + ` GIT_WORK_TREE=` + container.Workspace + ` GIT_INDEX_FILE=` + copyIndex + `
+` + helperGit + ` index-pack --stdin >/dev/null
+cd ` + container.Workspace + `
+` + helperGit + ` read-tree -m -u "$1" "$2"
+`
+
+// remoteCheckout ships the objects of tree to that tree from lacks and
+// checks them out on the engine.
+func (s *Sandbox) remoteCheckout(ctx context.Context, from, to string) error {
+	d, err := s.engine(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.ensureHelper(ctx, d); err != nil {
+		return err
+	}
+	cmd := s.env.Git().Command(ctx, "pack-objects", "--revs", "--stdout", "-q")
+	cmd.Stdin = strings.NewReader(to + "\n--not\n" + from + "\n")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	user := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+	xerr := helperExec(ctx, d, s.Copy.Helper, user, checkoutScript, out, io.Discard, from, to)
+	_, _ = io.Copy(io.Discard, out)
+	werr := cmd.Wait()
+	if xerr != nil {
+		return fmt.Errorf("write the files on the engine: %w", xerr)
+	}
+	if werr != nil {
+		return fmt.Errorf("send the snapshot: %w: %s", werr, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// remoteTree stages the worktree on the engine while the agent is paused,
+// and brings the tree's new objects back, checked.
+func (s *Sandbox) remoteTree(ctx context.Context, prevTree string) (rt *rescue.RemoteTree, err error) {
+	d, err := s.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	user := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+	if err := s.ensureHelper(ctx, d); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	defer func() {
+		s.env.UI.Tracef("copy snapshot of %s: %s in all", s.Branch, time.Since(began).Round(time.Millisecond))
+	}()
+	var thaw func()
+	if s.Baseline != "" {
+		if thaw, err = s.env.freezer(s.Record.Engine, s.Container)(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var out bytes.Buffer
+	err = helperExec(ctx, d, s.Copy.Helper, user, addScript, nil, &out, strconv.FormatInt(s.env.maxFileSize(), 10))
+	if thaw != nil {
+		thaw()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the worktree on the engine: %w", err)
+	}
+	s.env.UI.Tracef("copy snapshot of %s: staged on the engine after %s", s.Branch, time.Since(began).Round(time.Millisecond))
+	tree, rest, _ := strings.Cut(out.String(), "\n")
+	tree = strings.TrimSpace(tree)
+	rt = &rescue.RemoteTree{Tree: tree}
+	rt.TooLarge, rt.AddErrors = parseAdded(rest)
+	if _, err := s.env.Git().Run(ctx, nil, "cat-file", "-e", tree+"^{tree}"); err == nil && tree != "" {
+		return rt, nil // the user's store has it (and what it holds)
+	}
+	budget, err := s.env.syncBudget()
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	xerr := make(chan error, 1)
+	go func() {
+		err := helperExec(ctx, d, s.Copy.Helper, user, packScript, nil, pw, tree, prevTree)
+		pw.CloseWithError(err)
+		xerr <- err
+	}()
+	ierr := agentrepo.ImportTree(ctx, agentrepo.ImportOptions{
+		CommonDir: s.env.Repo.CommonDir, Pack: pr, Tree: tree, Known: prevTree, Budget: budget,
+	})
+	pr.CloseWithError(errors.New("import ended"))
+	if err := <-xerr; err != nil && ierr == nil {
+		return nil, fmt.Errorf("bring the snapshot back: %w", err)
+	}
+	if ierr != nil {
+		return nil, fmt.Errorf("bring the snapshot back: %w", ierr)
+	}
+	return rt, nil
+}

@@ -1,0 +1,226 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/docker/go-units"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/ui"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+)
+
+// connectConfigured reaches an engine of the user's config.
+func (e *Env) connectConfigured(ctx context.Context, name string) (Engine, error) {
+	c, err := e.Config.EngineNamed(name)
+	if err != nil {
+		return nil, err
+	}
+	d, err := container.ConnectTo(ctx, container.Endpoint{Name: name, Host: c.Host, CertPath: c.CertPath, Context: c.Context})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Capacity is what an engine reports of its size.
+type Capacity interface {
+	// MemoryBytes is the engine machine's total memory.
+	MemoryBytes(ctx context.Context) (int64, error)
+}
+
+// chooseEngine returns the engine a new sandbox goes to: --engine, else
+// default_engine, else the environment's (""). "auto" picks the configured
+// engine with the most memory left after the limits of the sandboxes
+// already there, among those under their max_sandboxes.
+func (e *Env) chooseEngine(ctx context.Context, asked string) (string, error) {
+	name := asked
+	if name == "" {
+		name = e.Config.DefaultEngine
+	}
+	if name == "" {
+		return "", nil
+	}
+	if name != config.EngineAuto {
+		c, err := e.Config.EngineNamed(name)
+		if err != nil {
+			return "", err
+		}
+		return name, e.checkRoom(ctx, c)
+	}
+	if len(e.Config.Engines) == 0 {
+		return "", usererr.New("engine \"auto\" needs engines in your config").
+			Hint("add [[engine]] tables to %s", config.UserPath())
+	}
+	type cand struct {
+		name string
+		free int64
+		err  error
+	}
+	out := make([]cand, len(e.Config.Engines))
+	var wg sync.WaitGroup
+	for i := range e.Config.Engines {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c := &e.Config.Engines[i]
+			out[i] = cand{name: c.Name}
+			if err := e.checkRoom(ctx, c); err != nil {
+				out[i].err = err
+				return
+			}
+			out[i].free, out[i].err = e.freeMemory(ctx, c.Name)
+		}(i)
+	}
+	wg.Wait()
+	best := -1
+	var why []string
+	for i, c := range out {
+		if c.err != nil {
+			why = append(why, fmt.Sprintf("%s: %v", c.name, c.err))
+			continue
+		}
+		if best < 0 || c.free > out[best].free {
+			best = i
+		}
+	}
+	if best < 0 {
+		ue := usererr.New("no configured engine can take a sandbox")
+		for _, w := range why {
+			ue = ue.Hint("%s", termsafe.String(w))
+		}
+		return "", ue
+	}
+	e.UI.Infof("engine %s (the most memory left)", out[best].name)
+	return out[best].name, nil
+}
+
+// checkRoom refuses an engine that has max_sandboxes sandboxes already.
+func (e *Env) checkRoom(ctx context.Context, c *config.Engine) error {
+	if c.MaxSandboxes <= 0 {
+		return nil
+	}
+	d, err := e.EngineNamed(ctx, c.Name)
+	if err != nil {
+		return err
+	}
+	list, err := d.List(ctx, container.LabelRole+"="+container.RoleAgent)
+	if err != nil {
+		return err
+	}
+	if len(list) >= c.MaxSandboxes {
+		return usererr.New("engine %s has %d sandboxes, its max_sandboxes", c.Name, len(list)).
+			Hint("remove one there (git sandbox ps lists them), or choose another engine with --engine")
+	}
+	return nil
+}
+
+// freeMemory is an engine's memory less the memory limits of the sandbox
+// containers on it.
+func (e *Env) freeMemory(ctx context.Context, name string) (int64, error) {
+	d, err := e.EngineNamed(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	size, ok := d.(Capacity)
+	if !ok {
+		return 0, fmt.Errorf("the engine does not report its size")
+	}
+	total, err := size.MemoryBytes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	list, err := d.List(ctx, container.LabelRole+"="+container.RoleAgent)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range list {
+		n, _ := strconv.ParseInt(c.Labels[container.LabelMemory], 10, 64)
+		total -= n
+	}
+	return total, nil
+}
+
+// imageMover is an engine that can save and load images (Docker).
+type imageMover interface {
+	SaveImage(ctx context.Context, ref string) (io.ReadCloser, error)
+	LoadImage(ctx context.Context, r io.Reader) error
+}
+
+// shipImage copies the image from the environment's engine to a
+// configured engine that lacks it (docker save | docker load, streamed),
+// saying how much went. Nothing happens when the engine has it, or when
+// the local engine does not have it either (start then builds the default
+// image there, or says it is missing).
+func (e *Env) shipImage(ctx context.Context, d Engine, engine, image string, stderr io.Writer) error {
+	if engine == "" {
+		return nil
+	}
+	if ok, err := d.ImageExists(ctx, image); err != nil || ok {
+		return err
+	}
+	local, err := e.EngineNamed(ctx, "")
+	if err != nil {
+		return nil // nothing to ship from
+	}
+	if ok, err := local.ImageExists(ctx, image); err != nil || !ok {
+		return nil
+	}
+	from, ok1 := local.(imageMover)
+	to, ok2 := d.(imageMover)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	e.UI.Infof("image %s is missing on engine %s; copying it there from the local engine", termsafe.String(image), termsafe.String(engine))
+	r, err := from.SaveImage(ctx, image)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	counted := &progressReader{r: r, out: stderr, terminal: isTerminal(stderr)}
+	if err := to.LoadImage(ctx, counted); err != nil {
+		return usererr.Wrap(err, "could not copy image %s to engine %s: %v", termsafe.String(image), termsafe.String(engine), err).
+			Hint("copy it by hand (docker save %s | docker -H HOST load), or build it there", termsafe.String(image))
+	}
+	counted.done()
+	e.UI.Infof("image %s copied to engine %s (%s)", termsafe.String(image), termsafe.String(engine), units.HumanSize(float64(counted.n)))
+	return nil
+}
+
+// progressReader counts what passes, and on a terminal shows the count.
+type progressReader struct {
+	r        io.Reader
+	out      io.Writer
+	terminal bool
+	n        int64
+	shown    time.Time
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	if p.terminal && time.Since(p.shown) > 200*time.Millisecond {
+		p.shown = time.Now()
+		fmt.Fprintf(p.out, "\r  copying image: %s", units.HumanSize(float64(p.n)))
+	}
+	return n, err
+}
+
+func (p *progressReader) done() {
+	if p.terminal {
+		fmt.Fprintf(p.out, "\r\033[K")
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && ui.IsTerminal(f)
+}
