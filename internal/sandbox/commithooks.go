@@ -35,6 +35,13 @@ func (e *Env) CommitHooks(ctx context.Context) (dir string, names []string, err 
 // commit-msg hook left (the plan's when there is none). A hook that fails
 // refuses the land.
 func (s *Sandbox) runCommitHooks(ctx context.Context, plan *land.Plan, dir string, names []string, io IO) (string, error) {
+	if s.Copy != nil {
+		// The hooks' run mounts your hooks directory and reads the message
+		// back from files: the sandbox's engine cannot see this machine's.
+		return "", usererr.New("your %s hook(s) cannot run for sandbox %s yet: its engine %s cannot see this machine's files (copy mode)", strings.Join(names, " and "), s.Display(), termsafe.String(s.engineName())).
+			Hint("land without them: git sandbox land %s --no-verify (the commit records it), and run them on the landed commit yourself", s.Display()).
+			WithCode(usererr.ExitRefused)
+	}
 	o, cleanup, err := s.treeRun(ctx, io, "-hooks", container.RoleHooks, filepath.Join(s.env.Layout.Dir(s.Branch), "hooks-net"), s.env.Layout.CommitHooksDir(s.Branch))
 	if err != nil {
 		return "", err

@@ -10,6 +10,9 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/land"
 )
 
 // copyEngine gives the test env a second fake engine "far" in copy mode.
@@ -157,5 +160,22 @@ func TestParseAdded(t *testing.T) {
 	// A path git would take for .git is not believed.
 	if large, _ := parseAdded("9\t.git/x\x00\x00"); len(large) != 0 {
 		t.Errorf("took %+v", large)
+	}
+}
+
+// A copy-mode sandbox's land cannot run your commit hooks (their run needs
+// this machine's files): it refuses, naming --no-verify, and starts nothing.
+func TestCopyModeCommitHooksRefuse(t *testing.T) {
+	te := newTestEnv(t)
+	sb := te.start("h")
+	sb.Copy = &record.Copy{Workspace: "ws"}
+	before := len(te.fake.Calls())
+	_, err := sb.runCommitHooks(context.Background(), &land.Plan{}, t.TempDir(), []string{"pre-commit"}, IO{})
+	ue, ok := usererr.As(err)
+	if !ok || !strings.Contains(err.Error(), "pre-commit hook(s) cannot run") || !strings.Contains(strings.Join(ue.Hints, " "), "--no-verify") || ue.Code != usererr.ExitRefused {
+		t.Fatalf("hooks in copy mode = %#v", err)
+	}
+	if got := len(te.fake.Calls()); got != before {
+		t.Errorf("the refusal called the engine %d times", got-before)
 	}
 }
