@@ -598,10 +598,10 @@ func TestCopyModeAllowlist(t *testing.T) {
 	if mainHost == "" {
 		mainHost = "unix:///var/run/docker.sock"
 	}
-	e.WriteConfig("allow = [\"api.allowed.test\"]\nbase_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"here\"\nhost = %q\nmode = \"copy\"\n", baseImage, mainHost)
+	e.WriteConfig("allow = [\"api.allowed.test\"]\negress_network = %q\nbase_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"here\"\nhost = %q\nmode = \"copy\"\n", e.egressNetwork(), baseImage, mainHost)
 	e.MustSandbox("start", "al", "-d", "--engine", "here", "--agent", "shell", "--image", baseImage, "--", "sleep", "600")
 	assertNoBindMounts(t, "", containersOn(t, "", e.RepoID()))
-	egressNet := networkWithSuffix(t, e.sandboxNetworks("al"), "-egress")
+	egressNet := e.egressNetwork()
 	upName, upIP := startUpstream(t, egressNet, "api.allowed.test", "api.denied.test")
 
 	got := e.MustSandbox("exec", "al", "--", "bash", "-c", probeScript, "probe", upIP, "9").Stdout

@@ -177,7 +177,7 @@ limits = { memory = "1k" }
 		"nothing was started",
 		"bad.toml:10: unknown key colour",
 		"bad.toml:13: branch ok-1 is also the branch of the task at line 3",
-		"bad.toml:16: [[task]] 4: branch taken exists already",
+		"bad.toml:16: [[task]] 4: branch taken, or one git cannot hold beside it, exists already",
 		"bad.toml:23: [[task]] 5: limits.memory",
 	} {
 		if !strings.Contains(r.Stderr, want) {

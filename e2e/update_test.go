@@ -138,6 +138,9 @@ func TestUpdateKeepsEveryKindOfWork(t *testing.T) {
 	e.MustSandbox("start", "t1", "--carry", "--agent", "shell", "--", "sh", "-c",
 		`echo c > committed.txt && git add committed.txt && git commit -qm c && echo u > uncommitted.txt && echo more >> README.md &&
 		echo s > staged.txt && printf 'ONE\ntwo\nthree\n' > shared.txt && git add staged.txt shared.txt`)
+	// The supervisor's exit snapshot first: taken during the update, it
+	// would come between the update's own two.
+	e.MustSandbox("wait", "t1")
 	e.WriteFile("base.txt", "base\n")
 	e.WriteFile("shared.txt", "one\ntwo\nTHREE\n")
 	e.Git("add", "base.txt", "shared.txt")
