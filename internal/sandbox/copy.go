@@ -203,6 +203,46 @@ func helperExec(ctx context.Context, d Engine, helper, user, script string, stdi
 	return nil
 }
 
+// packTo is what packToHelper packs: the objects named in Input, one per
+// line, or with Revs the objects of the revisions Input names (rev-list
+// arguments, as pack-objects --revs reads them).
+type packTo struct {
+	Input string
+	Revs  bool
+}
+
+// packToHelper streams a pack of what's objects from this machine's store
+// into script, run by the helper with the pack on its stdin. doing and
+// sending name the two sides in errors: what the script does there, and
+// what the pack holds.
+func (e *Env) packToHelper(ctx context.Context, d Engine, helper, user string, what packTo, script, doing, sending string, args ...string) error {
+	argv := []string{"pack-objects", "--stdout", "-q"}
+	if what.Revs {
+		argv = append(argv, "--revs")
+	}
+	cmd := e.Git().Command(ctx, argv...)
+	cmd.Stdin = strings.NewReader(what.Input)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%s: %w", sending, err)
+	}
+	xerr := helperExec(ctx, d, helper, user, script, out, io.Discard, args...)
+	_, _ = io.Copy(io.Discard, out)
+	werr := cmd.Wait()
+	if xerr != nil {
+		return fmt.Errorf("%s: %w", doing, xerr)
+	}
+	if werr != nil {
+		return fmt.Errorf("%s: %w: %s", sending, werr, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
 // createCopy makes a copy-mode sandbox: branch, volumes, helper, the start
 // commit shipped and checked out, the baseline, the record, the agent's
 // container. On failure everything it made is removed again, on the engine
@@ -346,22 +386,6 @@ func (e *Env) createCopy(ctx context.Context, d Engine, p *Plan, o StartOptions)
 // shipStart streams the objects of the start commit (its tree, no history:
 // the agent's repository is shallow) into the helper and checks it out.
 func (e *Env) shipStart(ctx context.Context, d Engine, helper, user, branch, start string) error {
-	g := e.Git()
-	list, err := g.Run(ctx, nil, "rev-list", "--objects", "--no-walk", start)
-	if err != nil {
-		return fmt.Errorf("ship the start commit: %w", err)
-	}
-	cmd := g.Command(ctx, "pack-objects", "--stdout", "-q")
-	cmd.Stdin = bytes.NewReader(list)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("ship the start commit: %w", err)
-	}
 	name, email := e.identity(ctx)
 	cfg := agentrepo.CopyConfig(name, email)
 	exclude, _ := os.ReadFile(filepath.Join(e.Repo.CommonDir, "info", "exclude"))
@@ -376,16 +400,15 @@ func (e *Env) shipStart(ctx context.Context, d Engine, helper, user, branch, sta
 			*b = nil
 		}
 	}
-	xerr := helperExec(ctx, d, helper, user, initScript, out, io.Discard, cfg, branch, start, string(exclude), string(excludes))
-	_, _ = io.Copy(io.Discard, out)
-	werr := cmd.Wait()
-	if xerr != nil {
-		return fmt.Errorf("check out the start commit on the engine: %w", xerr)
+	// The start commit and its whole tree, no history (the agent's
+	// repository is shallow).
+	list, err := e.Git().Run(ctx, nil, "rev-list", "--objects", "--no-walk", start)
+	if err != nil {
+		return fmt.Errorf("ship the start commit: %w", err)
 	}
-	if werr != nil {
-		return fmt.Errorf("ship the start commit: %w: %s", werr, strings.TrimSpace(stderr.String()))
-	}
-	return nil
+	return e.packToHelper(ctx, d, helper, user, packTo{Input: string(list)}, initScript,
+		"check out the start commit on the engine", "ship the start commit",
+		cfg, branch, start, string(exclude), string(excludes))
 }
 
 // ensureHelper starts the helper when it is not running (the engine

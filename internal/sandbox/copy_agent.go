@@ -178,29 +178,12 @@ func (s *Sandbox) copyUpdateAgentRepo(ctx context.Context, head, tip, newHead gi
 	if ref != "" && !agentrepo.ValidRef(ref) {
 		ref = ""
 	}
-	cmd := s.env.Git().Command(ctx, "pack-objects", "--revs", "--stdout", "-q")
-	cmd.Stdin = strings.NewReader(newHead.String() + "\n" + tip.String() + "\n--not\n" + s.Start + "\n" + head.String() + "\n")
-	pack, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
 	state := ""
 	if merging {
 		state = "merging"
 	}
-	xerr := helperExec(ctx, d, s.Copy.Helper, user, updateScript, pack, io.Discard, s.BaseRef, tip.String(), ref, newHead.String(), state, msg)
-	_, _ = io.Copy(io.Discard, pack)
-	werr := cmd.Wait()
-	if xerr != nil {
-		return fmt.Errorf("update the agent's repository on the engine: %w", xerr)
-	}
-	if werr != nil {
-		return fmt.Errorf("send the base's commits: %w: %s", werr, strings.TrimSpace(stderr.String()))
-	}
-	return nil
+	revs := newHead.String() + "\n" + tip.String() + "\n--not\n" + s.Start + "\n" + head.String() + "\n"
+	return s.env.packToHelper(ctx, d, s.Copy.Helper, user, packTo{Input: revs, Revs: true}, updateScript,
+		"update the agent's repository on the engine", "send the base's commits",
+		s.BaseRef, tip.String(), ref, newHead.String(), state, msg)
 }

@@ -133,28 +133,9 @@ func (s *Sandbox) remoteCheckout(ctx context.Context, from, to string) error {
 	if err := s.ensureHelper(ctx, d); err != nil {
 		return err
 	}
-	cmd := s.env.Git().Command(ctx, "pack-objects", "--revs", "--stdout", "-q")
-	cmd.Stdin = strings.NewReader(to + "\n--not\n" + from + "\n")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
 	user := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
-	xerr := helperExec(ctx, d, s.Copy.Helper, user, checkoutScript, out, io.Discard, from, to)
-	_, _ = io.Copy(io.Discard, out)
-	werr := cmd.Wait()
-	if xerr != nil {
-		return fmt.Errorf("write the files on the engine: %w", xerr)
-	}
-	if werr != nil {
-		return fmt.Errorf("send the snapshot: %w: %s", werr, strings.TrimSpace(stderr.String()))
-	}
-	return nil
+	return s.env.packToHelper(ctx, d, s.Copy.Helper, user, packTo{Input: to + "\n--not\n" + from + "\n", Revs: true}, checkoutScript,
+		"write the files on the engine", "send the snapshot", from, to)
 }
 
 // remoteTree stages the worktree on the engine while the agent is paused,

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/docker/go-units"
 
@@ -160,7 +158,7 @@ type imageMover interface {
 // saying how much went. Nothing happens when the engine has it, or when
 // the local engine does not have it either (start then builds the default
 // image there, or says it is missing).
-func (e *Env) shipImage(ctx context.Context, d Engine, engine, image string, stderr io.Writer) error {
+func (e *Env) shipImage(ctx context.Context, d Engine, engine, image string) error {
 	if engine == "" {
 		return nil
 	}
@@ -179,48 +177,29 @@ func (e *Env) shipImage(ctx context.Context, d Engine, engine, image string, std
 	if !ok1 || !ok2 {
 		return nil
 	}
-	e.UI.Infof("image %s is missing on engine %s; copying it there from the local engine", termsafe.String(image), termsafe.String(engine))
 	r, err := from.SaveImage(ctx, image)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	counted := &progressReader{r: r, out: stderr, terminal: isTerminal(stderr)}
-	if err := to.LoadImage(ctx, counted); err != nil {
+	step := e.UI.Step("image %s is missing on engine %s; copying it there from the local engine", image, engine)
+	if err := to.LoadImage(ctx, &countingReader{r: r, step: step}); err != nil {
+		step.Fail()
 		return usererr.Wrap(err, "could not copy image %s to engine %s: %v", termsafe.String(image), termsafe.String(engine), err).
 			Hint("copy it by hand (docker save %s | docker -H HOST load), or build it there", termsafe.String(image))
 	}
-	counted.done()
-	e.UI.Infof("image %s copied to engine %s (%s)", termsafe.String(image), termsafe.String(engine), units.HumanSize(float64(counted.n)))
+	step.Done("image %s copied to engine %s (%s)", termsafe.String(image), termsafe.String(engine), units.HumanSize(float64(step.Bytes())))
 	return nil
 }
 
-// progressReader counts what passes, and on a terminal shows the count.
-type progressReader struct {
-	r        io.Reader
-	out      io.Writer
-	terminal bool
-	n        int64
-	shown    time.Time
+// countingReader counts what passes into the step that shows it.
+type countingReader struct {
+	r    io.Reader
+	step *ui.Step
 }
 
-func (p *progressReader) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
-	p.n += int64(n)
-	if p.terminal && time.Since(p.shown) > 200*time.Millisecond {
-		p.shown = time.Now()
-		fmt.Fprintf(p.out, "\r  copying image: %s", units.HumanSize(float64(p.n)))
-	}
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.step.Add(int64(n))
 	return n, err
-}
-
-func (p *progressReader) done() {
-	if p.terminal {
-		fmt.Fprintf(p.out, "\r\033[K")
-	}
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && ui.IsTerminal(f)
 }

@@ -119,7 +119,7 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 		return nil, err
 	}
 	if p.Devcontainer == nil {
-		if err := e.shipImage(ctx, d, p.Engine, p.Container.Image, o.IO.Stderr); err != nil {
+		if err := e.shipImage(ctx, d, p.Engine, p.Container.Image); err != nil {
 			return nil, err
 		}
 	}

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/docker/go-units"
 
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
@@ -20,7 +23,15 @@ type Step struct {
 	stop  chan struct{}
 	done  sync.WaitGroup
 	once  sync.Once
+	bytes atomic.Int64 // what Add counted: shown beside the time
 }
+
+// Add counts n more bytes moved by the step (an image copy); a step that
+// counts shows the total beside the time.
+func (s *Step) Add(n int64) { s.bytes.Add(n) }
+
+// Bytes is what Add counted.
+func (s *Step) Bytes() int64 { return s.bytes.Load() }
 
 // stepTick is how often a step's line is redrawn on a terminal.
 const stepTick = time.Second
@@ -56,7 +67,11 @@ func (p *Printer) Step(format string, args ...any) *Step {
 func (s *Step) draw() {
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
-	fmt.Fprintf(s.p.w, "\r\x1b[K%s%s … %s", Prefix, s.msg, elapsed(time.Since(s.start)))
+	progress := elapsed(time.Since(s.start))
+	if n := s.bytes.Load(); n > 0 {
+		progress = units.HumanSize(float64(n)) + ", " + progress
+	}
+	fmt.Fprintf(s.p.w, "\r\x1b[K%s%s … %s", Prefix, s.msg, progress)
 }
 
 // end stops redrawing and clears the line.
