@@ -189,6 +189,11 @@ func removeContainers(repoID string) {
 	if ids := strings.Fields(string(out)); len(ids) > 0 {
 		_ = exec.Command("docker", append([]string{"network", "rm"}, ids...)...).Run()
 	}
+	// Copy mode's volumes (worktree, repositories, home, the proxy's).
+	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label=git-sandbox.repo="+repoID).Output()
+	if names := strings.Fields(string(out)); len(names) > 0 {
+		_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, names...)...).Run()
+	}
 }
 
 // Env is one test's world: a home, config and state directories, and a
