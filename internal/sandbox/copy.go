@@ -78,6 +78,12 @@ func planCopy(p *Plan, carry bool) error {
 		return usererr.New("--carry needs this machine's files: engine %s keeps the sandbox's files in volumes", p.Engine).
 			Hint("commit the work first, or start the sandbox on a local engine")
 	}
+	if p.Egress != nil && len(p.Egress.Secrets) > 0 {
+		// The agent trusts the sandbox's CA through files mounted from
+		// this machine, and the values would be kept on the engine.
+		return usererr.New("engine %s cannot take your [[secret]] entries yet (copy mode): the agent would not trust the proxy that puts them in", p.Engine).
+			Hint("start the sandbox on a local engine, or pass --network none or open (secrets are then left out)")
+	}
 	if p.Egress != nil {
 		if err := proxyOnVolumes(p.Egress); err != nil {
 			return err

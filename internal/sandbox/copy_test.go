@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -85,6 +87,10 @@ func TestCopyModeProxyMountsVolumesOnly(t *testing.T) {
 }
 
 func TestCopyModeRefusesWhatNeedsTheHostsFiles(t *testing.T) {
+	secretFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(secretFile, []byte("the-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		mod  func(*StartOptions, *config.Loaded)
@@ -93,6 +99,10 @@ func TestCopyModeRefusesWhatNeedsTheHostsFiles(t *testing.T) {
 		{"carry", func(o *StartOptions, _ *config.Loaded) { o.Carry = true }, "--carry"},
 		{"publish", func(o *StartOptions, _ *config.Loaded) { o.Network = "open"; o.Publish = []string{"3000"} }, "--publish"},
 		{"mounts", func(_ *StartOptions, c *config.Loaded) { c.Mounts = []config.Mount{{Source: "/etc", Target: "/x"}} }, "[[mount]]"},
+		{"secrets", func(o *StartOptions, c *config.Loaded) {
+			o.Network = "allowlist"
+			c.Secrets = []config.Secret{{Name: "API_KEY", Hosts: []string{"api.example.com"}, FromFile: secretFile}}
+		}, "cannot take your [[secret]] entries"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			te := newTestEnv(t)
