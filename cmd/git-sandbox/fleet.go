@@ -135,6 +135,20 @@ func (c *FleetRunCmd) Run(app *App) error {
 }
 
 // fleetNames resolves --fleet: the named fleet, or every one for ps.
+// oneFleet opens the repository's fleets and resolves the one a command
+// names (the only one when it names none).
+func (app *App) oneFleet(name string) (*fleet.Fleets, *sandbox.Env, string, error) {
+	fl, env, err := app.fleets()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	names, err := fleetNames(fl, name, false)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return fl, env, names[0], nil
+}
+
 func fleetNames(fl *fleet.Fleets, name string, all bool) ([]string, error) {
 	if name == "" && all {
 		return fl.Store.Names()
@@ -221,15 +235,11 @@ type FleetWaitCmd struct {
 // Run waits for the fleet; it fails when a task failed to start or an
 // agent exited non-zero.
 func (c *FleetWaitCmd) Run(app *App) error {
-	fl, _, err := app.fleets()
+	fl, _, name, err := app.oneFleet(c.Fleet)
 	if err != nil {
 		return err
 	}
-	names, err := fleetNames(fl, c.Fleet, false)
-	if err != nil {
-		return err
-	}
-	rep, err := fl.Wait(app.Ctx, names[0], c.Timeout)
+	rep, err := fl.Wait(app.Ctx, name, c.Timeout)
 	if err != nil {
 		return err
 	}
@@ -255,22 +265,18 @@ type FleetStopCmd struct {
 
 // Run stops the fleet.
 func (c *FleetStopCmd) Run(app *App) error {
-	fl, _, err := app.fleets()
+	fl, _, name, err := app.oneFleet(c.Fleet)
 	if err != nil {
 		return err
 	}
-	names, err := fleetNames(fl, c.Fleet, false)
-	if err != nil {
-		return err
-	}
-	stopped, err := fl.Stop(app.Ctx, names[0], c.Timeout)
+	stopped, err := fl.Stop(app.Ctx, name, c.Timeout)
 	for _, b := range stopped {
 		app.UI.Infof("stopped %s", termsafe.String(b))
 	}
 	if err != nil {
 		return err
 	}
-	app.UI.Infof("fleet %s: queued tasks cancelled, %d agent(s) stopped; their work is kept", names[0], len(stopped))
+	app.UI.Infof("fleet %s: queued tasks cancelled, %d agent(s) stopped; their work is kept", name, len(stopped))
 	return nil
 }
 
@@ -281,21 +287,17 @@ type FleetResumeCmd struct {
 
 // Run starts a new runner.
 func (c *FleetResumeCmd) Run(app *App) error {
-	fl, env, err := app.fleets()
+	fl, env, name, err := app.oneFleet(c.Fleet)
 	if err != nil {
 		return err
 	}
-	names, err := fleetNames(fl, c.Fleet, false)
-	if err != nil {
+	if err := fl.Resume(name); err != nil {
 		return err
 	}
-	if err := fl.Resume(names[0]); err != nil {
-		return err
-	}
-	if err := fleet.SpawnRunner(env, fl.Store, names[0]); err != nil {
+	if err := fleet.SpawnRunner(env, fl.Store, name); err != nil {
 		return fmt.Errorf("start the fleet's runner: %w", err)
 	}
-	app.UI.Infof("fleet %s: a new runner starts its queued tasks", names[0])
+	app.UI.Infof("fleet %s: a new runner starts its queued tasks", name)
 	return nil
 }
 
@@ -307,22 +309,18 @@ type FleetRmCmd struct {
 
 // Run removes the fleet.
 func (c *FleetRmCmd) Run(app *App) error {
-	fl, _, err := app.fleets()
+	fl, _, name, err := app.oneFleet(c.Fleet)
 	if err != nil {
 		return err
 	}
-	names, err := fleetNames(fl, c.Fleet, false)
-	if err != nil {
-		return err
-	}
-	removed, err := fl.Remove(app.Ctx, names[0], c.Force)
+	removed, err := fl.Remove(app.Ctx, name, c.Force)
 	for _, b := range removed {
 		app.UI.Infof("removed %s", termsafe.String(b))
 	}
 	if err != nil {
 		return err
 	}
-	app.UI.Infof("removed fleet %s; the snapshots stay (git sandbox rescue list)", names[0])
+	app.UI.Infof("removed fleet %s; the snapshots stay (git sandbox rescue list)", name)
 	return nil
 }
 
