@@ -96,7 +96,7 @@ echo one >top.txt; sleep 600`
 	if helper == "" {
 		t.Fatal("no helper")
 	}
-	Eventually(t, 60*time.Second, "a snapshot with the nested repository", func() bool {
+	Eventually(t, 2*time.Minute, "a snapshot with the nested repository", func() bool {
 		r := e.Run(e.Repo, nil, "git", "ls-tree", "refs/sandbox/n1/rescue", "sub")
 		return strings.Contains(r.Stdout, "160000")
 	})
