@@ -20,7 +20,6 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
-
 )
 
 // InitOptions describe a new private repository.

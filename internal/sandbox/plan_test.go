@@ -36,7 +36,7 @@ func planInput(t *testing.T) PlanInput {
 		Worktree: mk(filepath.Join(state, "worktree")), Gitfile: gitfile,
 		PrivateGitDir: mk(filepath.Join(state, "git")), VisibleObjects: mk(filepath.Join(state, "..", ".visible", "objects")),
 		GivenObjects: mk(filepath.Join(state, "given")),
-		HostHooks: mk(filepath.Join(repo, "hooks")), AgentHome: mk(filepath.Join(home, ".local", "state", "git-sandbox", "agents", "shell")),
+		HostHooks:    mk(filepath.Join(repo, "hooks")), AgentHome: mk(filepath.Join(home, ".local", "state", "git-sandbox", "agents", "shell")),
 		Network: "none", Memory: "1g", CPUs: 1, Pids: 100, UID: 1000, GID: 1000,
 	}
 }
