@@ -182,7 +182,7 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 		{in.Gitfile, container.Workspace + "/.git", true, "gitfile pointing at the agent's own repository; a mount point cannot be renamed or replaced", false, false},
 		{in.PrivateGitDir, in.PrivateGitDir, false, "the agent's own repository (alternates to the two stores below)", false, false},
 		{in.VisibleObjects, in.VisibleObjects, true, "the objects your branches and tags reach (not your object store), read-only", false, false},
-		{in.GivenObjects, in.GivenObjects, true, "the objects given to this sandbox beyond those (its start, carried work, updates), read-only", false, false},
+		{in.GivenObjects, in.GivenObjects, true, "the objects given to this sandbox beyond those (work carried in, updates), read-only", false, false},
 		{in.HostHooks, in.HostHooks, true, "the user's hooks, read-only, used as the agent repository's hooks path", true, false},
 		{in.AgentHome, container.Home, false, "the sandbox's own home, new for this sandbox (only the agent's login is copied in)", false, false},
 	}
