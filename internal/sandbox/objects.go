@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/visible"
@@ -15,9 +16,9 @@ import (
 // reach) and the sandbox's given store, never from the user's object store,
 // which holds the stash, dangling blobs and every sandbox's snapshots.
 
-// bigPack is the number of objects past which packing the visible store is
-// worth a line: a large repository's first start.
-const bigPack = 100_000
+// slowPack is how long a refresh of the visible store runs before start
+// says what it is doing.
+const slowPack = 2 * time.Second
 
 // visibleStore is the repository's store of what its branches and tags
 // reach.
@@ -42,14 +43,17 @@ func (e *Env) prepareObjects(ctx context.Context, branch, start, carried string)
 	if err := os.MkdirAll(filepath.Join(given, "pack"), 0o755); err != nil {
 		return nil, fmt.Errorf("create the sandbox's object store: %w", err)
 	}
+	// A large repository's first start packs its whole history: said when
+	// it takes a while, silent otherwise.
+	slow := time.AfterFunc(slowPack, func() {
+		e.UI.Infof("packing the objects your branches and tags reach, for agents to read (once per repository: later starts pack only what is new)")
+	})
 	res, err := e.visibleStore().Refresh(ctx, e.Git())
+	slow.Stop()
 	if err != nil {
 		return nil, err
 	}
 	e.UI.Tracef("visible store: %d object(s) packed, %d pack(s) rolled up", res.Objects, res.Rolled)
-	if res.Objects >= bigPack {
-		e.UI.Infof("packed %d objects your branches and tags reach, for agents to read (later starts pack only what is new)", res.Objects)
-	}
 	if carried != "" {
 		if _, err := visible.Give(ctx, e.Git(), given, []string{carried}, []string{start}); err != nil {
 			return nil, fmt.Errorf("--carry: %w", err)
