@@ -480,7 +480,8 @@ func (e *Env) PrivateGitDir(branch string) string {
 // GivenObjects is the object store of what a sandbox was given beyond the
 // visible store; VisibleObjects is the repository's visible store.
 func (e *Env) GivenObjects(branch string) string {
-	return filepath.Join(filepath.Dir(e.Worktree(branch)), "given")
+	dir := strings.ReplaceAll(strings.ReplaceAll(branch, "%", "%25"), "/", "%2F")
+	return filepath.Join(e.State, e.RepoID(), dir, "given")
 }
 
 func (e *Env) VisibleObjects() string {
