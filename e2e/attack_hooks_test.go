@@ -51,8 +51,10 @@ chmod +x tools/msg-check tools/pre-check; echo `+name+` > `+name+`.txt`)
 	if fileState(hook) != hookBefore {
 		t.Errorf("the user's hook changed")
 	}
-	if _, err := os.Stat(filepath.Join(objects, "pwned")); err == nil {
-		t.Errorf("a hook wrote into the user's object store")
+	for _, dir := range []string{objects, e.VisibleObjects()} {
+		if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
+			t.Errorf("a hook wrote into %s", dir)
+		}
 	}
 
 	// A message file swapped for a link, or holding escape sequences, or

@@ -101,23 +101,22 @@ echo two > two.txt && git add two.txt && git commit -q -m "second victim commit"
 echo AGENT-DONE
 `
 
-// atkSmuggleAgent finds, through the object store its alternates reach,
-// a commit of another sandbox's snapshots holding .env, and makes its own
-// commit a merge of it whose tree is a harmless one-line change.
+// atkSmuggleAgent makes its own commit a merge of $SNAP, a commit of
+// another sandbox's snapshots holding .env, whose tree is a harmless
+// one-line change. Its repository cannot read the snapshot (it borrows
+// only what branches and tags reach), so the commit is written by hand:
+// an agent that learnt the id (from a log, say) names it as a parent all
+// the same.
 const atkSmuggleAgent = `
 set -e
-SNAP=
-for c in $(git cat-file --batch-all-objects --batch-check='%(objecttype) %(objectname)' | awk '$1=="commit"{print $2}'); do
-	if git cat-file -e "$c:.env" 2>/dev/null; then SNAP=$c; break; fi
-done
-[ -n "$SNAP" ] || { echo "no snapshot with .env found"; exit 1; }
-echo "SNAP: $SNAP"
 echo "a harmless line" >> README.md
 git add README.md
-C=$(git commit-tree "$(git write-tree)" -p HEAD -p "$SNAP" -m "fix a typo")
+T=$(git write-tree)
+P=$(git rev-parse HEAD)
+C=$(printf 'tree %s\nparent %s\nparent %s\nauthor A <a@example.com> 1700000000 +0000\ncommitter A <a@example.com> 1700000000 +0000\n\nfix a typo\n' "$T" "$P" "$SNAP" | git hash-object -t commit -w --stdin)
 git update-ref HEAD "$C"
 echo "SMUGGLED: $C"
-if git show "$C^2:.env" | grep -q victim-token-4242; then echo "ARMED: SMUGGLE"; fi
+if [ "$(git rev-parse HEAD^2)" = "$SNAP" ]; then echo "ARMED: SMUGGLE"; fi
 echo AGENT-DONE
 `
 
@@ -138,14 +137,18 @@ func TestAttackHistorySmugglingThroughSync(t *testing.T) {
 			t.Errorf("diff does not list the agent's commits (%q):\n%s", want, d.Stdout)
 		}
 	}
-	r := e.atkStart("smuggle", atkSmuggleAgent)
+	Eventually(t, 60*time.Second, "the victim's snapshot of .env", func() bool {
+		return e.Run(e.Repo, nil, "git", "cat-file", "-e", "refs/sandbox/victim/rescue:.env").Code == 0
+	})
+	snap := e.Git("rev-parse", "refs/sandbox/victim/rescue")
+	if !strings.Contains(e.Git("show", snap+":.env"), "victim-token-4242") {
+		t.Fatalf("the victim's snapshot %s holds no .env: the test proves nothing", snap)
+	}
+	r := e.atkStart("smuggle", atkSmuggleAgent, "SNAP="+snap)
 	if !strings.Contains(r.Stdout, "ARMED: SMUGGLE\n") {
 		t.Fatalf("the smuggling commit was not made:\n%s", r)
 	}
-	snap, smuggled := between(r.Stdout, "SNAP: ", "\n"), between(r.Stdout, "SMUGGLED: ", "\n")
-	if !strings.Contains(e.Git("for-each-ref", "--contains", snap, "refs/sandbox/"), "refs/sandbox/victim/") {
-		t.Fatalf("the agent's find %s is not a snapshot of the victim sandbox", snap)
-	}
+	smuggled := between(r.Stdout, "SMUGGLED: ", "\n")
 	mainBefore := e.Git("rev-parse", "main")
 	for _, args := range [][]string{
 		{"diff", "smuggle"},

@@ -1658,16 +1658,17 @@ func TestAttackEscapeSequencesArePrintedEscaped(t *testing.T) {
 const atkCredentialsAgent = atkPrelude + `
 T1="fake-tok""en-123"; T2="fake-tok""en-456"; T3="fake-tok""en-789"; K1="canary-env-""31337"; K2="canary-file-""31337"
 echo "$K2" > /home/sandbox/canary
-ALT=$(head -n 1 "$GD/objects/info/alternates")
+ALT=$(sed -n 1p "$GD/objects/info/alternates")
+GIVEN=$(sed -n 2p "$GD/objects/info/alternates")
 HOOKS=$(git config core.hooksPath)
 echo "GITFILE: $(cat /workspace/.git)"
-echo "PATHS: $GD $ALT $HOOKS"
+echo "PATHS: $GD $ALT $GIVEN $HOOKS"
 for tok in "$T1" "$T2" "$T3" "$K1" "$K2"; do
 	env | grep -q -- "$tok" && echo "FOUND in env: $tok"
 	for p in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do
 		grep -qa -- "$tok" "$p" 2>/dev/null && echo "FOUND in $p: $tok"
 	done
-	grep -rlsa -- "$tok" /workspace "$GD" /home/sandbox "$ALT" "$HOOKS" "$(dirname "$ALT")" 2>/dev/null | sed "s|^|FOUND in |; s|\$|: $tok|"
+	grep -rlsa -- "$tok" /workspace "$GD" /home/sandbox "$ALT" "$GIVEN" "$HOOKS" "$(dirname "$ALT")" 2>/dev/null | sed "s|^|FOUND in |; s|\$|: $tok|"
 	grep -rlsI --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -- "$tok" / 2>/dev/null | sed "s|^|FOUND in |; s|\$|: $tok|"
 	git cat-file --batch-all-objects --batch 2>/dev/null | grep -qa -- "$tok" && echo "FOUND in objects: $tok"
 done
@@ -1700,7 +1701,7 @@ func TestAttackAgentFindsNoHostCredentials(t *testing.T) {
 			t.Errorf("ATTACK SUCCEEDED: the agent found a host credential: %s", line)
 		}
 	}
-	if !strings.Contains(r.Stdout, "PATHS: "+e.PrivateGitDir("creds")+" "+filepath.Join(e.Repo, ".git", "objects")+" "+filepath.Join(e.Repo, ".git", "hooks")) {
+	if !strings.Contains(r.Stdout, "PATHS: "+e.PrivateGitDir("creds")+" "+e.VisibleObjects()+" "+e.GivenObjects("creds")+" "+filepath.Join(e.Repo, ".git", "hooks")) {
 		t.Errorf("the agent did not search its mounts:\n%s", r.Stdout)
 	}
 	// Nothing of the tokens went to disk where a later agent could read it.
@@ -1907,12 +1908,13 @@ func TestAttackContainerHardening(t *testing.T) {
 	}
 	// Exactly the mounts of the threat model, each with its mode.
 	want := map[string]bool{ // destination → read-write
-		"/workspace":                      true,
-		"/workspace/.git":                 false,
-		e.PrivateGitDir("hard"):           true,
-		filepath.Join(hostGit, "objects"): false,
-		filepath.Join(hostGit, "hooks"):   false,
-		"/home/sandbox":                   true,
+		"/workspace":                    true,
+		"/workspace/.git":               false,
+		e.PrivateGitDir("hard"):         true,
+		e.VisibleObjects():              false,
+		e.GivenObjects("hard"):          false,
+		filepath.Join(hostGit, "hooks"): false,
+		"/home/sandbox":                 true,
 	}
 	got := map[string]bool{}
 	for _, m := range doc["Mounts"].([]any) {

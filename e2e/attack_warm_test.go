@@ -47,15 +47,17 @@ git commit -qam "agent bumps go.sum" && echo armed`
 
 // TestAttackRepoCacheCannotShadowAMount: a repository's .sandbox.toml asks
 // for caches over what the sandbox mounts read-only or holds a login in —
-// the host's object store (a writable volume there would let the agent
-// plant objects the next sandbox reads as the host's), the gitfile, an
-// agent's login directory. Each is refused before anything is created.
+// the visible object store (a writable volume there would let the agent
+// plant objects the next sandbox reads as the host's), the hooks
+// directory, the gitfile, an agent's login directory. Each is refused
+// before anything is created.
 func TestAttackRepoCacheCannotShadowAMount(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
-	objects, err := filepath.EvalSymlinks(filepath.Join(e.Repo, ".git", "objects"))
+	objects := e.VisibleObjects()
+	hooks, err := filepath.EvalSymlinks(filepath.Join(e.Repo, ".git", "hooks"))
 	must(t, err)
-	for _, target := range []string{objects, "/workspace/.git", "/home/sandbox/.codex", filepath.Dir(objects)} {
+	for _, target := range []string{objects, "/workspace/.git", "/home/sandbox/.codex", filepath.Dir(objects), hooks, filepath.Dir(hooks)} {
 		e.WriteFile(".sandbox.toml", "[[repo_cache]]\nname = \"evil\"\ntarget = \""+target+"\"\n")
 		before := e.HostState()
 		r := e.Sandbox("start", "rc", "--agent", "shell", "--", "true")

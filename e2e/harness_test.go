@@ -495,6 +495,17 @@ func (e *Env) PrivateGitDir(branch string) string {
 	return filepath.Join(filepath.Dir(e.Worktree(branch)), "git")
 }
 
+// GivenObjects is the object store of what a sandbox was given beyond the
+// visible store; VisibleObjects is the repository's visible store.
+func (e *Env) GivenObjects(branch string) string {
+	dir := strings.ReplaceAll(strings.ReplaceAll(branch, "%", "%25"), "/", "%2F")
+	return filepath.Join(e.State, e.RepoID(), dir, "given")
+}
+
+func (e *Env) VisibleObjects() string {
+	return filepath.Join(e.State, e.RepoID(), ".visible", "objects")
+}
+
 // HostState captures everything of the host repository an attack must not
 // change: config, hooks, every ref outside refs/sandbox/, and the files of
 // the main checkout.

@@ -126,7 +126,10 @@ hooks="$HOST_GIT/hooks"
 try "echo evil > $hooks/pre-commit" "host hooks"
 try "chmod +x $hooks/pre-push.sample" "host hook mode"
 try "echo evil > $objects/evil" "host object store"
-try "mkdir -p $objects/ab && echo x > $objects/ab/cdef" "host object fanout"
+try "echo evil > $VISIBLE/evil" "visible object store"
+try "mkdir -p $VISIBLE/ab && echo x > $VISIBLE/ab/cdef" "visible object fanout"
+try "mkdir -p $VISIBLE/pack/x" "visible pack directory"
+try "echo evil > $GIVEN/evil" "given object store"
 try "echo 'gitdir: /tmp/evil' > /workspace/.git" "/workspace/.git"
 try "rm -f /workspace/.git" "rm /workspace/.git"
 try "mv /workspace/.git /workspace/.git.moved" "mv /workspace/.git"
@@ -140,14 +143,15 @@ func TestAgentCannotWriteHostGitMetadata(t *testing.T) {
 	e := NewEnv(t)
 	hostGit := filepath.Join(e.Repo, ".git")
 	before := e.HostState()
-	r := e.Sandbox("start", "attack", "--agent", "shell", "-e", "HOST_GIT="+hostGit, "--", "sh", "-c", attackGitMetadata)
+	r := e.Sandbox("start", "attack", "--agent", "shell", "-e", "HOST_GIT="+hostGit,
+		"-e", "VISIBLE="+e.VisibleObjects(), "-e", "GIVEN="+e.GivenObjects("attack"), "--", "sh", "-c", attackGitMetadata)
 	if r.Code != 0 {
 		t.Fatalf("start: %s", r)
 	}
 	if strings.Contains(r.Stdout, "WROTE:") || !strings.Contains(r.Stdout, "done") {
 		t.Errorf("the agent wrote host git metadata:\n%s", r.Stdout)
 	}
-	for _, what := range []string{"host hooks", "host object store", "/workspace/.git", "rm /workspace/.git", "mv /workspace/.git"} {
+	for _, what := range []string{"host hooks", "host object store", "visible object store", "visible object fanout", "visible pack directory", "given object store", "/workspace/.git", "rm /workspace/.git", "mv /workspace/.git"} {
 		if !strings.Contains(r.Stdout, "refused: "+what) {
 			t.Errorf("no refusal reported for %s:\n%s", what, r.Stdout)
 		}

@@ -298,8 +298,10 @@ func TestCarry(t *testing.T) {
 	indexBefore, _ := os.ReadFile(filepath.Join(e.Repo, ".git", "index"))
 	before := e.HostState()
 
-	r := e.MustSandbox("start", "carry", "--carry", "--agent", "shell", "--", "sh", "-c", "git status --porcelain; cat staged.txt README.md untracked.txt")
-	for _, want := range []string{"A  staged.txt", " M README.md", "?? untracked.txt", "staged\n", "unstaged change\n", "untracked\n"} {
+	r := e.MustSandbox("start", "carry", "--carry", "--agent", "shell", "--", "sh", "-c", "git status --porcelain; cat staged.txt README.md untracked.txt; echo \"STAGED BLOB: $(git cat-file -p :staged.txt)\"")
+	// The staged blob is not on any branch: the agent reads it from the
+	// objects given to its sandbox.
+	for _, want := range []string{"A  staged.txt", " M README.md", "?? untracked.txt", "staged\n", "unstaged change\n", "untracked\n", "STAGED BLOB: staged\n"} {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("the sandbox does not see %q:\n%s", want, r.Stdout)
 		}

@@ -52,6 +52,12 @@ func (l Layout) ForecastCache() string { return filepath.Join(l.RepoDir(), ".for
 // name, like Trash, so no sandbox's directory can be it).
 func (l Layout) FleetDir() string { return filepath.Join(l.RepoDir(), ".fleet") }
 
+// VisibleStore holds the repository's visible store (internal/visible):
+// the objects its branches and tags reach, which every agent's repository
+// borrows from. Its objects directory is mounted read-only into agents'
+// containers; the user's own object store never is.
+func (l Layout) VisibleStore() string { return filepath.Join(l.RepoDir(), ".visible") }
+
 // Dir is one sandbox's state directory. The branch is escaped into a single
 // path element ('%' → %25, '/' → %2F), so a sandbox is one directory entry
 // and listing the repository's sandboxes is one ReadDir.
@@ -70,6 +76,12 @@ func (l Layout) Worktree(branch string) string {
 // PrivateGitDir is the agent's own repository: mounted read-write, owned by
 // the agent, never opened by a host git process.
 func (l Layout) PrivateGitDir(branch string) string { return filepath.Join(l.Dir(branch), "git") }
+
+// GivenObjects is the object directory of what the sandbox was given
+// beyond the visible store (its start commit when no branch holds it, the
+// work carried in, update's merge), mounted read-only: the agent's
+// repository borrows from it.
+func (l Layout) GivenObjects(branch string) string { return filepath.Join(l.Dir(branch), "given") }
 
 // Gitfile is the generated gitfile mounted read-only over /workspace/.git.
 func (l Layout) Gitfile(branch string) string { return filepath.Join(l.Dir(branch), "gitfile") }

@@ -2,8 +2,9 @@
 // each sandbox's agent commits into, mounted read-write into its container
 // and never opened by a host git process.
 //
-// It creates that repository (alternates to the host object store, the
-// user's refs copied, an index matching the worktree), reads its HEAD with
+// It creates that repository (alternates to the stores of what the agent
+// may read, internal/visible; the user's refs copied; an index matching the
+// worktree), reads its HEAD with
 // plain file reads confined beneath it, and brings the agent's commits back
 // into the user's repository as checked objects only (see Sync).
 package agentrepo
@@ -11,7 +12,6 @@ package agentrepo
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,18 +20,25 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
-
-	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 )
 
 // InitOptions describe a new private repository.
 type InitOptions struct {
 	// GitDir is where the private repository is created.
 	GitDir string
-	// HostCommonDir is the user's repository: its objects become the
-	// private repository's alternate, its hooks its hooks path (both are
-	// mounted read-only at the same paths).
+	// HostCommonDir is the user's repository: its hooks become the
+	// private repository's hooks path (mounted read-only at the same
+	// path). Its object store is not borrowed: see Alternates.
 	HostCommonDir string
+	// Alternates are the object directories the private repository
+	// borrows from, each mounted read-only at the same path: the
+	// repository's visible store and the sandbox's given store
+	// (internal/visible). Required.
+	Alternates []string
+	// Refs are the user's branches and tags as for-each-ref prints them
+	// ("<id> <refname>" lines), every object they reach in Alternates;
+	// they become the private repository's packed refs.
+	Refs []byte
 	// HooksDir is the user's hooks directory (mounted read-only at the same
 	// path); "" means HostCommonDir/hooks.
 	HooksDir string
@@ -47,24 +54,30 @@ type InitOptions struct {
 // Init creates the private repository. It copies the user's branches and
 // tags (as packed refs) so the agent sees the same history, and nothing of
 // the user's configuration except an identity.
-func Init(ctx context.Context, host *gitcmd.Runner, o InitOptions) error {
+func Init(o InitOptions) error {
 	if _, err := os.Lstat(o.GitDir); err == nil {
 		return fmt.Errorf("create agent repository: %s already exists", o.GitDir)
+	}
+	if len(o.Alternates) == 0 {
+		return fmt.Errorf("create agent repository: no object store to borrow from")
+	}
+	var alternates strings.Builder
+	for _, a := range o.Alternates {
+		if !filepath.IsAbs(a) || strings.ContainsAny(a, "\n\r") {
+			return fmt.Errorf("create agent repository: alternate %q is not an absolute path", a)
+		}
+		alternates.WriteString(a + "\n")
 	}
 	for _, d := range []string{"objects/info", "objects/pack", "refs/heads", "refs/tags", "info"} {
 		if err := os.MkdirAll(filepath.Join(o.GitDir, d), 0o755); err != nil {
 			return fmt.Errorf("create agent repository: %w", err)
 		}
 	}
-	refs, err := host.Run(ctx, nil, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/", "refs/tags/")
-	if err != nil {
-		return fmt.Errorf("create agent repository: %w", err)
-	}
 	files := map[string][]byte{
 		"HEAD":                    []byte("ref: refs/heads/" + o.Branch + "\n"),
 		"config":                  []byte(privateConfig(o)),
-		"objects/info/alternates": []byte(filepath.Join(o.HostCommonDir, "objects") + "\n"),
-		"packed-refs":             append([]byte("# pack-refs with: sorted \n"), refs...),
+		"objects/info/alternates": []byte(alternates.String()),
+		"packed-refs":             append([]byte("# pack-refs with: sorted \n"), o.Refs...),
 		"description":             []byte("git sandbox: the agent's repository for " + o.Branch + "\n"),
 	}
 	for name, b := range files {

@@ -79,7 +79,15 @@ func setup(t *testing.T) (host *gitcmd.Runner, hostDir, priv, wt string) {
 	wt = filepath.Join(root, "wt")
 	os.MkdirAll(wt, 0o755)
 	git(t, hostDir, nil, "--work-tree", wt, "checkout", "sb", "--", ".")
-	if err := Init(context.Background(), host, InitOptions{GitDir: priv, HostCommonDir: filepath.Join(hostDir, ".git"), Branch: "sb"}); err != nil {
+	refs, err := host.Run(context.Background(), nil, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/", "refs/tags/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent's repository borrows the host's whole store here: these
+	// tests are about what sync takes back, not what the agent may read
+	// (internal/visible).
+	if err := Init(InitOptions{GitDir: priv, HostCommonDir: filepath.Join(hostDir, ".git"), Branch: "sb",
+		Alternates: []string{filepath.Join(hostDir, ".git", "objects")}, Refs: refs}); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(wt, ".git"), Gitfile(priv), 0o644)

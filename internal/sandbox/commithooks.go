@@ -48,15 +48,22 @@ func (s *Sandbox) runCommitHooks(ctx context.Context, plan *land.Plan, dir strin
 	}
 	defer cleanup()
 	o.Tree = plan.Tree.String()
+	// The hooks' git reads what the branches reach (plan.Tip among them)
+	// from the visible store, brought up to date here.
+	store := s.env.visibleStore()
+	if _, err := store.Refresh(ctx, s.env.Git()); err != nil {
+		return "", err
+	}
 	s.env.UI.Infof("running your %s hook(s) on the tree to land (%s), in a container", strings.Join(names, " and "), shortID(plan.Tree.String()))
 	res, err := verify.RunCommitHooks(ctx, verify.CommitHooksOptions{
-		Options:  o,
-		HooksDir: dir,
-		Hooks:    names,
-		Also:     hooksAlso(s.env, dir),
-		Branch:   plan.Ref,
-		Tip:      plan.Tip,
-		Message:  plan.Message,
+		Options:        o,
+		HooksDir:       dir,
+		Hooks:          names,
+		Also:           hooksAlso(s.env, dir),
+		Branch:         plan.Ref,
+		Tip:            plan.Tip,
+		Message:        plan.Message,
+		VisibleObjects: store.Objects(),
 	})
 	if err != nil {
 		return "", err

@@ -21,6 +21,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/version"
+	"github.com/git-sandbox/git-sandbox/internal/visible"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
@@ -42,11 +43,15 @@ type PlanInput struct {
 	Worktree      string
 	Gitfile       string
 	PrivateGitDir string
-	HostObjects   string
-	HostHooks     string
-	AgentHome     string
-	ExtraMounts   []config.Mount
-	Network       container.NetworkMode
+	// VisibleObjects and GivenObjects are the object stores the agent's
+	// repository borrows from (internal/visible): what the user's branches
+	// and tags reach, and what this sandbox was given beyond it.
+	VisibleObjects string
+	GivenObjects   string
+	HostHooks      string
+	AgentHome      string
+	ExtraMounts    []config.Mount
+	Network        container.NetworkMode
 	// NetworkName is the sandbox's internal network (allowlist mode) or
 	// its own open network (open mode).
 	NetworkName string
@@ -175,8 +180,9 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 	mounts := []m{
 		{in.Worktree, container.Workspace, false, "the sandbox worktree", false, false},
 		{in.Gitfile, container.Workspace + "/.git", true, "gitfile pointing at the agent's own repository; a mount point cannot be renamed or replaced", false, false},
-		{in.PrivateGitDir, in.PrivateGitDir, false, "the agent's own repository (alternates to the host object store)", false, false},
-		{in.HostObjects, in.HostObjects, true, "the host object store, read-only", false, false},
+		{in.PrivateGitDir, in.PrivateGitDir, false, "the agent's own repository (alternates to the two stores below)", false, false},
+		{in.VisibleObjects, in.VisibleObjects, true, "the objects your branches and tags reach (not your object store), read-only", false, false},
+		{in.GivenObjects, in.GivenObjects, true, "the objects given to this sandbox beyond those (work carried in, updates), read-only", false, false},
 		{in.HostHooks, in.HostHooks, true, "the user's hooks, read-only, used as the agent repository's hooks path", true, false},
 		{in.AgentHome, container.Home, false, "the sandbox's own home, new for this sandbox (only the agent's login is copied in)", false, false},
 	}
@@ -184,9 +190,6 @@ func BuildSpec(in PlanInput) (*container.Spec, error) {
 		mounts = append(mounts,
 			m{in.TrustDir, trustDirIn, true, "the sandbox CA's certificate (never its key) and a bundle of this machine's roots plus it", false, false},
 			m{filepath.Join(in.TrustDir, trustBundleFile), egress.SystemBundlePath, true, "the same bundle over the system's", false, false})
-	}
-	for _, alt := range gitcmd.Alternates(in.HostObjects) {
-		mounts = append(mounts, m{alt, alt, true, "an alternate object store of the host repository, read-only", true, false})
 	}
 	for _, em := range in.ExtraMounts {
 		mounts = append(mounts, m{em.Source, em.Target, em.ReadOnly, "from your config", false, false})
@@ -376,37 +379,38 @@ func (e *Env) plan(ctx context.Context, o StartOptions) (*Plan, agent.Task, agen
 	openStdin := tty || (!o.Detach && o.IO.StdinIsPipe)
 	verify := firstNonEmpty(o.Verify, e.Config.Verify)
 	in := PlanInput{
-		Name:          name,
-		Image:         image,
-		Branch:        o.Branch,
-		RepoID:        e.Repo.ID,
-		Base:          base,
-		Agent:         adapter.Name(),
-		Prompt:        o.Prompt,
-		Verify:        verify,
-		Setup:         setup,
-		Argv:          argv,
-		AgentEnv:      adapter.Env(),
-		UserEnv:       env,
-		Worktree:      wt,
-		Gitfile:       l.Gitfile(o.Branch),
-		PrivateGitDir: l.PrivateGitDir(o.Branch),
-		HostObjects:   e.Repo.ObjectsDir(),
-		HostHooks:     hooksDir,
-		AgentHome:     l.Home(o.Branch),
-		ExtraMounts:   e.Config.Mounts,
-		Caches:        cacheTargets(e.Config.Caches),
-		RepoCaches:    e.Config.RepoCaches,
-		Ports:         ports,
-		Network:       network,
-		Runtime:       firstNonEmpty(o.Runtime, e.Config.Runtime),
-		Memory:        firstNonEmpty(o.Memory, e.Config.Limits.Memory),
-		CPUs:          firstPositive(o.CPUs, e.Config.Limits.CPUs),
-		Pids:          int64(firstPositive(float64(o.Pids), float64(e.Config.Limits.Pids))),
-		TTY:           tty,
-		OpenStdin:     openStdin,
-		UID:           os.Getuid(),
-		GID:           os.Getgid(),
+		Name:           name,
+		Image:          image,
+		Branch:         o.Branch,
+		RepoID:         e.Repo.ID,
+		Base:           base,
+		Agent:          adapter.Name(),
+		Prompt:         o.Prompt,
+		Verify:         verify,
+		Setup:          setup,
+		Argv:           argv,
+		AgentEnv:       adapter.Env(),
+		UserEnv:        env,
+		Worktree:       wt,
+		Gitfile:        l.Gitfile(o.Branch),
+		PrivateGitDir:  l.PrivateGitDir(o.Branch),
+		VisibleObjects: visible.Store{Dir: l.VisibleStore()}.Objects(),
+		GivenObjects:   l.GivenObjects(o.Branch),
+		HostHooks:      hooksDir,
+		AgentHome:      l.Home(o.Branch),
+		ExtraMounts:    e.Config.Mounts,
+		Caches:         cacheTargets(e.Config.Caches),
+		RepoCaches:     e.Config.RepoCaches,
+		Ports:          ports,
+		Network:        network,
+		Runtime:        firstNonEmpty(o.Runtime, e.Config.Runtime),
+		Memory:         firstNonEmpty(o.Memory, e.Config.Limits.Memory),
+		CPUs:           firstPositive(o.CPUs, e.Config.Limits.CPUs),
+		Pids:           int64(firstPositive(float64(o.Pids), float64(e.Config.Limits.Pids))),
+		TTY:            tty,
+		OpenStdin:      openStdin,
+		UID:            os.Getuid(),
+		GID:            os.Getgid(),
 	}
 	if eg != nil {
 		in.NetworkName = eg.InternalNetwork

@@ -9,6 +9,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
 func planInput(t *testing.T) PlanInput {
@@ -33,8 +34,9 @@ func planInput(t *testing.T) PlanInput {
 		Name: "git-sandbox-repo-t1-0000", Image: "git-sandbox:latest", Branch: "t1", RepoID: "repo-1",
 		Base: "main", Agent: "shell", Argv: []string{"make", "test"},
 		Worktree: mk(filepath.Join(state, "worktree")), Gitfile: gitfile,
-		PrivateGitDir: mk(filepath.Join(state, "git")), HostObjects: mk(filepath.Join(repo, "objects")),
-		HostHooks: mk(filepath.Join(repo, "hooks")), AgentHome: mk(filepath.Join(home, ".local", "state", "git-sandbox", "agents", "shell")),
+		PrivateGitDir: mk(filepath.Join(state, "git")), VisibleObjects: mk(filepath.Join(state, "..", ".visible", "objects")),
+		GivenObjects: mk(filepath.Join(state, "given")),
+		HostHooks:    mk(filepath.Join(repo, "hooks")), AgentHome: mk(filepath.Join(home, ".local", "state", "git-sandbox", "agents", "shell")),
 		Network: "none", Memory: "1g", CPUs: 1, Pids: 100, UID: 1000, GID: 1000,
 	}
 }
@@ -49,12 +51,18 @@ func TestBuildSpecMountsAndHardening(t *testing.T) {
 		container.Workspace:           false,
 		container.Workspace + "/.git": true,
 		in.PrivateGitDir:              false,
-		in.HostObjects:                true,
+		in.VisibleObjects:             true,
+		in.GivenObjects:               true,
 		in.HostHooks:                  true,
 		container.Home:                false,
 	}
 	if len(spec.Mounts) != len(want) {
 		t.Errorf("mounts = %+v", spec.Mounts)
+	}
+	for _, m := range spec.Mounts {
+		if worktree.Within(m.Source, filepath.Dir(in.HostHooks)) && m.Source != in.HostHooks {
+			t.Errorf("the user's repository is mounted (%s): the agent would read every object of it", m.Source)
+		}
 	}
 	for _, m := range spec.Mounts {
 		ro, ok := want[m.Target]

@@ -45,6 +45,15 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 			Hint("git sandbox attach %s connects to it; git sandbox logs %s shows its output", sb.Display(), sb.Display()).
 			WithCode(usererr.ExitRefused)
 	}
+	// The visible store is the repository's, not the sandbox's: removed,
+	// it is packed again (the engine would refuse a missing mount source).
+	if vis := e.visibleStore(); st.Mounts[vis.Objects()] != "" {
+		if _, err := os.Stat(vis.Objects()); errors.Is(err, os.ErrNotExist) {
+			if _, err := vis.Refresh(ctx, e.Git()); err != nil {
+				return nil, err
+			}
+		}
+	}
 	// Docker mounts a bind source by path when the container starts again:
 	// a source swapped for a symlink since creation would be followed.
 	for dest, src := range st.Mounts {

@@ -275,8 +275,9 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 	if err != nil {
 		return nil, err
 	}
+	carried := ""
 	if p.Carry {
-		if err := e.carry(ctx, p.Worktree, admin); err != nil {
+		if carried, err = e.carry(ctx, p.Worktree, admin); err != nil {
 			return nil, err
 		}
 		if err := e.step("carry"); err != nil {
@@ -341,8 +342,13 @@ func (e *Env) create(ctx context.Context, d Engine, p *Plan, o StartOptions, tas
 	if err != nil {
 		return nil, err
 	}
-	if err := agentrepo.Init(ctx, g, agentrepo.InitOptions{
+	agentRefs, err := e.prepareObjects(ctx, p.Branch, p.BaseCommit, carried)
+	if err != nil {
+		return nil, err
+	}
+	if err := agentrepo.Init(agentrepo.InitOptions{
 		GitDir: p.PrivateGitDir, HostCommonDir: e.Repo.CommonDir, HooksDir: hooksDir, Branch: p.Branch,
+		Alternates: e.agentStores(p.Branch), Refs: agentRefs,
 		WorktreeIndex: filepath.Join(admin, "index"), UserName: name, UserEmail: email,
 	}); err != nil {
 		return nil, err

@@ -259,8 +259,9 @@ func (s *Sandbox) relabel(ctx context.Context, tree gitcmd.Hash, paths []string,
 // commits of the agent's own), moves to a merge of the agent's commits and
 // tip (a clean merge), or stays with MERGE_HEAD naming tip (conflicts:
 // the agent's next commit is the merge). Objects are written to the
-// user's store, which the agent's repository borrows from; its files are
-// written by agentrepo, never by a git process.
+// user's store and packed into the sandbox's given store, which the
+// agent's repository borrows from; its files are written by agentrepo,
+// never by a git process.
 func (s *Sandbox) updateAgentRepo(ctx context.Context, head, tip gitcmd.Hash) (gitcmd.Hash, bool, error) {
 	gitDir := s.PrivateGitDir
 	if (gitDir == "" && s.Copy == nil) || head == "" {
@@ -310,6 +311,11 @@ func (s *Sandbox) updateAgentRepo(ctx context.Context, head, tip gitcmd.Hash) (g
 			return newHead, false, err
 		}
 		return newHead, false, nil
+	}
+	// The agent's repository borrows no objects from the user's store:
+	// the base's commits and the merge made here are given to it.
+	if err := s.giveUpdate(ctx, newHead, tip, head); err != nil {
+		return head, false, err
 	}
 	if merging {
 		if err := agentrepo.WriteFile(gitDir, "MERGE_HEAD", []byte(tip.String()+"\n")); err != nil {

@@ -100,7 +100,7 @@ func TestRepoCacheMounts(t *testing.T) {
 		container.RepoCacheVolume("repo-1", "gomod") == container.CacheVolume("repo-1", "/home/sandbox/go/pkg/mod") {
 		t.Errorf("repository caches share volumes")
 	}
-	for _, target := range []string{in.HostObjects, in.HostObjects + "/pack", "/workspace/.git"} {
+	for _, target := range []string{in.VisibleObjects, in.VisibleObjects + "/pack", in.GivenObjects, "/workspace/.git"} {
 		in.RepoCaches = []config.RepoCache{{Name: "x", Target: target}}
 		if _, err := BuildSpec(in); err == nil || !strings.Contains(err.Error(), "overlaps") {
 			t.Errorf("a cache on %s: %v", target, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/visible"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
@@ -59,6 +60,11 @@ type CommitHooksOptions struct {
 	Tip    gitcmd.Hash
 	// Message is the commit message given to commit-msg.
 	Message string
+	// VisibleObjects is the repository's visible store (internal/visible),
+	// which holds Tip: the hooks' repository borrows from it, never from
+	// the user's object store (the tree's files run in the hooks' container
+	// too), and gets the tree's own objects in a pack of its own.
+	VisibleObjects string
 }
 
 // CommitHooksResult is what the hooks did.
@@ -88,7 +94,8 @@ exit 0
 // RunCommitHooks runs the hooks in a fresh hardened container on an
 // exported copy of the tree, as verify runs. The copy is a repository of
 // its own for the hooks' git commands: HEAD on Branch at Tip, the index
-// holding the tree, objects borrowed read-only from the user's store. The
+// holding the tree, the tree's objects packed into it and the rest
+// borrowed read-only from the visible store. The
 // hooks directory is mounted read-only where it is on the host (and the
 // target of a hook that is a symlink out of it, likewise). Files the hooks
 // change are not taken; the message commit-msg leaves is, as plain text
@@ -96,6 +103,9 @@ exit 0
 func RunCommitHooks(ctx context.Context, o CommitHooksOptions) (*CommitHooksResult, error) {
 	if len(o.Hooks) == 0 {
 		return &CommitHooksResult{Message: o.Message}, nil
+	}
+	if o.VisibleObjects == "" {
+		return nil, fmt.Errorf("hooks: no visible store to borrow objects from")
 	}
 	objects := filepath.Join(o.CommonDir, "objects")
 	run := o.Options
@@ -125,10 +135,7 @@ func RunCommitHooks(ctx context.Context, o CommitHooksOptions) (*CommitHooksResu
 			run.Mounts = append(run.Mounts, container.Mount{Source: target, Target: target, Why: "the file your " + h + " hook links to, read-only"})
 		}
 	}
-	stores := append([]string{objects}, gitcmd.Alternates(objects)...)
-	for _, st := range stores {
-		run.Mounts = append(run.Mounts, container.Mount{Source: st, Target: st, Why: "the host object store, read-only, for the hooks' git"})
-	}
+	run.Mounts = append(run.Mounts, container.Mount{Source: o.VisibleObjects, Target: o.VisibleObjects, Why: "the objects your branches and tags reach, read-only, for the hooks' git"})
 	res := &CommitHooksResult{Message: o.Message}
 	run.Prepare = func(files string) error {
 		return prepareRepo(ctx, o, files, objects)
@@ -191,7 +198,7 @@ func prepareRepo(ctx context.Context, o CommitHooksOptions, files, objects strin
 	if err := root.Mkdir(".git", 0o755); err != nil {
 		return fmt.Errorf("hooks: the tree has a .git: %w", err)
 	}
-	alternates := objects + "\n"
+	alternates := o.VisibleObjects + "\n"
 	write := map[string][]byte{
 		".git/HEAD":                    []byte("ref: " + o.Branch + "\n"),
 		".git/config":                  []byte("[core]\n\trepositoryformatversion = 0\n\tbare = false\n"),
@@ -207,6 +214,11 @@ func prepareRepo(ctx context.Context, o CommitHooksOptions, files, objects strin
 		if err := root.WriteFile(name, b, 0o644); err != nil {
 			return fmt.Errorf("hooks: %w", err)
 		}
+	}
+	// The tree's objects that Tip's history lacks (the work to land).
+	host := &gitcmd.Runner{GitDir: o.CommonDir}
+	if _, err := visible.Give(ctx, host, filepath.Join(files, ".git", "objects"), []string{o.Tree}, []string{o.Tip.String()}); err != nil {
+		return fmt.Errorf("hooks: %w", err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/enginefake"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/visible"
 )
 
 func TestCleanupMessage(t *testing.T) {
@@ -63,8 +64,13 @@ func hookOptions(t *testing.T, f *enginefake.Engine, common, commit string) Comm
 			t.Fatal(err)
 		}
 	}
+	store := visible.Store{Dir: filepath.Join(t.TempDir(), ".visible")}
+	if _, err := store.Refresh(context.Background(), &gitcmd.Runner{GitDir: common}); err != nil {
+		t.Fatal(err)
+	}
 	return CommitHooksOptions{Options: o, HooksDir: hooks, Hooks: []string{PreCommit, CommitMsg},
-		Branch: "refs/heads/main", Tip: gitcmd.Hash(commit), Message: "feat: x\n\nSandbox: t1\n"}
+		Branch: "refs/heads/main", Tip: gitcmd.Hash(commit), Message: "feat: x\n\nSandbox: t1\n",
+		VisibleObjects: store.Objects()}
 }
 
 func workspaceOf(c enginefake.Container) string {
@@ -77,19 +83,42 @@ func workspaceOf(c enginefake.Container) string {
 }
 
 // The hooks get a repository of their own: HEAD on the branch at the tip,
-// an index holding the tree, the user's objects read-only; the message
+// an index holding the tree, the tree's objects packed in and the rest read
+// from the visible store (never the user's object store); the message
 // commit-msg leaves comes back cleaned.
 func TestRunCommitHooksInARepositoryOfTheirOwn(t *testing.T) {
 	common, commit := repoWithTree(t)
 	f := enginefake.New("img")
 	o := hookOptions(t, f, common, commit)
+	// The tree to land holds a file no branch has.
+	hostGit := func(stdin string, args ...string) string {
+		cmd := exec.Command("git", args...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_DIR="+common)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	work := hostGit("the agent's work\n", "hash-object", "-w", "--stdin")
+	o.Tree = hostGit(hostGit("", "ls-tree", commit)+"\n100644 blob "+work+"\twork.txt\n", "mktree")
 	f.OnStart = func(c enginefake.Container) (int, bool) {
 		ws := workspaceOf(c)
+		// The hooks' git reads the work (packed into its repository) and
+		// the tip's history (from the visible store).
+		for _, id := range []string{work, commit} {
+			cmd := exec.Command("git", "cat-file", "-e", id)
+			cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_DIR="+filepath.Join(ws, ".git"))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("the hooks' repository cannot read %s: %v %s", id, err, out)
+			}
+		}
 		cmd := exec.Command("git", "ls-files", "--stage")
 		cmd.Dir = ws
 		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_DIR="+filepath.Join(ws, ".git"), "GIT_WORK_TREE="+ws)
 		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "\tMakefile") {
+		if err != nil || !strings.Contains(string(out), "\tMakefile\n") || !strings.HasSuffix(strings.TrimSpace(string(out)), "\twork.txt") {
 			t.Errorf("the hooks' index: %s, %v", out, err)
 		}
 		cmd = exec.Command("sh", "-c", `git rev-parse --symbolic-full-name HEAD && git rev-parse HEAD^{commit}`)
@@ -107,7 +136,7 @@ func TestRunCommitHooksInARepositoryOfTheirOwn(t *testing.T) {
 			}
 			mounts[m.Target] = true
 		}
-		if !mounts[o.HooksDir] || !mounts[filepath.Join(common, "objects")] {
+		if !mounts[o.HooksDir] || !mounts[o.VisibleObjects] || mounts[filepath.Join(common, "objects")] {
 			t.Errorf("mounts = %v", mounts)
 		}
 		if !slices.Equal(c.Spec.Argv[len(c.Spec.Argv)-3:], []string{o.HooksDir, "1", "1"}) || c.Spec.CapDrop[0] != "ALL" {
