@@ -27,7 +27,7 @@ type k8sTest struct {
 var k8sImages sync.Map
 
 // k8sEnv sets up a k8sTest; extra is more user config (top-level keys).
-func k8sEnv(t *testing.T, extra string) *k8sTest {
+func k8sEnv(t testing.TB, extra string) *k8sTest {
 	t.Helper()
 	c := startCluster(t)
 	if _, done := k8sImages.Load(baseImage); !done {
@@ -51,14 +51,14 @@ func k8sEnv(t *testing.T, extra string) *k8sTest {
 
 // objects lists the names of the engine's objects of a kind in the
 // test's namespace.
-func (k *k8sTest) objects(t *testing.T, kind string) []string {
+func (k *k8sTest) objects(t testing.TB, kind string) []string {
 	t.Helper()
 	out := k.c.MustKubectl(t, nil, "get", kind, "-n", k.ns, "-l", "git-sandbox.io/managed=1", "-o", "name")
 	return strings.Fields(out)
 }
 
 // pods returns the engine's Pods as kubectl prints them.
-func (k *k8sTest) pods(t *testing.T, selector string) []map[string]any {
+func (k *k8sTest) pods(t testing.TB, selector string) []map[string]any {
 	t.Helper()
 	var list struct{ Items []map[string]any }
 	must(t, json.Unmarshal([]byte(k.c.MustKubectl(t, nil, "get", "pods", "-n", k.ns, "-l", selector, "-o", "json")), &list))

@@ -63,7 +63,7 @@ func k8sUnavailable() string {
 
 // startCluster returns the test cluster, starting it on first use. It
 // skips the test when the cluster cannot run here, and fails it under CI.
-func startCluster(t *testing.T) *k8sCluster {
+func startCluster(t testing.TB) *k8sCluster {
 	t.Helper()
 	if why := k8sUnavailable(); why != "" {
 		if os.Getenv("CI") == "true" {
@@ -132,7 +132,7 @@ func stopCluster() error {
 }
 
 // Kubectl runs the cluster's kubectl as the admin; stdin may be nil.
-func (c *k8sCluster) Kubectl(t *testing.T, stdin []byte, args ...string) (string, error) {
+func (c *k8sCluster) Kubectl(t testing.TB, stdin []byte, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(c.KubectlPath, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
 	if stdin != nil {
@@ -147,7 +147,7 @@ func (c *k8sCluster) Kubectl(t *testing.T, stdin []byte, args ...string) (string
 }
 
 // MustKubectl is Kubectl that fails the test on an error.
-func (c *k8sCluster) MustKubectl(t *testing.T, stdin []byte, args ...string) string {
+func (c *k8sCluster) MustKubectl(t testing.TB, stdin []byte, args ...string) string {
 	t.Helper()
 	out, err := c.Kubectl(t, stdin, args...)
 	if err != nil {
@@ -158,7 +158,7 @@ func (c *k8sCluster) MustKubectl(t *testing.T, stdin []byte, args ...string) str
 
 // LoadImage copies images from the Docker daemon into the cluster's
 // containerd (nothing can be pulled: pods use imagePullPolicy Never).
-func (c *k8sCluster) LoadImage(t *testing.T, tags ...string) {
+func (c *k8sCluster) LoadImage(t testing.TB, tags ...string) {
 	t.Helper()
 	out, err := exec.Command(clusterScript(), append([]string{"load-image"}, tags...)...).CombinedOutput()
 	if err != nil {
@@ -168,7 +168,7 @@ func (c *k8sCluster) LoadImage(t *testing.T, tags ...string) {
 
 // Namespace creates a namespace for one test and deletes it, with
 // everything in it, when the test ends.
-func (c *k8sCluster) Namespace(t *testing.T) string {
+func (c *k8sCluster) Namespace(t testing.TB) string {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
