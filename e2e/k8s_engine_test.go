@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,6 +23,14 @@ type k8sTest struct {
 	*Env
 	c  *k8sCluster
 	ns string
+	// kubeconfig is the test user's copy of the admin kubeconfig.
+	kubeconfig string
+}
+
+// engineConfig is the [[engine]] table of the test cluster.
+func (k *k8sTest) engineConfig(maxSandboxes int) string {
+	return fmt.Sprintf("[[engine]]\nname = \"k8s\"\nkind = \"kubernetes\"\nkubeconfig = %q\nnamespace = %q\nimage = %q\nvolume_size = \"1Gi\"\nmax_sandboxes = %d\n",
+		k.kubeconfig, k.ns, baseImage, maxSandboxes)
 }
 
 var k8sImages sync.Map
@@ -44,9 +53,9 @@ func k8sEnv(t testing.TB, extra string) *k8sTest {
 	kc := filepath.Join(root, "kubeconfig")
 	must(t, os.WriteFile(kc, []byte(c.MustKubectl(t, nil, "config", "view", "--raw", "--flatten")), 0o600))
 	must(t, os.Chown(kc, int(cred.uid), int(cred.gid)))
-	e.WriteConfig("base_image = %q\n%s\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"k8s\"\nkind = \"kubernetes\"\nkubeconfig = %q\nnamespace = %q\nimage = %q\nvolume_size = \"1Gi\"\n",
-		baseImage, extra, kc, ns, baseImage)
-	return &k8sTest{Env: e, c: c, ns: ns}
+	k := &k8sTest{Env: e, c: c, ns: ns, kubeconfig: kc}
+	e.WriteConfig("base_image = %q\n%s\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n%s", baseImage, extra, k.engineConfig(0))
+	return k
 }
 
 // objects lists the names of the engine's objects of a kind in the
@@ -290,4 +299,39 @@ head -1 <&3`
 			t.Errorf("policy %s left after rm", p)
 		}
 	}
+}
+
+// A fleet of six tasks with engine "auto" over two engines, local Docker
+// and the cluster, each with max_sandboxes = 3: three run on each, and
+// fleet land lands all six.
+func TestKubernetesFleetOverTwoEngines(t *testing.T) {
+	k := k8sEnv(t, "")
+	mainHost := os.Getenv("DOCKER_HOST")
+	if mainHost == "" {
+		mainHost = "unix:///var/run/docker.sock"
+	}
+	k.WriteConfig("base_image = %q\nnetwork = \"none\"\ndefault_engine = \"auto\"\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"256m\"\npids = 256\n\n[[engine]]\nname = \"local\"\nhost = %q\nmode = \"bind\"\nmax_sandboxes = 3\n\n%s",
+		baseImage, mainHost, k.engineConfig(3))
+	var b strings.Builder
+	b.WriteString("max_parallel = 6\n")
+	for i := 1; i <= 6; i++ {
+		fmt.Fprintf(&b, "\n[[task]]\nbranch = \"f%d\"\ncommand = [\"sh\", \"-c\", \"echo %d > out%d.txt\"]\n", i, i, i)
+	}
+	tasks := k.writeTasks("tasks.toml", b.String())
+	k.MustSandbox("fleet", "start", tasks)
+	k.MustSandbox("fleet", "wait")
+	on := map[string]int{}
+	for _, p := range k.Ps() {
+		on[p.Engine]++
+	}
+	if on["local"] != 3 || on["k8s"] != 3 {
+		t.Errorf("sandboxes per engine %v, want 3 on local and 3 on k8s", on)
+	}
+	k.MustSandbox("fleet", "land")
+	for i := 1; i <= 6; i++ {
+		if got := k.Git("show", fmt.Sprintf("main:out%d.txt", i)); got != strconv.Itoa(i) {
+			t.Errorf("main:out%d.txt = %q", i, got)
+		}
+	}
+	k.assertNothingLeft(t)
 }
