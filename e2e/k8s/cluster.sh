@@ -687,7 +687,10 @@ build_provisioner() {
 			"install Go (the version go.mod names), or keep it on PATH under sudo: sudo env PATH=\"\$PATH\" $0 start"
 	local t=$SECONDS
 	mkdir -p "$run/bin"
-	(cd "$here/../.." && GOWORK=off CGO_ENABLED=0 go build -trimpath -o "$run/bin/provisioner.tmp" ./e2e/k8s/provisioner) ||
+	# -mod=readonly: cmd_build exports -mod=mod for its scratch modules;
+	# this repository's go.mod is never changed by a build.
+	(cd "$here/../.." && GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 \
+		go build -trimpath -o "$run/bin/provisioner.tmp" ./e2e/k8s/provisioner) ||
 		die "building the volume provisioner (e2e/k8s/provisioner) failed (output above)" "the Go module proxy must be reachable the first time (go env GOPROXY)"
 	mv "$run/bin/provisioner.tmp" "$run/bin/provisioner"
 	log "volume provisioner: built in $((SECONDS - t)) s"

@@ -83,10 +83,11 @@ func start(t *testing.T, root string, objs ...any) *fake.Clientset {
 	return client
 }
 
-// eventually polls cond until it holds or five seconds pass.
+// eventually polls cond until it holds or 20 seconds pass (generous: the
+// race detector on a busy machine).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
