@@ -29,7 +29,7 @@ type k8sTest struct {
 
 // engineConfig is the [[engine]] table of the test cluster.
 func (k *k8sTest) engineConfig(maxSandboxes int) string {
-	return fmt.Sprintf("[[engine]]\nname = \"k8s\"\nkind = \"kubernetes\"\nkubeconfig = %q\nnamespace = %q\nimage = %q\nvolume_size = \"1Gi\"\nmax_sandboxes = %d\n",
+	return fmt.Sprintf("[[engine]]\nname = \"k8s\"\nkind = \"kubernetes\"\nkubeconfig = %q\nnamespace = %q\nimage = %q\nruntime_class = \"runc\"\nvolume_size = \"1Gi\"\nmax_sandboxes = %d\n",
 		k.kubeconfig, k.ns, baseImage, maxSandboxes)
 }
 
@@ -152,6 +152,11 @@ git add new.txt && git commit -q -m "agent commit" && echo "committed:$(git rev-
 		t.Fatalf("want the agent's and the helper's Pods, found %d", len(pods))
 	}
 	assertHardened(t, pods, float64(uid))
+	for _, p := range pods {
+		if rc := p["spec"].(map[string]any)["runtimeClassName"]; rc != "runc" {
+			t.Errorf("Pod runtimeClassName %v, want the engine's runtime_class runc", rc)
+		}
+	}
 	if claims := k.objects(t, "pvc"); len(claims) < 3 {
 		t.Errorf("claims %q: want the worktree, git directory and home", claims)
 	}
