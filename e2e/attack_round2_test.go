@@ -432,9 +432,13 @@ func TestAttackFifoInTheAgentsRepository(t *testing.T) {
 				return strings.Contains(e.Sandbox("logs", c.name).Stdout, "AGENT-DONE")
 			})
 			atkArmed(t, e.Sandbox("logs", c.name).Stdout, "FIFO")
-			// The supervisor snapshots every second (the test config):
-			// several have read the agent's repository by now.
-			time.Sleep(3 * time.Second)
+			// The supervisor snapshots every second (the test config): one
+			// that holds a file written after the FIFO was planted has read
+			// the agent's repository with the FIFO in it.
+			must(t, os.WriteFile(filepath.Join(e.Worktree(c.name), "after-fifo.txt"), []byte("x\n"), 0o644))
+			Eventually(t, 2*time.Minute, "a supervisor snapshot taken with the FIFO in place", func() bool {
+				return e.snapshotWith(c.name, "after-fifo.txt", "x\n") != ""
+			})
 			const limit = 60 * time.Second
 			d := e.atkWithin(limit, "diff", c.name)
 			if d.Code == 0 {

@@ -141,7 +141,7 @@ func TestCopyModeEngineLostKeepsTheSnapshots(t *testing.T) {
 
 	e.MustSandbox("start", "far", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "-d", "--",
 		"sh", "-c", "echo precious >work.txt; sleep 600")
-	Eventually(t, 60*time.Second, "a snapshot holding work.txt on the host", func() bool {
+	Eventually(t, 2*time.Minute, "a snapshot holding work.txt on the host", func() bool {
 		r := e.Run(e.Repo, nil, "git", "show", "refs/sandbox/far/rescue:work.txt")
 		return r.Code == 0 && strings.TrimSpace(r.Stdout) == "precious"
 	})
@@ -227,7 +227,7 @@ func TestCopyModeGVisor(t *testing.T) {
 	e.MustSandbox("start", "g1", "--engine", "two", "--runtime", "runsc", "--agent", "shell", "--image", baseImage, "--network", "none", "-d", "--",
 		"sh", "-c", "uname -r >kernel.txt; dmesg | head -3 >dmesg.txt; sleep 600")
 	// Interval snapshots pause the running gVisor sandbox while they read.
-	Eventually(t, 60*time.Second, "an interval snapshot of the running sandbox", func() bool {
+	Eventually(t, 2*time.Minute, "an interval snapshot of the running sandbox", func() bool {
 		r := e.Run(e.Repo, nil, "git", "show", "refs/sandbox/g1/rescue:dmesg.txt")
 		return r.Code == 0 && strings.TrimSpace(r.Stdout) != ""
 	})

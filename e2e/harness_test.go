@@ -31,6 +31,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
 var (
@@ -466,6 +469,21 @@ func fileState(p string) string {
 	}
 	b, _ := os.ReadFile(p)
 	return fi.Mode().String() + " " + string(b)
+}
+
+// HoldSandboxLock takes a sandbox's snapshot lock as git sandbox does
+// (waiting, and saying so, so the supervisor's interval snapshots give
+// way), and returns the function that releases it. While it is held no
+// snapshot, restore or start of that sandbox is under way: what the test
+// looks at then is what they left, not what one is doing.
+func (e *Env) HoldSandboxLock(branch string) func() {
+	e.t.Helper()
+	l := worktree.Layout{Root: e.State, RepoID: e.RepoID()}
+	unlock, err := record.LockFor(l.Lock(branch), 2*time.Minute)
+	if err != nil {
+		e.t.Fatalf("take the snapshot lock of %s: %v", branch, err)
+	}
+	return unlock
 }
 
 // Worktree returns a sandbox's worktree path.

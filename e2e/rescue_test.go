@@ -85,7 +85,7 @@ func TestKill9OfAttachedStartKeepsSnapshotting(t *testing.T) {
 	_ = cmd.Wait()
 	// The supervisor is a separate process: snapshots continue.
 	var snap string
-	Eventually(t, 30*time.Second, "a snapshot holding out-5.txt", func() bool {
+	Eventually(t, 2*time.Minute, "a snapshot holding out-5.txt", func() bool {
 		snap = e.snapshotWith("k9", "out-5.txt", "file 5\n")
 		return snap != ""
 	})
@@ -110,7 +110,7 @@ func TestDockerKillMidRunKeepsTheWork(t *testing.T) {
 			t.Logf("supervisor log:\n%s", readFile(filepath.Join(filepath.Dir(wt), "supervisor.log")))
 		}
 	})
-	Eventually(t, 30*time.Second, "an exit snapshot", func() bool {
+	Eventually(t, 2*time.Minute, "an exit snapshot", func() bool {
 		for _, s := range e.Snapshots("dk") {
 			if s.Reason == "exit" {
 				snap = s.ID

@@ -299,8 +299,17 @@ func (s *Snapshotter) SeedIndex(from string) error {
 // Take snapshots the worktree. An unchanged tree writes nothing and returns
 // the previous snapshot with New false (except for the baseline, which is
 // always written).
+//
+// An interval snapshot is background work: it takes the sandbox's lock
+// only when that is free and no command waits for it, and returns
+// record.ErrBusy at once otherwise (the supervisor tries again later).
+// Every other reason waits for the lock.
 func (s *Snapshotter) Take(ctx context.Context, reason Reason) (*Taken, error) {
-	unlock, err := record.Lock(s.Lock)
+	lock := record.Lock
+	if reason == ReasonInterval {
+		lock = record.TryLock
+	}
+	unlock, err := lock(s.Lock)
 	if err != nil {
 		return nil, err
 	}

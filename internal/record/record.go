@@ -252,18 +252,29 @@ func Lock(lockPath string) (func(), error) {
 // ErrLockTimeout is returned when a lock stayed held for the whole wait.
 var ErrLockTimeout = errors.New("lock held by another process")
 
+// ErrBusy is returned by TryLock when the lock is held, or when a Lock
+// waits for it.
+var ErrBusy = errors.New("lock busy")
+
 // LockFor is Lock with its own wait; 0 waits for as long as it takes. The
 // wait polls, so the process never sits in a system call it cannot leave.
+// While it waits it says so in the lock's waiters file (a shared flock on
+// lockPath+".wait", gone with the process however it ends), and TryLock
+// leaves the lock to it: background work that comes back every second
+// cannot take the lock again and again between two of this wait's polls.
 func LockFor(lockPath string, wait time.Duration) (func(), error) {
-	if err := os.MkdirAll(filepath.Dir(lockPath), 0o700); err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
-	}
-	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	f, err := openLock(lockPath)
 	if err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
+		return nil, err
 	}
 	deadline := time.Now().Add(wait)
 	pause := 10 * time.Millisecond
+	var waiting *os.File
+	defer func() {
+		if waiting != nil {
+			waiting.Close() // releases the shared flock
+		}
+	}()
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
@@ -278,13 +289,101 @@ func LockFor(lockPath string, wait time.Duration) (func(), error) {
 			return nil, usererr.Wrap(ErrLockTimeout, "gave up after %s waiting for %s: another git sandbox process holds it", wait, lockPath).
 				Hint("a snapshot, verify or supervisor of this sandbox is stuck or still busy; try again, or find it with ps and end it")
 		}
+		if waiting == nil {
+			waiting, err = announceWait(lockPath)
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+		}
 		time.Sleep(pause)
 		pause = min(pause*2, 200*time.Millisecond)
 	}
+	return unlocker(f), nil
+}
+
+// TryLock takes the lock on lockPath only if it is free and no LockFor
+// waits for it, and returns ErrBusy at once otherwise. It is for
+// background work (the supervisor's interval snapshots), which yields to
+// whatever a user's command waits to do.
+func TryLock(lockPath string) (func(), error) {
+	f, err := openLock(lockPath)
+	if err != nil {
+		return nil, err
+	}
+	w, err := openLock(WaitersPath(lockPath))
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	// Held exclusively, the waiters file says nobody waits; a waiter that
+	// comes meanwhile finds it held and tries again at its next poll, by
+	// when this has either the lock (and the waiter waits for this one
+	// holder) or nothing.
+	defer w.Close()
+	if err := syscall.Flock(int(w.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, busy(lockPath, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, busy(lockPath, err)
+	}
+	return unlocker(f), nil
+}
+
+// WaitersPath is the file in which LockFor says it waits for lockPath.
+func WaitersPath(lockPath string) string { return lockPath + ".wait" }
+
+// announceWait takes a shared flock on lockPath's waiters file, kept until
+// the returned file is closed. A TryLock holds that file exclusively for
+// an instant; a waiter that meets it is not yet counted and tries again at
+// its next poll.
+func announceWait(lockPath string) (*os.File, error) {
+	w, err := openLock(WaitersPath(lockPath))
+	if err != nil {
+		return nil, err
+	}
+	err = syscall.Flock(int(w.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if err == syscall.EWOULDBLOCK || err == syscall.EINTR {
+		w.Close()
+		return nil, nil
+	}
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("lock %s: %w", lockPath, err)
+	}
+	return w, nil
+}
+
+// busy turns a failed non-blocking flock into ErrBusy, or into the error
+// it is.
+func busy(lockPath string, err error) error {
+	if err == syscall.EWOULDBLOCK || err == syscall.EINTR {
+		return ErrBusy
+	}
+	return fmt.Errorf("lock %s: %w", lockPath, err)
+}
+
+// openLock opens (creating it if missing) a lock file, never through a
+// symbolic link.
+func openLock(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	return f, nil
+}
+
+// unlocker releases the flock on f and closes it.
+func unlocker(f *os.File) func() {
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
-	}, nil
+	}
 }
 
 // List returns the records of every sandbox under repoDir, sorted by

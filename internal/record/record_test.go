@@ -2,8 +2,10 @@ package record
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -73,4 +75,116 @@ func TestLockWaitsThenGivesUp(t *testing.T) {
 		t.Fatalf("lock after release: %v", err)
 	}
 	again()
+}
+
+// TryLock never waits: it takes a free lock, and gives way at once to a
+// holder and to a waiter.
+func TestTryLockYieldsToHoldersAndWaiters(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "lock")
+	unlock, err := TryLock(p)
+	if err != nil {
+		t.Fatalf("try a free lock: %v", err)
+	}
+	if _, err := TryLock(p); !errors.Is(err, ErrBusy) {
+		t.Errorf("try a held lock: %v, want ErrBusy", err)
+	}
+	unlock()
+
+	// A waiter announced (as LockFor does while it polls) keeps a free
+	// lock from TryLock until it is gone.
+	w, err := announceWait(p)
+	if err != nil || w == nil {
+		t.Fatalf("announce a wait: %v %v", w, err)
+	}
+	if _, err := TryLock(p); !errors.Is(err, ErrBusy) {
+		t.Errorf("try a lock someone waits for: %v, want ErrBusy", err)
+	}
+	w.Close()
+	again, err := TryLock(p)
+	if err != nil {
+		t.Fatalf("try the lock once the waiter is gone: %v", err)
+	}
+	again()
+}
+
+// A LockFor that waits announces itself until it has the lock: background
+// work trying the lock meanwhile gives way, however often it tries, and
+// the waiter gets the lock as soon as its holder lets go.
+func TestLockForWaiterIsNotStarvedByTryLock(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "lock")
+	held, err := Lock(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type taken struct {
+		unlock func()
+		err    error
+	}
+	got := make(chan taken, 1)
+	go func() {
+		// The waiter keeps the lock until the test has looked.
+		unlock, err := LockFor(p, 30*time.Second)
+		got <- taken{unlock, err}
+	}()
+	// Wait until the waiter has announced itself: the waiters file is
+	// shared-locked.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		w, err := openLock(WaitersPath(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ferr := syscall.Flock(int(w.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		w.Close()
+		if ferr != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never announced itself")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	held()
+	// A background job retrying in a tight loop never takes the lock from
+	// the waiter.
+	for {
+		select {
+		case w := <-got:
+			if w.err != nil {
+				t.Fatalf("the waiter: %v", w.err)
+			}
+			w.unlock()
+			// And with the waiter gone, the lock is free for it again.
+			unlock, err := TryLock(p)
+			if err != nil {
+				t.Fatalf("try after the waiter: %v", err)
+			}
+			unlock()
+			return
+		default:
+		}
+		if unlock, err := TryLock(p); err == nil {
+			unlock()
+			t.Fatal("TryLock took the lock while LockFor waited for it")
+		} else if !errors.Is(err, ErrBusy) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A lock tried for an instant (one runner per fleet) leaves no waiters
+// file behind.
+func TestLockForAnInstantAnnouncesNothing(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "lock")
+	held, err := Lock(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held()
+	if _, err := LockFor(p, time.Nanosecond); !errors.Is(err, ErrLockTimeout) {
+		t.Fatalf("instant lock: %v", err)
+	}
+	if _, err := os.Lstat(WaitersPath(p)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("waiters file after an instant try: %v", err)
+	}
 }

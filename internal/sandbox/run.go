@@ -422,7 +422,10 @@ func (e *Env) spawnSupervisor(branch string) error {
 
 // Supervise takes a snapshot every interval while the sandbox's agent runs
 // and a last one when it exits. Only one supervisor runs per sandbox; a
-// second one waits for the first to finish.
+// second one waits for the first to finish. Interval snapshots are
+// background work: they give way to any command holding or awaiting the
+// sandbox's lock, and back off when they fail (nextSnapshotTry); the exit
+// snapshot waits for the lock like any command.
 func (e *Env) Supervise(ctx context.Context, branch string, interval time.Duration) error {
 	// A second supervisor (of a resumed sandbox) waits for the first to
 	// finish its exit snapshot and verify, however long that takes.
@@ -461,30 +464,83 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 		return e.supervisedExit(ctx, sb, st.ExitCode, run)
 	}
 	waitC := d.WaitExit(ctx, sb.Container, container.WaitNotRunning)
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
+	after := e.after
+	if after == nil {
+		after = time.After
+	}
+	next := after(interval)
+	failed := 0 // interval snapshots that failed in a row
 	budgetSaid := false
 	for {
 		select {
-		case <-tick.C:
+		case <-next:
+			busy := false
 			var spent *rescue.BudgetSpent
-			if t, err := snap.Take(ctx, rescue.ReasonInterval); errors.As(err, &spent) {
+			t, err := snap.Take(ctx, rescue.ReasonInterval)
+			switch {
+			case errors.Is(err, record.ErrBusy):
+				// A command of the user's holds the lock or waits for it:
+				// it goes first, and this snapshot is tried again soon.
+				busy = true
+				e.UI.Tracef("interval snapshot of %s: the sandbox's lock is held or awaited; trying again later", sb.Branch)
+			case errors.As(err, &spent):
+				failed = 0
 				if !budgetSaid {
 					budgetSaid = true
 					e.UI.Warnf("%s interval snapshots stop: this sandbox's snapshots wrote %s, budget.snapshots is %s; the exit snapshot is still taken", time.Now().Format(time.RFC3339), units.BytesSize(float64(spent.Used)), units.BytesSize(float64(spent.Budget)))
 				}
-			} else if err != nil {
-				e.UI.Warnf("%s snapshot failed: %v", time.Now().Format(time.RFC3339), err)
-			} else if t.New {
-				e.UI.Infof("%s snapshot %s (%d changes)", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes)
+			case err != nil:
+				failed++
+				e.UI.Warnf("%s snapshot failed (%d in a row; next try in %s): %v", time.Now().Format(time.RFC3339), failed, nextSnapshotTry(interval, failed, false), err)
+			default:
+				failed = 0
+				if t.New {
+					e.UI.Infof("%s snapshot %s (%d changes)", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes)
+				}
 			}
 			e.notifyDenied(ctx, sb, run)
+			// The wait starts when this try ended: a snapshot slower than
+			// the interval is not followed at once by the next one.
+			next = after(nextSnapshotTry(interval, failed, busy))
 		case res := <-waitC:
 			return e.supervisedExit(ctx, sb, res.Code, run)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// How the supervisor paces its interval snapshots besides the interval.
+const (
+	// failedSnapshotWait bounds the wait after interval snapshots that
+	// failed in a row, which doubles with each (an interval longer than
+	// this is kept as it is).
+	failedSnapshotWait = time.Minute
+	// busySnapshotWait is the wait after an interval snapshot gave way to
+	// a command holding or awaiting the sandbox's lock (an interval
+	// shorter than this is kept).
+	busySnapshotWait = time.Second
+)
+
+// nextSnapshotTry is how long the supervisor waits before its next
+// interval snapshot: the interval after one taken (or found unchanged);
+// after failed ones in a row, twice as long for each, up to
+// failedSnapshotWait, so a snapshot that keeps failing (an engine gone,
+// a tree refused) is not retried every interval with the sandbox's lock
+// held each time; after one that gave way to a user's command (busy),
+// soon, as the command may not take a snapshot of its own.
+func nextSnapshotTry(interval time.Duration, failed int, busy bool) time.Duration {
+	if busy {
+		return min(interval, busySnapshotWait)
+	}
+	d := interval
+	for range failed {
+		if d >= failedSnapshotWait {
+			break
+		}
+		d *= 2
+	}
+	return max(interval, min(d, failedSnapshotWait))
 }
 
 // supervisedExit takes the exit snapshot of a sandbox whose agent exited

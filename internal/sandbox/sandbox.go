@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
@@ -54,6 +55,9 @@ type Env struct {
 	// failStep, when set, is asked after each step of create whether to
 	// fail there (tests of the rollback).
 	failStep func(step string) error
+	// after, when set, stands for time.After in the supervisor's pacing of
+	// its interval snapshots (tests record the waits and skip them).
+	after func(d time.Duration) <-chan time.Time
 }
 
 // NewEnv builds an Env for the repository.
