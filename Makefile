@@ -26,7 +26,9 @@ export GIT_SANDBOX_TEST_BASE_IMAGE := $(TEST_BASE_IMAGE)
 # Where make engine2 keeps the second engine (socket, data, log).
 ENGINE2_DIR ?= /tmp/git-sandbox-engine2
 
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v /e2e)
+# Every package but the end-to-end tests themselves (./e2e): the test
+# cluster's provisioner (e2e/k8s/provisioner) has unit tests of its own.
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/e2e$$')
 # Packages whose unit tests (no daemon: the engine is faked) must cover at
 # least COVER_MIN percent of their statements.
 COVER_PKGS ?= ./internal/sandbox ./rescue

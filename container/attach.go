@@ -65,7 +65,7 @@ func (d *Docker) pump(ctx context.Context, resp types.HijackedResponse, s Stream
 	return func() error {
 		var restore func()
 		if s.TTY {
-			restore = rawTerminal(ctx, s.TerminalFd, resize)
+			restore = RawTerminal(ctx, s.TerminalFd, resize)
 		}
 		// The caller's context ends the wait too (attach on SIGTERM or
 		// SIGHUP): closing the connection leaves the container running.
@@ -86,9 +86,9 @@ func (d *Docker) pump(ctx context.Context, resp types.HijackedResponse, s Stream
 	}
 }
 
-// rawTerminal puts fd in raw mode, keeps the container's terminal size in
+// RawTerminal puts fd in raw mode, keeps the container's terminal size in
 // step with the window, and returns the function that undoes both.
-func rawTerminal(ctx context.Context, fd int, resize func(h, w uint) error) func() {
+func RawTerminal(ctx context.Context, fd int, resize func(h, w uint) error) func() {
 	state, err := term.MakeRaw(fd)
 	if err != nil {
 		state = nil

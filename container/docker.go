@@ -174,11 +174,16 @@ func (d *Docker) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
+// StatusLost is the Status of a container an engine lost while it ran
+// (a Kubernetes Pod deleted or evicted, or its node gone): its exit code
+// and output went with it.
+const StatusLost = "lost"
+
 // State is a container's state as ps shows it.
 type State struct {
 	ID       string
 	Name     string
-	Status   string // created, running, exited, paused, restarting, dead
+	Status   string // created, running, exited, paused, restarting, dead, lost
 	Running  bool
 	Paused   bool
 	ExitCode int

@@ -110,3 +110,11 @@ func RepoCacheVolume(repoID, name string) string {
 	}
 	return fmt.Sprintf("git-sandbox-rcache-%s-%s-%s", r, n, hex.EncodeToString(sum[:])[:12])
 }
+
+// VolumesWritable reports whether an engine's new volumes are writable by
+// a sandbox's user as they come (a Kubernetes engine's claims: the Pod's
+// group owns them), so that no container of root's need open them first.
+func VolumesWritable(engine any) bool {
+	w, ok := engine.(interface{ VolumesWritable() bool })
+	return ok && w.VolumesWritable()
+}

@@ -399,6 +399,7 @@ type PsEntry struct {
 	Worktree  string   `json:"worktree"`
 	Baseline  string   `json:"baseline"`
 	Container string   `json:"container"`
+	Engine    string   `json:"engine"`
 	Changes   int      `json:"changes"`
 	Network   string   `json:"network"`
 	Denied    int      `json:"denied"`

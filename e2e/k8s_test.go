@@ -63,7 +63,7 @@ func k8sUnavailable() string {
 
 // startCluster returns the test cluster, starting it on first use. It
 // skips the test when the cluster cannot run here, and fails it under CI.
-func startCluster(t *testing.T) *k8sCluster {
+func startCluster(t testing.TB) *k8sCluster {
 	t.Helper()
 	if why := k8sUnavailable(); why != "" {
 		if os.Getenv("CI") == "true" {
@@ -132,7 +132,7 @@ func stopCluster() error {
 }
 
 // Kubectl runs the cluster's kubectl as the admin; stdin may be nil.
-func (c *k8sCluster) Kubectl(t *testing.T, stdin []byte, args ...string) (string, error) {
+func (c *k8sCluster) Kubectl(t testing.TB, stdin []byte, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(c.KubectlPath, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
 	if stdin != nil {
@@ -147,7 +147,7 @@ func (c *k8sCluster) Kubectl(t *testing.T, stdin []byte, args ...string) (string
 }
 
 // MustKubectl is Kubectl that fails the test on an error.
-func (c *k8sCluster) MustKubectl(t *testing.T, stdin []byte, args ...string) string {
+func (c *k8sCluster) MustKubectl(t testing.TB, stdin []byte, args ...string) string {
 	t.Helper()
 	out, err := c.Kubectl(t, stdin, args...)
 	if err != nil {
@@ -158,7 +158,7 @@ func (c *k8sCluster) MustKubectl(t *testing.T, stdin []byte, args ...string) str
 
 // LoadImage copies images from the Docker daemon into the cluster's
 // containerd (nothing can be pulled: pods use imagePullPolicy Never).
-func (c *k8sCluster) LoadImage(t *testing.T, tags ...string) {
+func (c *k8sCluster) LoadImage(t testing.TB, tags ...string) {
 	t.Helper()
 	out, err := exec.Command(clusterScript(), append([]string{"load-image"}, tags...)...).CombinedOutput()
 	if err != nil {
@@ -168,7 +168,7 @@ func (c *k8sCluster) LoadImage(t *testing.T, tags ...string) {
 
 // Namespace creates a namespace for one test and deletes it, with
 // everything in it, when the test ends.
-func (c *k8sCluster) Namespace(t *testing.T) string {
+func (c *k8sCluster) Namespace(t testing.TB) string {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
@@ -227,5 +227,153 @@ func TestKubernetesClusterRunsAPod(t *testing.T) {
 	t.Logf("pod create → Succeeded: %v", time.Since(start).Round(10*time.Millisecond))
 	if got := c.MustKubectl(t, nil, "logs", "--namespace", ns, "pod/smoke"); got != "ok\n1000\nCapEff:\t0000000000000000\n" {
 		t.Errorf("pod log = %q, want ok, uid 1000 and no capabilities", got)
+	}
+}
+
+// k8sPod is a Pod for the cluster tests: the test image, run once as uid
+// (non-root, every capability dropped, a read-only root), optionally with
+// a claim mounted at /data and a runtime class.
+type k8sPod struct {
+	Name, Script, Claim, RuntimeClass string
+	UID                               int
+}
+
+func (p k8sPod) manifest(ns string) []byte {
+	container := map[string]any{
+		"name":            "main",
+		"image":           baseImage,
+		"imagePullPolicy": "Never",
+		"command":         []string{"sh", "-c", p.Script},
+		"securityContext": map[string]any{
+			"allowPrivilegeEscalation": false,
+			"readOnlyRootFilesystem":   true,
+			"capabilities":             map[string]any{"drop": []string{"ALL"}},
+		},
+	}
+	spec := map[string]any{
+		"restartPolicy":                "Never",
+		"automountServiceAccountToken": false,
+		"enableServiceLinks":           false,
+		"securityContext": map[string]any{
+			"runAsUser": p.UID, "runAsGroup": p.UID, "runAsNonRoot": true,
+			"seccompProfile": map[string]any{"type": "RuntimeDefault"},
+		},
+		"containers": []any{container},
+	}
+	if p.Claim != "" {
+		container["volumeMounts"] = []any{map[string]any{"name": "data", "mountPath": "/data"}}
+		spec["volumes"] = []any{map[string]any{"name": "data", "persistentVolumeClaim": map[string]any{"claimName": p.Claim}}}
+	}
+	if p.RuntimeClass != "" {
+		spec["runtimeClassName"] = p.RuntimeClass
+	}
+	b, err := json.Marshal(map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": p.Name, "namespace": ns},
+		"spec":     spec,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// runPod runs p to completion in ns and returns its log; it fails the test,
+// with the Pod's status and the namespace's events, if p does not succeed.
+func (c *k8sCluster) runPod(t *testing.T, ns string, p k8sPod) string {
+	t.Helper()
+	c.MustKubectl(t, p.manifest(ns), "create", "-f", "-")
+	if _, err := c.Kubectl(t, nil, "wait", "--namespace", ns, "pod/"+p.Name, "--for=jsonpath={.status.phase}=Succeeded", "--timeout=120s"); err != nil {
+		status, _ := c.Kubectl(t, nil, "get", "--namespace", ns, "pod/"+p.Name, "-o", "yaml")
+		logs, _ := c.Kubectl(t, nil, "logs", "--namespace", ns, "pod/"+p.Name)
+		events, _ := c.Kubectl(t, nil, "get", "events", "--namespace", ns)
+		t.Fatalf("%v\npod:\n%s\nlog:\n%s\nevents:\n%s", err, status, logs, events)
+	}
+	return c.MustKubectl(t, nil, "logs", "--namespace", ns, "pod/"+p.Name)
+}
+
+// TestKubernetesClusterProvisionsClaims: a claim that names no class gets
+// a volume from the cluster's default class at once; a non-root Pod with
+// no capabilities writes into it, and a second Pod reads that back; once
+// the claim is deleted, its volume and the directory behind it go too.
+func TestKubernetesClusterProvisionsClaims(t *testing.T) {
+	c := startCluster(t)
+	ns := c.Namespace(t)
+	claim := []byte(`{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+		"metadata": {"name": "data", "namespace": "` + ns + `"},
+		"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "16Mi"}}}}`)
+	start := time.Now()
+	c.MustKubectl(t, claim, "create", "-f", "-")
+	if _, err := c.Kubectl(t, nil, "wait", "--namespace", ns, "pvc/data", "--for=jsonpath={.status.phase}=Bound", "--timeout=60s"); err != nil {
+		status, _ := c.Kubectl(t, nil, "get", "--namespace", ns, "pvc/data", "-o", "yaml")
+		events, _ := c.Kubectl(t, nil, "get", "events", "--namespace", ns)
+		t.Fatalf("the claim was not bound: %v\nclaim:\n%s\nevents:\n%s\n(the provisioner logs to %s/logs/provisioner.log)", err, status, events, c.Env["GIT_SANDBOX_K8S_DIR"])
+	}
+	t.Logf("claim create → Bound: %v", time.Since(start).Round(10*time.Millisecond))
+	if got := c.MustKubectl(t, nil, "get", "--namespace", ns, "pvc/data", "-o", "jsonpath={.spec.storageClassName}"); got != c.Env["GIT_SANDBOX_K8S_STORAGE_CLASS"] || got == "" {
+		t.Errorf("the claim's class = %q, want the default class %q", got, c.Env["GIT_SANDBOX_K8S_STORAGE_CLASS"])
+	}
+	pv := c.MustKubectl(t, nil, "get", "--namespace", ns, "pvc/data", "-o", "jsonpath={.spec.volumeName}")
+	dir := c.MustKubectl(t, nil, "get", "pv", pv, "-o", "jsonpath={.spec.hostPath.path}")
+	if want := filepath.Join(c.Env["GIT_SANDBOX_K8S_VOLUMES"], pv); dir != want {
+		t.Fatalf("volume %s is at %q, want %q", pv, dir, want)
+	}
+
+	got := c.runPod(t, ns, k8sPod{Name: "writer", UID: 1000, Claim: "data",
+		Script: "set -e; echo written by $(id -u) > /data/file; mkdir /data/sub; cat /data/file"})
+	if got != "written by 1000\n" {
+		t.Errorf("writer's log = %q, want the file it wrote", got)
+	}
+	got = c.runPod(t, ns, k8sPod{Name: "reader", UID: 1000, Claim: "data",
+		Script: "set -e; cat /data/file; echo read by $(id -u) >> /data/file; test -d /data/sub"})
+	if got != "written by 1000\n" {
+		t.Errorf("reader's log = %q, want what the writer wrote", got)
+	}
+	// The same files, on the node.
+	if b, err := os.ReadFile(filepath.Join(dir, "file")); err != nil || string(b) != "written by 1000\nread by 1000\n" {
+		t.Errorf("the volume's file on the node: %q, %v", b, err)
+	}
+	if info, err := os.Stat(dir); err != nil || info.Mode().Perm() != 0o777 {
+		t.Errorf("the volume's directory on the node: %v, %v; want mode 0777", info, err)
+	}
+
+	// The claim's Pods go first: a claim in use is kept until they do.
+	c.MustKubectl(t, nil, "delete", "--namespace", ns, "pod/writer", "pod/reader", "--wait=true", "--timeout=60s")
+	start = time.Now()
+	c.MustKubectl(t, nil, "delete", "--namespace", ns, "pvc/data", "--wait=false")
+	deadline := start.Add(60 * time.Second)
+	for {
+		out, err := c.Kubectl(t, nil, "get", "pv", pv, "--ignore-not-found", "-o", "name")
+		_, statErr := os.Stat(dir)
+		if err == nil && out == "" && os.IsNotExist(statErr) {
+			break
+		}
+		if time.Now().After(deadline) {
+			status, _ := c.Kubectl(t, nil, "get", "pv", pv, "-o", "yaml")
+			t.Fatalf("60 s after the claim was deleted: volume %q (%v), directory: %v\n%s\n(the provisioner logs to %s/logs/provisioner.log)",
+				out, err, statErr, status, c.Env["GIT_SANDBOX_K8S_DIR"])
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("claim delete → volume and directory gone: %v", time.Since(start).Round(10*time.Millisecond))
+}
+
+// TestKubernetesClusterRuntimeClass: the cluster has the RuntimeClass runc,
+// and a Pod that names it runs.
+func TestKubernetesClusterRuntimeClass(t *testing.T) {
+	c := startCluster(t)
+	ns := c.Namespace(t)
+	class := c.Env["GIT_SANDBOX_K8S_RUNTIME_CLASS"]
+	if class == "" {
+		t.Fatal("the cluster's env file names no runtime class (GIT_SANDBOX_K8S_RUNTIME_CLASS): started by an older cluster.sh? run it again")
+	}
+	if got := c.MustKubectl(t, nil, "get", "runtimeclass", class, "-o", "jsonpath={.handler}"); got != "runc" {
+		t.Errorf("runtime class %s has handler %q, want runc", class, got)
+	}
+	if got := c.runPod(t, ns, k8sPod{Name: "runtime", UID: 1000, RuntimeClass: class, Script: "id -u"}); got != "1000\n" {
+		t.Errorf("pod log = %q, want uid 1000", got)
+	}
+	if got := c.MustKubectl(t, nil, "get", "--namespace", ns, "pod/runtime", "-o", "jsonpath={.spec.runtimeClassName}"); got != class {
+		t.Errorf("the pod's runtimeClassName = %q, want %q", got, class)
 	}
 }

@@ -95,7 +95,7 @@ func checkAgentWork(t *testing.T, e *Env) {
 	e.AssertSameHostState(before, "t1")
 }
 
-func testUser(t *testing.T) *userCred {
+func testUser(t testing.TB) *userCred {
 	t.Helper()
 	const name = "gsbx-e2e"
 	if _, err := user.Lookup(name); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/kube"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/notify"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
@@ -256,6 +257,10 @@ func engineLines(app *App, cfg *config.Loaded, check func(ok bool, what, detail,
 		wg.Add(1)
 		go func(i int, e config.Engine) {
 			defer wg.Done()
+			if e.IsKubernetes() {
+				out[i] = kubeLine(app, &e)
+				return
+			}
 			d, err := container.ConnectTo(app.Ctx, container.Endpoint{Name: e.Name, Host: e.Host, CertPath: e.CertPath, Context: e.Context})
 			if err != nil {
 				out[i] = result{detail: "unreachable: " + errText(err), hint: "start its daemon, or fix host/context of [[engine]] " + e.Name + " in " + config.UserPath()}
@@ -283,4 +288,27 @@ func engineLines(app *App, cfg *config.Loaded, check func(ok bool, what, detail,
 	for i, e := range cfg.Engines {
 		check(out[i].ok, "engine "+termsafe.String(e.Name), out[i].detail, out[i].hint)
 	}
+}
+
+// kubeLine checks a Kubernetes engine: the cluster answers and the
+// namespace's objects can be read.
+func kubeLine(app *App, e *config.Engine) (r struct {
+	ok           bool
+	detail, hint string
+}) {
+	k, err := kube.Connect(app.Ctx, kube.OptionsOf(e))
+	if err != nil {
+		r.detail = "unreachable: " + errText(err)
+		r.hint = "check the cluster (kubectl version), or kubeconfig/context of [[engine]] " + e.Name + " in " + config.UserPath()
+		return r
+	}
+	defer k.Close()
+	detail, err := k.Check(app.Ctx)
+	if err != nil {
+		r.detail = errText(err)
+		r.hint = "the engine needs to create Pods, ConfigMaps, PersistentVolumeClaims and NetworkPolicies in namespace " + k.Namespace()
+		return r
+	}
+	r.ok, r.detail = true, detail+", copy mode (NetworkPolicy needs a network plugin that enforces it)"
+	return r
 }

@@ -29,7 +29,8 @@ type PsCmd struct {
 // Help is ps's long help.
 func (c *PsCmd) Help() string {
 	return `One row per sandbox of this repository: branch, state (running, exited with its
-code, stopped, container missing; unknown while Docker is unreachable), agent,
+code, stopped, container missing, lost when a Kubernetes engine lost its Pod;
+unknown while Docker is unreachable), agent,
 base branch, age, files changed since the baseline and how old the snapshot
 that count comes from is (a running agent is snapshotted every
 rescue.interval), denied egress, the conflict forecast, and worktree. A
@@ -83,6 +84,10 @@ func (c *PsCmd) Run(app *App) error {
 		if len(s.Conflicts) > 0 {
 			app.UI.Warnf("%s: git sandbox update left conflict markers in %s", termsafe.String(s.Branch), strings.Join(escaped(s.Conflicts), ", "))
 			app.UI.Hintf("resolve them in the sandbox (git sandbox exec %s, or a follow-up task); land refuses until then", termsafe.String(s.Branch))
+		}
+		if s.State == sandbox.StateLost {
+			app.UI.Warnf("%s: engine %s lost its container while it ran (its Pod was deleted or evicted, or its node is gone)", termsafe.String(s.Branch), termsafe.String(s.Engine))
+			app.UI.Hintf("its last snapshot is on this machine: git sandbox rescue list %s; git sandbox start %s -p \"...\" continues in a new Pod", termsafe.String(s.Branch), termsafe.String(s.Branch))
 		}
 		if s.State == sandbox.StateRunning || s.State == sandbox.StatePaused {
 			for _, p := range s.Nested {

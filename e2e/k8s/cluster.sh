@@ -16,6 +16,13 @@
 # from Debian, and a pause image built here. The binaries are cached under
 # ${XDG_CACHE_HOME:-~/.cache}/git-sandbox-test/k8s/<version>/.
 #
+# Storage: the StorageClass git-sandbox-test (the default) is served by a
+# small provisioner of this repository (e2e/k8s/provisioner, built at start
+# into the run directory, seconds with a warm Go cache): a claim gets a
+# directory under <run>/volumes that every uid may write, as a hostPath
+# volume, removed with the volume when the claim is deleted. A RuntimeClass
+# runc (handler runc) lets Pods name a runtime class.
+#
 # The cluster keeps to itself: etcd and the API server listen on 127.0.0.1
 # only, with client certificates; the kubelet on the address of the
 # cluster's own bridge; containerd is a separate instance with its own
@@ -195,6 +202,9 @@ settings() {
 	node=git-sandbox-test-node
 	cni_name=git-sandbox-test-k8s
 	pause_image=git-sandbox-test-pause:$recipe
+	storage_class=git-sandbox-test
+	provisioner_name=git-sandbox.test/local
+	runtime_class=runc
 	images=${GIT_SANDBOX_K8S_IMAGES:-${GIT_SANDBOX_TEST_BASE_IMAGE:-git-sandbox-test-base:bookworm}}
 }
 
@@ -213,6 +223,9 @@ cgroup_name=$cgroup_name
 node=$node
 cni_name=$cni_name
 pause_image=$pause_image
+storage_class=$storage_class
+provisioner_name=$provisioner_name
+runtime_class=$runtime_class
 bin=$bin
 EOF
 }
@@ -420,12 +433,14 @@ make_pki() {
 	cert scheduler "/CN=system:kube-scheduler" clientAuth
 	cert kubelet-client "/O=system:nodes/CN=system:node:$node" clientAuth
 	cert kubelet "/CN=$node" serverAuth "IP:$node_ip,DNS:$node"
+	cert provisioner "/CN=git-sandbox-test-provisioner" clientAuth
 	openssl ecparam -name prime256v1 -genkey -noout 2>/dev/null | openssl pkcs8 -topk8 -nocrypt -out "$pki/sa.key"
 	openssl ec -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
 	kubeconfig "$run/kubeconfig" admin
 	kubeconfig "$run/controller-manager.kubeconfig" controller-manager
 	kubeconfig "$run/scheduler.kubeconfig" scheduler
 	kubeconfig "$run/kubelet.kubeconfig" kubelet-client
+	kubeconfig "$run/provisioner.kubeconfig" provisioner
 }
 
 # ---------------------------------------------------------------- host changes
@@ -660,15 +675,127 @@ load_images() {
 	done
 }
 
+# ---------------------------------------------------------------- storage
+
+# The provisioner is built from this repository's module (it uses
+# client-go, a dependency of the project), not with the cached Kubernetes
+# binaries: a change to it costs a Go build of seconds at the next start,
+# not a new build of Kubernetes.
+build_provisioner() {
+	command -v go >/dev/null 2>&1 ||
+		die "go is missing: start builds the cluster's volume provisioner from this repository" \
+			"install Go (the version go.mod names), or keep it on PATH under sudo: sudo env PATH=\"\$PATH\" $0 start"
+	local t=$SECONDS
+	mkdir -p "$run/bin"
+	# -mod=readonly: cmd_build exports -mod=mod for its scratch modules;
+	# this repository's go.mod is never changed by a build.
+	(cd "$here/../.." && GOWORK=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0 \
+		go build -trimpath -o "$run/bin/provisioner.tmp" ./e2e/k8s/provisioner) ||
+		die "building the volume provisioner (e2e/k8s/provisioner) failed (output above)" "the Go module proxy must be reachable the first time (go env GOPROXY)"
+	mv "$run/bin/provisioner.tmp" "$run/bin/provisioner"
+	log "volume provisioner: built in $((SECONDS - t)) s"
+}
+
+# addons_manifest is what start adds to the API server: the provisioner's
+# permissions (what the volume controller's own provisioners may do, no
+# more), the default StorageClass it serves, and the RuntimeClass runc.
+addons_manifest() {
+	cat <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: git-sandbox-test-provisioner
+rules:
+- apiGroups: [""]
+  resources: [persistentvolumes]
+  verbs: [get, list, watch, create, delete]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get, list, watch]
+- apiGroups: [storage.k8s.io]
+  resources: [storageclasses]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: git-sandbox-test-provisioner
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: git-sandbox-test-provisioner
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: User
+  name: git-sandbox-test-provisioner
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: $storage_class
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: $provisioner_name
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata:
+  name: $runtime_class
+handler: runc
+EOF
+}
+
+# start_storage adds the classes and starts the provisioner, once the API
+# server runs and the provisioner is built. A cluster started by an older
+# cluster.sh lacks the provisioner's identity: it is issued here.
+start_storage() {
+	if [ ! -f "$run/provisioner.kubeconfig" ]; then
+		cert provisioner "/CN=git-sandbox-test-provisioner" clientAuth
+		kubeconfig "$run/provisioner.kubeconfig" provisioner
+	fi
+	addons_manifest | quiet kubectl_ apply -f - ||
+		die "adding the storage and runtime classes failed (output above)"
+	mkdir -p "$run/volumes"
+	chmod 700 "$run/volumes"
+	spawn provisioner "$run/bin/provisioner" -kubeconfig "$run/provisioner.kubeconfig" \
+		-root "$run/volumes" -name "$provisioner_name" -node "$node"
+	wait_for "the volume provisioner" provisioner 60 grep -q 'ready:' "$run/logs/provisioner.log"
+}
+
 untainted() { [ -z "$(kubectl_ get node "$node" -o 'jsonpath={.spec.taints}')" ]; }
 
-running() {
+# core_running says the cluster's own daemons run and the API server is
+# ready; running says its volume provisioner runs too.
+core_running() {
 	[ -f "$run/env" ] || return 1
 	local d
 	for d in etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet; do
 		ours "$d" >/dev/null || return 1
 	done
 	kubectl_ get --raw /readyz >/dev/null 2>&1
+}
+
+running() { core_running && ours provisioner >/dev/null; }
+
+write_env() {
+	cat >"$run/env.tmp" <<EOF
+KUBECONFIG=$run/kubeconfig
+GIT_SANDBOX_K8S_KUBECTL=$bin/kubectl
+GIT_SANDBOX_K8S_VERSION=$k8s_version
+GIT_SANDBOX_K8S_NODE=$node
+GIT_SANDBOX_K8S_DIR=$run
+GIT_SANDBOX_K8S_CONTAINERD=$run/containerd/containerd.sock
+GIT_SANDBOX_K8S_CONTAINERD_NAMESPACE=k8s.io
+GIT_SANDBOX_K8S_STORAGE_CLASS=$storage_class
+GIT_SANDBOX_K8S_VOLUMES=$run/volumes
+GIT_SANDBOX_K8S_RUNTIME_CLASS=$runtime_class
+EOF
+	mv "$run/env.tmp" "$run/env"
 }
 
 cmd_start() {
@@ -681,6 +808,17 @@ cmd_start() {
 		load_settings
 		if running; then
 			log "already running ($run/env)"
+			return 0
+		fi
+		if core_running; then
+			# Started by an older cluster.sh, or the provisioner died:
+			# (re)start only that, the cluster may be in use.
+			log "running without its volume provisioner; starting it"
+			halt provisioner
+			build_provisioner
+			start_storage
+			write_env
+			log "running; KUBECONFIG=$run/kubeconfig, kubectl: $bin/kubectl"
 			return 0
 		fi
 		log "cleaning up a cluster that is not running"
@@ -734,6 +872,9 @@ cmd_start() {
 	# Copy the images while the control plane comes up.
 	import_images >"$run/logs/images.log" 2>&1 &
 	local importer=$!
+	# The provisioner builds while the control plane comes up, too.
+	build_provisioner >"$run/logs/provisioner-build.log" 2>&1 &
+	local builder=$!
 	wait_for "etcd" etcd 30 port_open 127.0.0.1 "$etcd_port"
 	spawn kube-apiserver "$bin/kube-apiserver" \
 		--bind-address 127.0.0.1 --secure-port "$api_port" --advertise-address "$node_ip" \
@@ -753,6 +894,12 @@ cmd_start() {
 		--service-account-private-key-file "$run/pki/sa.key" --root-ca-file "$run/pki/ca.crt" \
 		--service-cluster-ip-range "$service_range" --profiling=false
 	spawn kube-scheduler "$bin/kube-scheduler" --config "$run/scheduler.yaml" --secure-port 0 --profiling=false
+	if ! wait "$builder"; then
+		cat "$run/logs/provisioner-build.log" >&2
+		die "building the volume provisioner failed (output above)"
+	fi
+	cat "$run/logs/provisioner-build.log" >&2
+	start_storage
 	if ! wait "$importer"; then
 		cat "$run/logs/images.log" >&2
 		die "copying the images into the cluster failed (output above)"
@@ -769,16 +916,7 @@ cmd_start() {
 	restore_sysctls
 	wait_for "the default service account" kube-controller-manager 60 kubectl_ get serviceaccount default --namespace default
 
-	cat >"$run/env.tmp" <<EOF
-KUBECONFIG=$run/kubeconfig
-GIT_SANDBOX_K8S_KUBECTL=$bin/kubectl
-GIT_SANDBOX_K8S_VERSION=$k8s_version
-GIT_SANDBOX_K8S_NODE=$node
-GIT_SANDBOX_K8S_DIR=$run
-GIT_SANDBOX_K8S_CONTAINERD=$run/containerd/containerd.sock
-GIT_SANDBOX_K8S_CONTAINERD_NAMESPACE=k8s.io
-EOF
-	mv "$run/env.tmp" "$run/env"
+	write_env
 	if [ -n "${GIT_SANDBOX_K8S_OWNER_PID:-}" ]; then
 		[[ $GIT_SANDBOX_K8S_OWNER_PID =~ ^[0-9]+$ ]] || die "GIT_SANDBOX_K8S_OWNER_PID is not a PID: $GIT_SANDBOX_K8S_OWNER_PID"
 		spawn watchdog "$here/cluster.sh" __watch "$GIT_SANDBOX_K8S_OWNER_PID" "$run/"
@@ -907,6 +1045,7 @@ teardown() {
 	load_settings
 	local failed=0
 	halt watchdog 2
+	halt provisioner
 	halt kubelet 15
 	halt kube-scheduler
 	halt kube-controller-manager

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -9,10 +10,12 @@ import (
 
 // Engine is one container engine from the user's config ([[engine]]):
 // a Docker Engine reached over a unix socket, TCP with TLS, SSH, or a
-// Docker context.
+// Docker context; or a Kubernetes cluster (kind = "kubernetes").
 type Engine struct {
 	// Name is how start --engine and default_engine name it.
 	Name string `toml:"name"`
+	// Kind is "docker" (the default) or "kubernetes".
+	Kind string `toml:"kind"`
 	// Host is the engine's address: unix://PATH, tcp://HOST:PORT or
 	// ssh://[USER@]HOST[:PORT]. Exclusive with Context.
 	Host string `toml:"host"`
@@ -20,8 +23,26 @@ type Engine struct {
 	// tcp:// host with mutual TLS (as DOCKER_CERT_PATH).
 	CertPath string `toml:"cert_path"`
 	// Context names a Docker context (docker context ls) to read the
-	// address and TLS files from.
+	// address and TLS files from; for a Kubernetes engine, a context of
+	// its kubeconfig.
 	Context string `toml:"context"`
+	// Kubeconfig is a Kubernetes engine's kubeconfig file (default: the
+	// KUBECONFIG variable, else ~/.kube/config).
+	Kubeconfig string `toml:"kubeconfig"`
+	// Namespace is where a Kubernetes engine's sandboxes live (default:
+	// the context's namespace, else "default").
+	Namespace string `toml:"namespace"`
+	// Image is the image a Kubernetes engine's Pods run: a reference its
+	// nodes can pull or already have (git sandbox does not push images).
+	Image string `toml:"image"`
+	// RuntimeClass is the RuntimeClass of a Kubernetes engine's Pods
+	// (gVisor, Kata, …).
+	RuntimeClass string `toml:"runtime_class"`
+	// StorageClass is the StorageClass of a Kubernetes engine's claims
+	// (default: the cluster's default class).
+	StorageClass string `toml:"storage_class"`
+	// VolumeSize is the size each claim asks for (default 10Gi).
+	VolumeSize string `toml:"volume_size"`
 	// MaxSandboxes caps the sandboxes placed on the engine (0: no cap).
 	MaxSandboxes int `toml:"max_sandboxes"`
 	// Mode is how the sandbox's files reach the engine: "bind" mounts
@@ -30,6 +51,15 @@ type Engine struct {
 	// a local unix socket and copies otherwise.
 	Mode string `toml:"mode"`
 }
+
+// Engine kinds.
+const (
+	EngineKindDocker     = "docker"
+	EngineKindKubernetes = "kubernetes"
+)
+
+// IsKubernetes reports whether the engine is a Kubernetes cluster.
+func (e *Engine) IsKubernetes() bool { return e.Kind == EngineKindKubernetes }
 
 // Engine modes.
 const (
@@ -63,6 +93,9 @@ func (l *Loaded) EngineNamed(name string) (*Engine, error) {
 // CopyMode reports whether sandboxes on the engine keep their files in
 // volumes on it rather than bind-mounting host paths.
 func (e *Engine) CopyMode() bool {
+	if e.IsKubernetes() {
+		return true // a Pod cannot mount this machine's files
+	}
 	switch e.Mode {
 	case EngineModeCopy:
 		return true
@@ -85,6 +118,16 @@ func validateEngines(where string, engines []Engine, def string) error {
 			return bad("needs a name without spaces or slashes, other than %q", EngineAuto)
 		case seen[e.Name]:
 			return bad("is named twice")
+		case e.Kind != "" && e.Kind != EngineKindDocker && e.Kind != EngineKindKubernetes:
+			return bad("kind %q must be docker or kubernetes", e.Kind)
+		case e.IsKubernetes():
+			if err := validateKubernetes(where, e); err != nil {
+				return err
+			}
+			seen[e.Name] = true
+			continue
+		case e.Kubeconfig != "" || e.Namespace != "" || e.Image != "" || e.RuntimeClass != "" || e.StorageClass != "" || e.VolumeSize != "":
+			return bad("kubeconfig, namespace, image, runtime_class, storage_class and volume_size are for kind = \"kubernetes\"")
 		case (e.Host == "") == (e.Context == ""):
 			return bad("needs exactly one of host and context")
 		case e.Host != "" && !hasAnyPrefix(e.Host, "unix://", "tcp://", "ssh://"):
@@ -106,6 +149,53 @@ func validateEngines(where string, engines []Engine, def string) error {
 			Hint("name one of your engines, or \"auto\"")
 	}
 	return nil
+}
+
+// validateKubernetes checks a kind = "kubernetes" engine.
+func validateKubernetes(where string, e Engine) error {
+	bad := func(f string, a ...any) error {
+		return usererr.New("%s: engine %q: %s", where, e.Name, fmt.Sprintf(f, a...)).
+			Hint("a Kubernetes engine is [[engine]] name = \"k8s\", kind = \"kubernetes\", kubeconfig = \"~/.kube/config\" (or context = \"NAME\"), namespace = \"agents\", image = \"registry.example/git-sandbox:latest\"")
+	}
+	switch {
+	case e.Host != "" || e.CertPath != "":
+		return bad("host and cert_path are for Docker engines; a Kubernetes engine is reached through its kubeconfig")
+	case e.Mode != "" && e.Mode != EngineModeAuto && e.Mode != EngineModeCopy:
+		return bad("mode %q: a Kubernetes engine always copies (its Pods cannot mount this machine's files)", e.Mode)
+	case e.MaxSandboxes < 0:
+		return bad("max_sandboxes must be 0 (no cap) or more")
+	case e.Namespace != "" && !IsDNSLabel(e.Namespace):
+		return bad("namespace %q is not a Kubernetes namespace name (lower-case letters, digits and -)", e.Namespace)
+	case e.RuntimeClass != "" && !isDNSSubdomain(e.RuntimeClass):
+		return bad("runtime_class %q is not a Kubernetes object name", e.RuntimeClass)
+	case e.StorageClass != "" && !isDNSSubdomain(e.StorageClass):
+		return bad("storage_class %q is not a Kubernetes object name", e.StorageClass)
+	case e.VolumeSize != "" && !volumeSize.MatchString(e.VolumeSize):
+		return bad("volume_size %q is not a size such as 10Gi or 500Mi", e.VolumeSize)
+	}
+	return nil
+}
+
+var (
+	dnsLabel   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	volumeSize = regexp.MustCompile(`^[1-9][0-9]*(Ki|Mi|Gi|Ti|K|M|G|T)?$`)
+)
+
+// IsDNSLabel reports whether s is a Kubernetes DNS label (a namespace or
+// Pod host name): lower-case letters, digits and '-', at most 63.
+func IsDNSLabel(s string) bool { return len(s) <= 63 && dnsLabel.MatchString(s) }
+
+// isDNSSubdomain reports whether s is a Kubernetes object name.
+func isDNSSubdomain(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, part := range strings.Split(s, ".") {
+		if !IsDNSLabel(part) {
+			return false
+		}
+	}
+	return true
 }
 
 func hasAnyPrefix(s string, prefixes ...string) bool {

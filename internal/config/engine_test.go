@@ -22,14 +22,25 @@ host = "unix:///run/other.sock"
 [[engine]]
 name = "ctx"
 context = "work"
+[[engine]]
+name = "k8s"
+kind = "kubernetes"
+kubeconfig = "~/.kube/config"
+context = "prod"
+namespace = "agents"
+image = "registry.example/git-sandbox:1"
+runtime_class = "gvisor"
+storage_class = "fast-ssd"
+volume_size = "20Gi"
+max_sandboxes = 10
 `, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.DefaultEngine != "auto" || len(l.Engines) != 4 {
+	if l.DefaultEngine != "auto" || len(l.Engines) != 5 {
 		t.Fatalf("loaded %+v", l.Engines)
 	}
-	for name, copyMode := range map[string]bool{"big": true, "lan": false, "sock": false, "ctx": true} {
+	for name, copyMode := range map[string]bool{"big": true, "lan": false, "sock": false, "ctx": true, "k8s": true} {
 		e, err := l.EngineNamed(name)
 		if err != nil {
 			t.Fatal(err)
@@ -54,6 +65,12 @@ func TestEnginesRefused(t *testing.T) {
 		{"cert for ssh", "[[engine]]\nname = \"a\"\nhost = \"ssh://a\"\ncert_path = \"/c\"\n", "cert_path is for a tcp"},
 		{"mode", "[[engine]]\nname = \"a\"\nhost = \"ssh://a\"\nmode = \"mirror\"\n", "must be auto, bind or copy"},
 		{"negative cap", "[[engine]]\nname = \"a\"\nhost = \"ssh://a\"\nmax_sandboxes = -1\n", "max_sandboxes"},
+		{"unknown kind", "[[engine]]\nname = \"a\"\nkind = \"nomad\"\n", "must be docker or kubernetes"},
+		{"kubernetes with a host", "[[engine]]\nname = \"a\"\nkind = \"kubernetes\"\nhost = \"ssh://a\"\n", "reached through its kubeconfig"},
+		{"kubernetes bind", "[[engine]]\nname = \"a\"\nkind = \"kubernetes\"\nmode = \"bind\"\n", "always copies"},
+		{"kubernetes namespace", "[[engine]]\nname = \"a\"\nkind = \"kubernetes\"\nnamespace = \"Agents_1\"\n", "not a Kubernetes namespace"},
+		{"kubernetes size", "[[engine]]\nname = \"a\"\nkind = \"kubernetes\"\nvolume_size = \"lots\"\n", "not a size"},
+		{"kubernetes keys on docker", "[[engine]]\nname = \"a\"\nhost = \"ssh://a\"\nnamespace = \"x\"\n", "are for kind"},
 		{"default names none", "default_engine = \"b\"\n[[engine]]\nname = \"a\"\nhost = \"ssh://a\"\n", "names no [[engine]]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

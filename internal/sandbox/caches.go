@@ -95,6 +95,9 @@ func (e *Env) ensureCaches(ctx context.Context, d Engine, spec *container.Spec, 
 			return fmt.Errorf("cache %s: %w", m.Target, err)
 		}
 		e.UI.Infof("cache %s: new volume %s", m.Target, m.Source)
+		if container.VolumesWritable(d) {
+			continue
+		}
 		if err := prepareCache(ctx, d, spec.Image, m.Source); err != nil {
 			_ = d.RemoveVolume(context.WithoutCancel(ctx), m.Source)
 			return fmt.Errorf("cache %s: %w", m.Target, err)

@@ -298,7 +298,7 @@ func (e *Env) createCopy(ctx context.Context, d Engine, p *Plan, o StartOptions)
 	if err := d.Start(ctx, hid); err != nil {
 		return nil, fmt.Errorf("start the git helper: %w", err)
 	}
-	if os.Getuid() != 0 {
+	if os.Getuid() != 0 && !container.VolumesWritable(d) {
 		// The engine makes a new volume's root owned by root; root in the
 		// helper (no capabilities, but the owner) opens them to the agent's
 		// user, who then owns everything inside.

@@ -4,7 +4,7 @@ package sandbox
 // brought back as checked packs; restores sent the other way.
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -19,17 +19,21 @@ import (
 	"github.com/git-sandbox/git-sandbox/rescue"
 )
 
-// addScript stages the worktree into the helper's private index and prints
-// the tree, then the untracked files left out for their size ("SIZE\tPATH"
-// records, each ended by a NUL, then one more NUL), then what git add
-// complained about. The same rules as a local snapshot: gitlinks leave the
+// snapScript stages the worktree into the helper's private index, then
+// prints a header — its length in bytes on a line, then the tree, the
+// untracked files left out for their size ("SIZE\tPATH" records, each
+// ended by a NUL, then one more NUL), and what git add complained about —
+// and then a pack of the tree without what tree $2 (the host's newest
+// snapshot, when the helper has it) already holds. One exec does both:
+// the host thaws the agent as soon as the header has come (the files are
+// read by then), while the pack streams. The same rules as a local snapshot: gitlinks leave the
 // index first (for one already there, git add would run git status inside
 // that nested repository, whose configuration the agent wrote); untracked
 // files over $1 bytes (0: no limit) that the agent does not track stay out
 // and leave the index; ignored files the agent tracks (its git add -f) are
 // added. What the agent tracks is read from a copy of its index by this
 // git: the agent's configuration plays no part.
-const addScript = `set -eu
+const snapScript = `set -eu
 HG="` + helperGit + ` -c core.excludesFile=` + copyExcludes + `"
 export GIT_DIR=` + copyScratch + ` GIT_WORK_TREE=` + container.Workspace + ` GIT_INDEX_FILE=` + copyIndex + `
 cd ` + container.Workspace + `
@@ -61,10 +65,18 @@ if [ -s "$T/forced" ]; then
 	GIT_LITERAL_PATHSPECS=1 ` + helperGit + ` add --force --ignore-errors --pathspec-from-file="$T/forced" --pathspec-file-nul 2>>"$T/add.err" || rc=$?
 	[ "$rc" = 0 ] || [ "$rc" = 1 ]
 fi
-` + helperGit + ` write-tree
-xargs -0 -r stat --printf '%s\t%n\0' -- <"$T/excl"
-printf '\0'
-head -c 1048576 "$T/add.err"
+` + helperGit + ` write-tree >"$T/head"
+xargs -0 -r stat --printf '%s\t%n\0' -- <"$T/excl" >>"$T/head"
+printf '\0' >>"$T/head"
+head -c 1048576 "$T/add.err" >>"$T/head"
+wc -c <"$T/head"
+cat "$T/head"
+tree=$(head -n 1 "$T/head")
+if [ -n "${2:-}" ] && ` + helperGit + ` cat-file -e "$2^{tree}" 2>/dev/null; then
+	printf '%s\n--not\n%s\n' "$tree" "$2"
+else
+	printf '%s\n' "$tree"
+fi | ` + helperGit + ` pack-objects --revs --stdout -q
 `
 
 // parseAdded reads what addScript printed after the tree.
@@ -83,17 +95,6 @@ func parseAdded(rest string) (large []rescue.LargeFile, addErrors string) {
 	}
 	return large, strings.TrimPrefix(rest, "\x00")
 }
-
-// packScript writes a pack of tree $1 without what tree $2 (the host's
-// newest snapshot, when the helper has it) already holds.
-const packScript = `set -eu
-export GIT_DIR=` + copyScratch + `
-if [ -n "${2:-}" ] && ` + helperGit + ` cat-file -e "$2^{tree}" 2>/dev/null; then
-	printf '%s\n--not\n%s\n' "$1" "$2"
-else
-	printf '%s\n' "$1"
-fi | ` + helperGit + ` pack-objects --revs --stdout -q
-`
 
 // copySnapshotter takes the snapshots of a copy-mode sandbox through its
 // helper.
@@ -122,6 +123,28 @@ export GIT_DIR=` + copyScratch + ` GIT_WORK_TREE=` + container.Workspace + ` GIT
 cd ` + container.Workspace + `
 ` + helperGit + ` read-tree -m -u "$1" "$2"
 `
+
+// maxHeader bounds snapScript's header: the tree, the refused files and
+// at most 1 MiB of git add's complaints.
+const maxHeader = 64 << 20
+
+// readHeader reads snapScript's header: its length on a line, then that
+// many bytes.
+func readHeader(br *bufio.Reader) (string, error) {
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("no header from the helper: %w", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || n < 0 || n > maxHeader {
+		return "", fmt.Errorf("the helper's header length %q is not one", strings.TrimSpace(line))
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(br, b); err != nil {
+		return "", fmt.Errorf("the helper's header: %w", err)
+	}
+	return string(b), nil
+}
 
 // remoteCheckout ships the objects of tree to that tree from lacks and
 // checks them out on the engine.
@@ -159,35 +182,58 @@ func (s *Sandbox) remoteTree(ctx context.Context, prevTree string) (rt *rescue.R
 			return nil, err
 		}
 	}
-	var out bytes.Buffer
-	err = helperExec(ctx, d, s.Copy.Helper, user, addScript, nil, &out, strconv.FormatInt(s.env.maxFileSize(), 10))
-	if thaw != nil {
-		thaw()
+	thawOnce := func() {
+		if thaw != nil {
+			thaw()
+			thaw = nil
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read the worktree on the engine: %w", err)
-	}
-	s.env.UI.Tracef("copy snapshot of %s: staged on the engine after %s", s.Branch, time.Since(began).Round(time.Millisecond))
-	tree, rest, _ := strings.Cut(out.String(), "\n")
-	tree = strings.TrimSpace(tree)
-	rt = &rescue.RemoteTree{Tree: tree}
-	rt.TooLarge, rt.AddErrors = parseAdded(rest)
-	if _, err := s.env.Git().Run(ctx, nil, "cat-file", "-e", tree+"^{tree}"); err == nil && tree != "" {
-		return rt, nil // the user's store has it (and what it holds)
-	}
+	defer thawOnce()
 	budget, err := s.env.syncBudget()
 	if err != nil {
 		return nil, err
 	}
 	pr, pw := io.Pipe()
+	defer pr.Close()
 	xerr := make(chan error, 1)
 	go func() {
-		err := helperExec(ctx, d, s.Copy.Helper, user, packScript, nil, pw, tree, prevTree)
+		err := helperExec(ctx, d, s.Copy.Helper, user, snapScript, nil, pw, strconv.FormatInt(s.env.maxFileSize(), 10), prevTree)
 		pw.CloseWithError(err)
 		xerr <- err
 	}()
+	// fail ends the exec and reports its own error first: a script that
+	// failed says why on its stderr.
+	fail := func(what string, err error) error {
+		pr.CloseWithError(errors.New("snapshot ended"))
+		if xe := <-xerr; xe != nil {
+			return fmt.Errorf("%s: %w", what, xe)
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	br := bufio.NewReader(pr)
+	head, err := readHeader(br)
+	thawOnce()
+	if err != nil {
+		return nil, fail("read the worktree on the engine", err)
+	}
+	s.env.UI.Tracef("copy snapshot of %s: staged on the engine after %s", s.Branch, time.Since(began).Round(time.Millisecond))
+	tree, rest, _ := strings.Cut(head, "\n")
+	tree = strings.TrimSpace(tree)
+	rt = &rescue.RemoteTree{Tree: tree}
+	rt.TooLarge, rt.AddErrors = parseAdded(rest)
+	if _, err := s.env.Git().Run(ctx, nil, "cat-file", "-e", tree+"^{tree}"); err == nil && tree != "" {
+		// The user's store has it (and what it holds): the pack is not
+		// needed.
+		if _, err := io.Copy(io.Discard, br); err != nil {
+			return nil, fail("bring the snapshot back", err)
+		}
+		if err := <-xerr; err != nil {
+			return nil, fmt.Errorf("bring the snapshot back: %w", err)
+		}
+		return rt, nil
+	}
 	ierr := agentrepo.ImportTree(ctx, agentrepo.ImportOptions{
-		CommonDir: s.env.Repo.CommonDir, Pack: pr, Tree: tree, Known: prevTree, Budget: budget,
+		CommonDir: s.env.Repo.CommonDir, Pack: br, Tree: tree, Known: prevTree, Budget: budget,
 	})
 	pr.CloseWithError(errors.New("import ended"))
 	if err := <-xerr; err != nil && ierr == nil {

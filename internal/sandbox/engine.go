@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/kube"
 )
 
 // Engine is everything a sandbox asks of the container engine. It speaks
@@ -75,7 +76,10 @@ type Engine interface {
 	Close() error
 }
 
-var _ Engine = (*container.Docker)(nil)
+var (
+	_ Engine = (*container.Docker)(nil)
+	_ Engine = (*kube.Engine)(nil)
+)
 
 // connectDocker is the default way an Env reaches its engine.
 func connectDocker(ctx context.Context) (Engine, error) {

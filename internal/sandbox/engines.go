@@ -11,6 +11,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/kube"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -21,6 +22,13 @@ func (e *Env) connectConfigured(ctx context.Context, name string) (Engine, error
 	c, err := e.Config.EngineNamed(name)
 	if err != nil {
 		return nil, err
+	}
+	if c.IsKubernetes() {
+		k, err := kube.Connect(ctx, kube.OptionsOf(c))
+		if err != nil {
+			return nil, err
+		}
+		return k, nil
 	}
 	d, err := container.ConnectTo(ctx, container.Endpoint{Name: name, Host: c.Host, CertPath: c.CertPath, Context: c.Context})
 	if err != nil {

@@ -38,6 +38,10 @@ const (
 	// StateUnreachable is a sandbox on a configured engine that does not
 	// answer.
 	StateUnreachable = "unreachable"
+	// StateLost is a sandbox whose engine lost its container while it
+	// ran (a Kubernetes Pod deleted or evicted, its node gone): the
+	// snapshots on this machine keep its work.
+	StateLost = "lost"
 )
 
 // Status is one row of ps.
@@ -189,6 +193,8 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 			st.State = StateUnknown
 		case !ok:
 			st.State = StateMissing
+		case c.Status == container.StatusLost:
+			st.State = StateLost
 		case c.Running:
 			st.State = StateRunning
 		case c.Status == "paused":

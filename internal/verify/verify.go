@@ -241,7 +241,7 @@ func (o Options) volumes(ctx context.Context, spec *container.Spec) (io.Reader, 
 		made = append(made, v.name)
 		spec.Mounts = append(spec.Mounts, container.Mount{Source: v.name, Target: v.target, Volume: true, NoCopy: true, Why: v.why})
 	}
-	if o.UID != 0 {
+	if o.UID != 0 && !container.VolumesWritable(d) {
 		// A new volume's root is root's: root in a container of its own
 		// (no capabilities, but the owner) opens them to the run's user.
 		if err := o.openVolumes(ctx, spec); err != nil {

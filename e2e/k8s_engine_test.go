@@ -1,0 +1,342 @@
+package e2e
+
+// The Kubernetes engine against the real test cluster (e2e/k8s): sandboxes
+// as Pods, their files in claims, snapshots back through exec streams.
+// git sandbox runs as a non-root test user (its Pods run as that uid), with
+// a kubeconfig of its own.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// k8sTest is a repository whose user config has the test cluster as
+// engine "k8s", in a namespace of the test's own.
+type k8sTest struct {
+	*Env
+	c  *k8sCluster
+	ns string
+	// kubeconfig is the test user's copy of the admin kubeconfig.
+	kubeconfig string
+}
+
+// engineConfig is the [[engine]] table of the test cluster.
+func (k *k8sTest) engineConfig(maxSandboxes int) string {
+	return fmt.Sprintf("[[engine]]\nname = \"k8s\"\nkind = \"kubernetes\"\nkubeconfig = %q\nnamespace = %q\nimage = %q\nruntime_class = \"runc\"\nvolume_size = \"1Gi\"\nmax_sandboxes = %d\n",
+		k.kubeconfig, k.ns, baseImage, maxSandboxes)
+}
+
+var k8sImages sync.Map
+
+// k8sEnv sets up a k8sTest; extra is more user config (top-level keys).
+func k8sEnv(t testing.TB, extra string) *k8sTest {
+	t.Helper()
+	c := startCluster(t)
+	if _, done := k8sImages.Load(baseImage); !done {
+		c.LoadImage(t, baseImage)
+		k8sImages.Store(baseImage, true)
+	}
+	ns := c.Namespace(t)
+	cred := testUser(t)
+	root := t.TempDir()
+	for p := root; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
+		must(t, os.Chmod(p, 0o755))
+	}
+	e := newEnvAt(t, root, cred)
+	kc := filepath.Join(root, "kubeconfig")
+	must(t, os.WriteFile(kc, []byte(c.MustKubectl(t, nil, "config", "view", "--raw", "--flatten")), 0o600))
+	must(t, os.Chown(kc, int(cred.uid), int(cred.gid)))
+	k := &k8sTest{Env: e, c: c, ns: ns, kubeconfig: kc}
+	e.WriteConfig("base_image = %q\n%s\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n%s", baseImage, extra, k.engineConfig(0))
+	return k
+}
+
+// objects lists the names of the engine's objects of a kind in the
+// test's namespace.
+func (k *k8sTest) objects(t testing.TB, kind string) []string {
+	t.Helper()
+	out := k.c.MustKubectl(t, nil, "get", kind, "-n", k.ns, "-l", "git-sandbox.io/managed=1", "-o", "name")
+	return strings.Fields(out)
+}
+
+// pods returns the engine's Pods as kubectl prints them.
+func (k *k8sTest) pods(t testing.TB, selector string) []map[string]any {
+	t.Helper()
+	var list struct{ Items []map[string]any }
+	must(t, json.Unmarshal([]byte(k.c.MustKubectl(t, nil, "get", "pods", "-n", k.ns, "-l", selector, "-o", "json")), &list))
+	return list.Items
+}
+
+// assertNothingLeft fails when a Pod, record or claim of the engine is
+// left in the namespace.
+func (k *k8sTest) assertNothingLeft(t *testing.T) {
+	t.Helper()
+	Eventually(t, 60*time.Second, "no Pod, record or claim left", func() bool {
+		return len(k.objects(t, "pods"))+len(k.objects(t, "configmaps"))+len(k.objects(t, "pvc")) == 0
+	})
+}
+
+// assertHardened checks every Pod's spec as the cluster holds it.
+func assertHardened(t *testing.T, pods []map[string]any, uid float64) {
+	t.Helper()
+	if len(pods) == 0 {
+		t.Fatal("no Pods to check")
+	}
+	for _, p := range pods {
+		name := p["metadata"].(map[string]any)["name"]
+		spec := p["spec"].(map[string]any)
+		if spec["automountServiceAccountToken"] != false || spec["enableServiceLinks"] != false {
+			t.Errorf("Pod %s: service-account token or service links: %v %v", name, spec["automountServiceAccountToken"], spec["enableServiceLinks"])
+		}
+		for _, v := range spec["volumes"].([]any) {
+			vol := v.(map[string]any)
+			if _, ok := vol["persistentVolumeClaim"]; !ok {
+				t.Errorf("Pod %s has a volume that is not a claim: %v", name, vol)
+			}
+			if _, ok := vol["hostPath"]; ok {
+				t.Errorf("Pod %s mounts a host path: %v", name, vol)
+			}
+		}
+		for _, c := range spec["containers"].([]any) {
+			ctr := c.(map[string]any)
+			sc, _ := ctr["securityContext"].(map[string]any)
+			caps, _ := sc["capabilities"].(map[string]any)
+			drop, _ := caps["drop"].([]any)
+			seccomp, _ := sc["seccompProfile"].(map[string]any)
+			if sc["runAsUser"] != uid || sc["runAsNonRoot"] != true || sc["allowPrivilegeEscalation"] != false ||
+				sc["privileged"] != false || len(drop) != 1 || drop[0] != "ALL" || seccomp["type"] != "RuntimeDefault" {
+				t.Errorf("Pod %s container %v: security context %v", name, ctr["name"], sc)
+			}
+			for _, m := range ctr["volumeMounts"].([]any) {
+				if strings.Contains(m.(map[string]any)["mountPath"].(string), "serviceaccount") {
+					t.Errorf("Pod %s mounts a service-account token", name)
+				}
+			}
+		}
+	}
+}
+
+func TestKubernetesEngineLifecycle(t *testing.T) {
+	k := k8sEnv(t, "")
+	k.WriteFile("src/old.txt", "old\n")
+	k.Git("add", "src/old.txt")
+	k.Git("commit", "-q", "-m", "old file")
+
+	agent := `echo "status-at-start:[$(git status --porcelain)]"
+echo "head:$(git rev-parse HEAD)"
+echo "uid:$(id -u) token:$(test -e /var/run/secrets/kubernetes.io/serviceaccount/token && echo yes || echo no)"
+echo new >new.txt
+echo more >>README.md
+rm src/old.txt
+git add new.txt && git commit -q -m "agent commit" && echo "committed:$(git rev-parse HEAD)"`
+	r := k.MustSandbox("start", "t1", "--engine", "k8s", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", agent)
+	head := k.Git("rev-parse", "main")
+	uid := k.Cred.uid
+	for _, want := range []string{"status-at-start:[]", "head:" + head, "token:no", "committed:", "uid:" + strconv.Itoa(int(uid))} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("agent output lacks %q:\n%s", want, r)
+		}
+	}
+	if _, err := os.Stat(k.Worktree("t1")); !os.IsNotExist(err) {
+		t.Errorf("the engine made a worktree on the host: %v", err)
+	}
+	pods := k.pods(t, "git-sandbox.io/managed=1")
+	if len(pods) < 2 {
+		t.Fatalf("want the agent's and the helper's Pods, found %d", len(pods))
+	}
+	assertHardened(t, pods, float64(uid))
+	for _, p := range pods {
+		if rc := p["spec"].(map[string]any)["runtimeClassName"]; rc != "runc" {
+			t.Errorf("Pod runtimeClassName %v, want the engine's runtime_class runc", rc)
+		}
+	}
+	if claims := k.objects(t, "pvc"); len(claims) < 3 {
+		t.Errorf("claims %q: want the worktree, git directory and home", claims)
+	}
+
+	ps := k.MustSandbox("ps")
+	if !strings.Contains(ps.Stdout, "ENGINE") || !strings.Contains(ps.Stdout, "k8s") || !strings.Contains(ps.Stdout, "exited") {
+		t.Errorf("ps:\n%s", ps)
+	}
+	if p := k.PsOf("t1"); p.Changes != 3 {
+		t.Errorf("ps counts %d changes, want 3:\n%+v", p.Changes, p)
+	}
+	d := k.MustSandbox("diff", "t1", "--stat")
+	for _, f := range []string{"new.txt", "README.md", "src/old.txt"} {
+		if !strings.Contains(d.Stdout, f) {
+			t.Errorf("diff --stat lacks %s:\n%s", f, d)
+		}
+	}
+	if got := k.Git("log", "-1", "--format=%s", "refs/sandbox/t1/agent"); got != "agent commit" {
+		t.Errorf("the agent's commit came back as %q", got)
+	}
+	k.MustSandbox("land", "t1", "-m", "land from the cluster")
+	if got := k.Git("show", "main:new.txt"); got != "new" {
+		t.Errorf("main:new.txt = %q", got)
+	}
+	if out := k.Git("ls-tree", "-r", "--name-only", "main"); strings.Contains(out, "old.txt") {
+		t.Errorf("src/old.txt is still on main:\n%s", out)
+	}
+	k.assertNothingLeft(t)
+}
+
+// The commands of a running and then an ended sandbox: exec, logs, stop,
+// exec after the exit (a fresh Pod on the same claims), a follow-up task,
+// update, verify, wait and rm.
+func TestKubernetesEngineOperations(t *testing.T) {
+	k := k8sEnv(t, "verify = \"test -s count.txt\"")
+	k.MustSandbox("start", "op", "-d", "--engine", "k8s", "--agent", "shell", "--image", baseImage, "--network", "none", "--",
+		"sh", "-c", `echo started; i=0; while :; do i=$((i+1)); echo $i >count.txt; sleep 1; done`)
+	if got := k.MustSandbox("exec", "op", "--", "sh", "-c", "cat count.txt; pwd").Stdout; !strings.Contains(got, "/workspace") {
+		t.Errorf("exec in the running sandbox:\n%s", got)
+	}
+	Eventually(t, 30*time.Second, "the log has the agent's first line", func() bool {
+		return strings.Contains(k.Sandbox("logs", "op").Stdout, "started")
+	})
+	Eventually(t, 60*time.Second, "a snapshot with count.txt", func() bool {
+		return k.Run(k.Repo, nil, "git", "show", "refs/sandbox/op/rescue:count.txt").Code == 0
+	})
+	if p := k.PsOf("op"); p.State != "running" {
+		t.Errorf("ps state %q, want running", p.State)
+	}
+	k.MustSandbox("stop", "op")
+	if p := k.PsOf("op"); p.State != "stopped" {
+		t.Errorf("after stop, ps state %q", p.State)
+	}
+	if got := k.MustSandbox("exec", "op", "--", "cat", "count.txt").Stdout; strings.TrimSpace(got) == "" {
+		t.Errorf("exec after the exit sees no count.txt")
+	}
+	r := k.MustSandbox("start", "op", "-p", "second task", "--", "sh", "-c", `echo "saw:$(test -s count.txt && echo count) task:$GIT_SANDBOX_PROMPT"; echo second >second.txt`)
+	if !strings.Contains(r.Stdout, "saw:count task:second task") {
+		t.Errorf("the follow-up does not see the first task's files:\n%s", r)
+	}
+	k.WriteFile("b.txt", "from main\n")
+	k.Git("add", "b.txt")
+	k.Git("commit", "-q", "-m", "main: b.txt")
+	k.MustSandbox("update", "op")
+	if got := k.MustSandbox("exec", "op", "--", "cat", "b.txt").Stdout; !strings.Contains(got, "from main") {
+		t.Errorf("after update the sandbox has b.txt = %q", got)
+	}
+	if v := k.Sandbox("verify", "op"); v.Code != 0 {
+		t.Errorf("verify:\n%s", v)
+	}
+	if w := k.Sandbox("wait", "op"); w.Code != 0 {
+		t.Errorf("wait on an ended sandbox:\n%s", w)
+	}
+	k.MustSandbox("rm", "--force", "op")
+	k.assertNothingLeft(t)
+}
+
+// Deleting the agent's Pod loses at most one interval: ps says the
+// sandbox is lost and how to go on, the snapshots are on this machine.
+func TestKubernetesPodDeletedKeepsTheSnapshots(t *testing.T) {
+	k := k8sEnv(t, "")
+	k.MustSandbox("start", "gone", "-d", "--engine", "k8s", "--agent", "shell", "--image", baseImage, "--network", "none", "--",
+		"sh", "-c", "echo precious >work.txt; sleep 600")
+	Eventually(t, 60*time.Second, "a snapshot holding work.txt", func() bool {
+		r := k.Run(k.Repo, nil, "git", "show", "refs/sandbox/gone/rescue:work.txt")
+		return r.Code == 0 && strings.TrimSpace(r.Stdout) == "precious"
+	})
+	snap := k.Git("rev-parse", "refs/sandbox/gone/rescue")
+	k.c.MustKubectl(t, nil, "delete", "pods", "-n", k.ns, "-l", "git-sandbox.io/role=agent", "--grace-period=0", "--force")
+	Eventually(t, 30*time.Second, "ps lists the sandbox as lost", func() bool { return k.PsOf("gone").State == "lost" })
+	r := k.MustSandbox("ps")
+	if !strings.Contains(r.Stderr, "lost its container") || !strings.Contains(r.Stderr, "rescue list gone") {
+		t.Errorf("ps does not say what happened and how to go on:\n%s", r)
+	}
+	k.MustSandbox("rescue", "restore", snap[:12], "--branch", "saved")
+	if got := k.Git("show", "saved:work.txt"); got != "precious" {
+		t.Errorf("restored work.txt = %q", got)
+	}
+	k.MustSandbox("rm", "--force", "gone")
+	k.assertNothingLeft(t)
+}
+
+// allowlist on the cluster: the proxy is a Pod of its own, the networks
+// are NetworkPolicy objects, and the agent reaches the proxy by name.
+func TestKubernetesAllowlist(t *testing.T) {
+	k := k8sEnv(t, "allow = [\"api.allowed.test\"]")
+	k.MustSandbox("start", "al", "-d", "--engine", "k8s", "--agent", "shell", "--image", baseImage, "--", "sleep", "600")
+	policies := k.objects(t, "networkpolicies")
+	var isolate bool
+	for _, p := range policies {
+		isolate = isolate || strings.HasSuffix(p, "/git-sandbox-isolate")
+	}
+	if !isolate || len(policies) < 3 {
+		t.Errorf("policies %q: want the isolate policy, the sandbox's network and the egress network", policies)
+	}
+	proxies := k.pods(t, "git-sandbox.io/role=proxy")
+	agents := k.pods(t, "git-sandbox.io/role=agent")
+	if len(proxies) != 1 || len(agents) != 1 {
+		t.Fatalf("%d proxy and %d agent Pods, want one each", len(proxies), len(agents))
+	}
+	netsOf := func(p map[string]any) []string {
+		var out []string
+		for l := range p["metadata"].(map[string]any)["labels"].(map[string]any) {
+			if n, ok := strings.CutPrefix(l, "net.git-sandbox.io/"); ok {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if a, p := netsOf(agents[0]), netsOf(proxies[0]); len(a) != 1 || len(p) != 2 {
+		t.Errorf("networks: agent %q (want its sandbox's only), proxy %q (want that one and the egress network)", a, p)
+	}
+	probe := `host=${HTTP_PROXY#http://}; host=${host%%:*}; port=${HTTP_PROXY##*:}
+exec 3<>/dev/tcp/$host/$port || { echo "no proxy"; exit 1; }
+printf 'GET http://api.denied.test/ HTTP/1.1\r\nHost: api.denied.test\r\nConnection: close\r\n\r\n' >&3
+head -1 <&3`
+	got := k.MustSandbox("exec", "al", "--", "bash", "-c", probe).Stdout
+	if !strings.Contains(got, " 403 ") {
+		t.Errorf("a denied host through the proxy: %q, want 403", got)
+	}
+	k.MustSandbox("rm", "--force", "al")
+	k.assertNothingLeft(t)
+	for _, p := range k.objects(t, "networkpolicies") {
+		if !strings.HasSuffix(p, "/git-sandbox-isolate") && !strings.Contains(p, "egress") {
+			t.Errorf("policy %s left after rm", p)
+		}
+	}
+}
+
+// A fleet of six tasks with engine "auto" over two engines, local Docker
+// and the cluster, each with max_sandboxes = 3: three run on each, and
+// fleet land lands all six.
+func TestKubernetesFleetOverTwoEngines(t *testing.T) {
+	k := k8sEnv(t, "")
+	mainHost := os.Getenv("DOCKER_HOST")
+	if mainHost == "" {
+		mainHost = "unix:///var/run/docker.sock"
+	}
+	k.WriteConfig("base_image = %q\nnetwork = \"none\"\ndefault_engine = \"auto\"\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"256m\"\npids = 256\n\n[[engine]]\nname = \"local\"\nhost = %q\nmode = \"bind\"\nmax_sandboxes = 3\n\n%s",
+		baseImage, mainHost, k.engineConfig(3))
+	var b strings.Builder
+	b.WriteString("max_parallel = 6\n")
+	for i := 1; i <= 6; i++ {
+		fmt.Fprintf(&b, "\n[[task]]\nbranch = \"f%d\"\ncommand = [\"sh\", \"-c\", \"echo %d > out%d.txt\"]\n", i, i, i)
+	}
+	tasks := k.writeTasks("tasks.toml", b.String())
+	k.MustSandbox("fleet", "start", tasks)
+	k.MustSandbox("fleet", "wait")
+	on := map[string]int{}
+	for _, p := range k.Ps() {
+		on[p.Engine]++
+	}
+	if on["local"] != 3 || on["k8s"] != 3 {
+		t.Errorf("sandboxes per engine %v, want 3 on local and 3 on k8s", on)
+	}
+	k.MustSandbox("fleet", "land")
+	for i := 1; i <= 6; i++ {
+		if got := k.Git("show", fmt.Sprintf("main:out%d.txt", i)); got != strconv.Itoa(i) {
+			t.Errorf("main:out%d.txt = %q", i, got)
+		}
+	}
+	k.assertNothingLeft(t)
+}
