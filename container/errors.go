@@ -27,6 +27,10 @@ func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 // the request.
 func IsConflict(err error) bool { return errors.Is(err, ErrConflict) }
 
+// WithKind marks err as meaning kind (ErrNotFound, ErrConflict, …), its
+// message kept: how another engine reports those errors.
+func WithKind(kind, err error) error { return &kindError{kind: kind, err: err} }
+
 // kindError keeps the engine's own message and adds the sentinel it means.
 type kindError struct {
 	kind error

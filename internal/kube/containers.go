@@ -137,7 +137,7 @@ func (e *Engine) Create(ctx context.Context, spec *container.Spec) (string, erro
 	}
 	if _, err := e.cs.CoreV1().ConfigMaps(e.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return "", &kindError{kind: container.ErrConflict, err: fmt.Errorf("container name %s is in use on engine %s", s.Name, e.opts.Name)}
+			return "", container.WithKind(container.ErrConflict, fmt.Errorf("container name %s is in use on engine %s", s.Name, e.opts.Name))
 		}
 		return "", fmt.Errorf("create container %s: %w", s.Name, kerr(err))
 	}
@@ -413,7 +413,7 @@ func (e *Engine) Pause(ctx context.Context, id string) error {
 		return err
 	}
 	if r.cm.Annotations[annPaused] != "" {
-		return &kindError{kind: container.ErrConflict, err: fmt.Errorf("container %s is paused already", r.spec.Name)}
+		return container.WithKind(container.ErrConflict, fmt.Errorf("container %s is paused already", r.spec.Name))
 	}
 	if err := e.patchRecord(ctx, r.object(), map[string]string{annPaused: "1"}); err != nil {
 		return err
@@ -432,7 +432,7 @@ func (e *Engine) Unpause(ctx context.Context, id string) error {
 		return err
 	}
 	if r.cm.Annotations[annPaused] == "" {
-		return &kindError{kind: container.ErrConflict, err: fmt.Errorf("container %s is not paused", r.spec.Name)}
+		return container.WithKind(container.ErrConflict, fmt.Errorf("container %s is not paused", r.spec.Name))
 	}
 	if _, err := e.execIn(ctx, p.Name, []string{"/bin/sh", "-c", "kill -CONT -1; exit 0"}, container.Streams{}); err != nil {
 		return fmt.Errorf("unpause %s: %w", r.spec.Name, err)

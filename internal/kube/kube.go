@@ -227,30 +227,21 @@ func kerr(err error) error {
 	case err == nil:
 		return nil
 	case apierrors.IsNotFound(err):
-		return &kindError{kind: container.ErrNotFound, err: err}
+		return container.WithKind(container.ErrNotFound, err)
 	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
-		return &kindError{kind: container.ErrConflict, err: err}
+		return container.WithKind(container.ErrConflict, err)
 	}
 	return err
 }
 
-type kindError struct {
-	kind error
-	err  error
-}
-
-func (e *kindError) Error() string        { return e.err.Error() }
-func (e *kindError) Unwrap() error        { return e.err }
-func (e *kindError) Is(target error) bool { return target == e.kind }
-
 // notRunning is the error of a request that needs a running container.
 func notRunning(name string) error {
-	return &kindError{kind: container.ErrConflict, err: fmt.Errorf("container %s is not running", name)}
+	return container.WithKind(container.ErrConflict, fmt.Errorf("container %s is not running", name))
 }
 
 // notFound is the error of a container that does not exist.
 func notFound(what, name string) error {
-	return &kindError{kind: container.ErrNotFound, err: fmt.Errorf("%s %s not found", what, name)}
+	return container.WithKind(container.ErrNotFound, fmt.Errorf("%s %s not found", what, name))
 }
 
 var errLost = errors.New("its Pod is gone (deleted, evicted, or its node was lost)")
