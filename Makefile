@@ -57,13 +57,13 @@ test-image:
 	./e2e/testimage/build.sh $(TEST_BASE_IMAGE)
 
 test: test-image k8s-prebuild
-	$(GO) test -count=1 -timeout 40m ./...
+	$(GO) test -count=1 -timeout 60m ./...
 
 test-unit:
 	$(GO) test -count=1 $(UNIT_PKGS)
 
 test-e2e: test-image k8s-prebuild
-	$(GO) test -count=1 -timeout 40m -v ./e2e
+	$(GO) test -count=1 -timeout 60m -v ./e2e
 
 check:
 	$(GO) vet ./...
