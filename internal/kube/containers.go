@@ -354,8 +354,8 @@ func (e *Engine) signal(ctx context.Context, pod, sig string) error {
 // ended Pod keeps its exit code and output.
 func (e *Engine) Stop(ctx context.Context, id string, timeout time.Duration) error {
 	r, p, err := e.runningPod(ctx, id)
-	if errors.Is(err, container.ErrNotFound) || (err != nil && p == nil && r != nil) {
-		return nil
+	if container.IsNotFound(err) || container.IsConflict(err) {
+		return nil // gone, or not running: nothing to stop
 	}
 	if err != nil {
 		return err
@@ -456,10 +456,6 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
-// StatusLost is the status of a container whose Pod is gone while it
-// ran: deleted, evicted, or on a node that was lost.
-const StatusLost = container.StatusLost
-
 // stateOf is a container's state from its record and current Pod.
 func stateOf(r *record, p *corev1.Pod) container.State {
 	st := container.State{
@@ -473,7 +469,7 @@ func stateOf(r *record, p *corev1.Pod) container.State {
 		if r.cm.Annotations[annStopped] != "" {
 			st.Status, st.ExitCode = "exited", 137
 		} else {
-			st.Status, st.ExitCode = StatusLost, -1
+			st.Status, st.ExitCode = container.StatusLost, -1
 		}
 	case podEnded(p) || mainEnded(p) || p.DeletionTimestamp != nil:
 		st.Status = "exited"
@@ -494,7 +490,7 @@ func stateOf(r *record, p *corev1.Pod) container.State {
 			}
 		}
 	}
-	if st.Status == "exited" || st.Status == StatusLost {
+	if st.Status == "exited" || st.Status == container.StatusLost {
 		code := st.ExitCode
 		st.ListExitCode = &code
 	}
@@ -594,7 +590,7 @@ func (e *Engine) WaitExit(ctx context.Context, id string, cond container.WaitCon
 }
 
 func lostErr(st container.State) error {
-	if st.Status == StatusLost {
+	if st.Status == container.StatusLost {
 		return fmt.Errorf("container %s: %w", st.Name, errLost)
 	}
 	return nil
@@ -624,7 +620,7 @@ func (e *Engine) waitRun(ctx context.Context, object string, run int) container.
 			}
 			if seen || r.run() > run {
 				st := stateOf(r, nil)
-				if st.Status == StatusLost {
+				if st.Status == container.StatusLost {
 					return container.WaitResult{Code: -1, Err: lostErr(st)}
 				}
 				return container.WaitResult{Code: st.ExitCode}

@@ -200,7 +200,7 @@ func TestStates(t *testing.T) {
 	if err := e.cs.CoreV1().Pods(e.ns).Delete(ctx, podName(id, 1), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if st := state(); st.Status != StatusLost {
+	if st := state(); st.Status != container.StatusLost {
 		t.Errorf("Pod deleted: %+v, want lost", st)
 	}
 	res := <-e.WaitExit(ctx, id, container.WaitNotRunning)

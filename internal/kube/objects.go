@@ -355,7 +355,7 @@ func transitions(before, after container.State, now time.Time) []container.Event
 		out = append(out, ev(container.EventPause))
 	case after.Status == "running":
 		out = append(out, ev(container.EventStart))
-	case after.Status == "exited" || after.Status == StatusLost:
+	case after.Status == "exited" || after.Status == container.StatusLost:
 		d := ev(container.EventDie)
 		code := after.ExitCode
 		d.ExitCode = &code
