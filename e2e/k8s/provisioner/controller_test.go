@@ -139,9 +139,15 @@ func TestProvisionsAndDeletes(t *testing.T) {
 	if na := pv.Spec.NodeAffinity; na == nil || na.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "node-1" {
 		t.Errorf("node affinity = %+v, want node-1", na)
 	}
-	events, err := client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
-	if err != nil || len(events.Items) != 1 || events.Items[0].Reason != "ProvisioningSucceeded" {
-		t.Errorf("events = %+v, %v; want one ProvisioningSucceeded", events, err)
+	// The event is recorded after the volume is created: wait for it.
+	var events *corev1.EventList
+	eventually(t, "the ProvisioningSucceeded event", func() bool {
+		var err error
+		events, err = client.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
+		return err == nil && len(events.Items) > 0
+	})
+	if len(events.Items) != 1 || events.Items[0].Reason != "ProvisioningSucceeded" {
+		t.Errorf("events = %+v; want one ProvisioningSucceeded", events.Items)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "file"), []byte("data"), 0o600); err != nil {
 		t.Fatal(err)
