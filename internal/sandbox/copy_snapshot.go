@@ -19,8 +19,9 @@ import (
 	"github.com/git-sandbox/git-sandbox/rescue"
 )
 
-// snapScript stages the worktree into the helper's private index, then
-// prints a header — its length in bytes on a line, then the tree, the
+// snapScript waits for "go" on its stdin (the agent is paused by then),
+// stages the worktree into the helper's private index, then prints a
+// header — its length in bytes on a line, then the tree, the
 // untracked files left out for their size ("SIZE\tPATH" records, each
 // ended by a NUL, then one more NUL), and what git add complained about —
 // and then a pack of the tree without what tree $2 (the host's newest
@@ -34,6 +35,7 @@ import (
 // added. What the agent tracks is read from a copy of its index by this
 // git: the agent's configuration plays no part.
 const snapScript = `set -eu
+IFS= read -r go && [ "$go" = go ] || exit 3
 HG="` + helperGit + ` -c core.excludesFile=` + copyExcludes + `"
 export GIT_DIR=` + copyScratch + ` GIT_WORK_TREE=` + container.Workspace + ` GIT_INDEX_FILE=` + copyIndex + `
 cd ` + container.Workspace + `
@@ -176,40 +178,67 @@ func (s *Sandbox) remoteTree(ctx context.Context, prevTree string) (rt *rescue.R
 	defer func() {
 		s.env.UI.Tracef("copy snapshot of %s: %s in all", s.Branch, time.Since(began).Round(time.Millisecond))
 	}()
-	var thaw func()
-	if s.Baseline != "" {
-		if thaw, err = s.env.freezer(s.Record.Engine, s.Container)(ctx); err != nil {
-			return nil, err
-		}
-	}
-	thawOnce := func() {
-		if thaw != nil {
-			thaw()
-			thaw = nil
-		}
-	}
-	defer thawOnce()
 	budget, err := s.env.syncBudget()
 	if err != nil {
 		return nil, err
 	}
+	// The script waits for a line on its stdin before it reads a file:
+	// the exec is set up while the agent is paused, and the go-ahead is
+	// written once it is. Closing the gate without it ends the script.
+	gate, open := io.Pipe()
+	defer open.Close()
 	pr, pw := io.Pipe()
 	defer pr.Close()
 	xerr := make(chan error, 1)
 	go func() {
-		err := helperExec(ctx, d, s.Copy.Helper, user, snapScript, nil, pw, strconv.FormatInt(s.env.maxFileSize(), 10), prevTree)
+		err := helperExec(ctx, d, s.Copy.Helper, user, snapScript, gate, pw, strconv.FormatInt(s.env.maxFileSize(), 10), prevTree)
+		gate.Close()
 		pw.CloseWithError(err)
 		xerr <- err
 	}()
 	// fail ends the exec and reports its own error first: a script that
 	// failed says why on its stderr.
 	fail := func(what string, err error) error {
+		open.Close()
 		pr.CloseWithError(errors.New("snapshot ended"))
 		if xe := <-xerr; xe != nil {
 			return fmt.Errorf("%s: %w", what, xe)
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	var thaw func()
+	if s.Baseline != "" {
+		if thaw, err = s.env.freezer(s.Record.Engine, s.Container)(ctx); err != nil {
+			open.Close()
+			pr.CloseWithError(errors.New("snapshot ended"))
+			<-xerr
+			return nil, err
+		}
+	}
+	// Thawing takes round trips of its own on a remote engine: it runs
+	// while the pack streams, and the snapshot waits for it before it
+	// returns.
+	thawed := make(chan struct{})
+	thawing := false
+	thawOnce := func() {
+		if !thawing {
+			thawing = true
+			go func() {
+				defer close(thawed)
+				if thaw != nil {
+					thaw()
+				}
+			}()
+		}
+	}
+	defer func() {
+		thawOnce()
+		<-thawed
+	}()
+	if _, err := io.WriteString(open, "go\n"); err != nil {
+		return nil, fail("read the worktree on the engine", err)
+	}
+	open.Close()
 	br := bufio.NewReader(pr)
 	head, err := readHeader(br)
 	thawOnce()
