@@ -442,6 +442,55 @@ echo small >small.txt`
 	}
 }
 
+// Snapshots after the first look up only the paths the helper's index
+// lacked (when nothing left it): a file the agent tracks but ignores is
+// there, gone, back and changed, and each snapshot has it as it is; a
+// nested repository and an index the agent rewrote make a full listing
+// again.
+func TestCopyModeSnapshotsFollowAnIgnoredTrackedFile(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1h\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"two\"\nhost = %q\nmode = \"copy\"\n", baseImage, host)
+	agent := `set -e
+echo '*.log' >.gitignore && echo one >keep.log && git add -f keep.log .gitignore
+echo a >a.txt
+echo started; sleep 600`
+	e.MustSandbox("start", "it", "-d", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", agent)
+	Eventually(t, 2*time.Minute, "the agent to start", func() bool {
+		return strings.Contains(e.Sandbox("logs", "it").Stdout, "started")
+	})
+	snapshot := func(step, script string) string {
+		t.Helper()
+		if script != "" {
+			e.MustSandbox("exec", "it", "--", "sh", "-c", script)
+		}
+		e.MustSandbox("rescue", "snapshot", "it")
+		r := e.Run(e.Repo, nil, "git", "show", "refs/sandbox/it/rescue:keep.log")
+		if r.Code != 0 {
+			return "<absent>"
+		}
+		return strings.TrimSpace(r.Stdout)
+	}
+	for _, s := range []struct{ step, script, want string }{
+		{"first", "", "one"},
+		{"deleted", "rm keep.log", "<absent>"},
+		{"back", "echo two >keep.log", "two"},
+		{"changed", "echo three >keep.log", "three"},
+		{"other files change", "echo b >a.txt; echo c >c.txt", "three"},
+		{"nested repository", "mkdir -p sub && cd sub && git init -q && echo x >x && git add x && git -c user.name=a -c user.email=a@b commit -qm x && cd .. && rm keep.log", "<absent>"},
+		{"back again", "echo four >keep.log", "four"},
+		{"agent index rewritten", "echo z >>a.txt && git add a.txt && rm -rf sub && echo five >keep.log", "five"},
+	} {
+		if got := snapshot(s.step, s.script); got != s.want {
+			t.Errorf("%s: keep.log in the snapshot = %q, want %q", s.step, got, s.want)
+		}
+	}
+	if got := e.Git("show", "refs/sandbox/it/rescue:c.txt"); got != "c" {
+		t.Errorf("c.txt = %q", got)
+	}
+	e.MustSandbox("rm", "--force", "it")
+}
+
 // image build --engine builds the sandbox image there, offline from a base
 // the engine has; start on that engine then needs nothing copied.
 func TestCopyModeImageBuildOnTheEngine(t *testing.T) {

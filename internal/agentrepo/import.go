@@ -89,48 +89,73 @@ func checkImportedTree(ctx context.Context, q *gitcmd.Runner, o ImportOptions) e
 		return fmt.Errorf("%s is not a tree the snapshot brought (%v)", o.Tree, err)
 	}
 	// Every object reachable from the tree is there (gitlinks excepted);
-	// below the known tree the user's store has them all.
+	// below the known tree the user's store has them all. Checked while
+	// the tree's entries are listed (both read only): a tree that is not
+	// complete is reported as that, whatever the listing said.
 	args := []string{"rev-list", "--objects", "--quiet", o.Tree}
 	if o.Known != "" {
 		args = append(args, "--not", o.Known)
 	}
-	if _, err := q.Run(ctx, nil, args...); err != nil {
-		return fmt.Errorf("the snapshot's tree is incomplete: %w", err)
+	complete := make(chan error, 1)
+	go func() {
+		_, err := q.Run(ctx, nil, args...)
+		complete <- err
+	}()
+	entries, err := treeEntries(ctx, q, o)
+	if cerr := <-complete; cerr != nil {
+		return fmt.Errorf("the snapshot's tree is incomplete: %w", cerr)
 	}
-	type entry struct{ mode, id, path string }
-	var entries []entry
+	if err != nil {
+		return err
+	}
+	return checkEntries(ctx, q, o, entries)
+}
+
+// treeEntry is an entry of a snapshot's tree.
+type treeEntry struct{ mode, id, path string }
+
+// treeEntries lists what the pack can have added: the entries that differ
+// from the known tree (deletions left out), or the whole tree without one.
+func treeEntries(ctx context.Context, q *gitcmd.Runner, o ImportOptions) ([]treeEntry, error) {
+	var entries []treeEntry
 	if o.Known != "" {
 		out, err := q.Run(ctx, nil, "diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", "--full-index", o.Known, o.Tree)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		// ":oldmode newmode oldid newid status\0path\0" per change.
 		recs := gitcmd.SplitLines(out)
 		for i := 0; i+1 < len(recs); i += 2 {
 			f := strings.Fields(strings.TrimPrefix(recs[i], ":"))
 			if len(f) != 5 {
-				return fmt.Errorf("unreadable tree change %q", termsafe.String(recs[i]))
+				return nil, fmt.Errorf("unreadable tree change %q", termsafe.String(recs[i]))
 			}
 			if f[4] == "D" {
 				continue
 			}
-			entries = append(entries, entry{mode: f[1], id: f[3], path: recs[i+1]})
+			entries = append(entries, treeEntry{mode: f[1], id: f[3], path: recs[i+1]})
 		}
 	} else {
 		out, err := q.Run(ctx, nil, "ls-tree", "-r", "-t", "-z", "--full-tree", o.Tree)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, rec := range gitcmd.SplitLines(out) {
 			meta, p, ok := strings.Cut(rec, "\t")
 			f := strings.Fields(meta)
 			if !ok || len(f) != 3 {
-				return fmt.Errorf("unreadable tree entry %q", termsafe.String(rec))
+				return nil, fmt.Errorf("unreadable tree entry %q", termsafe.String(rec))
 			}
-			entries = append(entries, entry{mode: f[0], id: f[2], path: p})
+			entries = append(entries, treeEntry{mode: f[0], id: f[2], path: p})
 		}
 	}
-	var blobs []entry
+	return entries, nil
+}
+
+// checkEntries checks the paths, modes, .gitmodules files and sizes of a
+// snapshot's new entries.
+func checkEntries(ctx context.Context, q *gitcmd.Runner, o ImportOptions, entries []treeEntry) error {
+	var blobs []treeEntry
 	for _, e := range entries {
 		if err := CheckPath(e.path); err != nil {
 			return fmt.Errorf("tree %w", err)

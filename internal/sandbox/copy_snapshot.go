@@ -33,20 +33,45 @@ import (
 // files over $1 bytes (0: no limit) that the agent does not track stay out
 // and leave the index; ignored files the agent tracks (its git add -f) are
 // added. What the agent tracks is read from a copy of its index by this
-// git: the agent's configuration plays no part.
+// git: the agent's configuration plays no part. Two listings of the
+// index are kept in $C for the next snapshot, since each is a pass over
+// every file of the repository: what the agent's index tracks, good while
+// that index is byte for byte the same; and, good while the helper's index
+// ends in the checksum this snapshot left (written last, removed before
+// the index changes), its gitlinks and what the agent tracks that it
+// lacks. When the agent's index is the same, nothing left the helper's
+// (git add --verbose says "remove" for each that does) and no gitlink is
+// in it or came in, what it lacks now is among what it lacked then: only
+// those paths are looked up, not every path of the index.
+// git lists an index in the order of its bytes, which is sort's in the C
+// locale of helperGitEnv: the helper's own listing is compared unsorted.
 const snapScript = `set -eu
 IFS= read -r go && [ "$go" = go ] || exit 3
 HG="` + helperGit + ` -c core.excludesFile=` + copyExcludes + `"
 export GIT_DIR=` + copyScratch + ` GIT_WORK_TREE=` + container.Workspace + ` GIT_INDEX_FILE=` + copyIndex + `
 cd ` + container.Workspace + `
-T=` + copyState + `/tmp
-rm -rf "$T" && mkdir -p "$T"
-` + helperGit + ` ls-files -s -z | { grep -z '^160000' || true; } | sed -z 's/^[^\t]*\t//' | ` + helperGit + ` update-index --force-remove -z --stdin
-: >"$T/agent"
-if [ -f ` + CopyGitDir + `/index ] && [ ! -L ` + CopyGitDir + `/index ]; then
-	cp ` + CopyGitDir + `/index "$T/agent.index" && GIT_INDEX_FILE="$T/agent.index" ` + helperGit + ` ls-files -z --cached >"$T/agent" 2>/dev/null || : >"$T/agent"
+T=` + copyState + `/tmp C=` + copyState + `/last
+rm -rf "$T" && mkdir -p "$T" "$C"
+full=1
+if [ -s "$C/index.sum" ] && tail -c 20 ` + copyIndex + ` | cmp -s - "$C/index.sum"; then
+	cp "$C/gitlinks" "$T/gitlinks"
+	[ ! -f "$C/missing" ] || full=0
+else
+	` + helperGit + ` ls-files -s -z | { grep -z '^160000' || true; } | cut -z -f2- >"$T/gitlinks"
 fi
-sort -z -o "$T/agent" "$T/agent"
+rm -f "$C/index.sum"
+[ ! -s "$T/gitlinks" ] || ` + helperGit + ` update-index --force-remove -z --stdin <"$T/gitlinks"
+: >"$T/agent"
+if [ -f ` + CopyGitDir + `/index ] && [ ! -L ` + CopyGitDir + `/index ] && cp ` + CopyGitDir + `/index "$T/agent.index"; then
+	if [ -f "$C/agent" ] && cmp -s "$T/agent.index" "$C/agent.index"; then
+		cp "$C/agent" "$T/agent"
+	else
+		full=1
+		rm -f "$C/agent" "$C/agent.index"
+		{ GIT_INDEX_FILE="$T/agent.index" ` + helperGit + ` ls-files -z --cached 2>/dev/null || : ; } | sort -z >"$T/agent"
+		cp "$T/agent.index" "$C/agent.index" && cp "$T/agent" "$C/agent"
+	fi
+fi
 : >"$T/excl"
 if [ "$1" -gt 0 ]; then
 	find . -path ./.git -prune -o -type f -size +"$1"c -printf '%P\0' >"$T/big"
@@ -58,16 +83,29 @@ if [ "$1" -gt 0 ]; then
 	` + helperGit + ` update-index --force-remove -z --stdin <"$T/excl"
 fi
 rc=0
-{ printf '.\0'; sed -z 's/^/:(exclude,literal)/' "$T/excl"; } | $HG add --all --ignore-errors --pathspec-from-file=- --pathspec-file-nul 2>"$T/add.err" || rc=$?
+{ printf '.\0'; sed -z 's/^/:(exclude,literal)/' "$T/excl"; } | $HG add --all --verbose --ignore-errors --pathspec-from-file=- --pathspec-file-nul >"$T/add.out" 2>"$T/add.err" || rc=$?
 [ "$rc" = 0 ] || [ "$rc" = 1 ]
-` + helperGit + ` ls-files -z --cached | sort -z >"$T/have"
-comm -z -23 "$T/agent" "$T/have" | xargs -0 -r sh -c 'for p; do if [ -f "$p" ] || [ -L "$p" ]; then printf "%s\0" "$p"; fi; done' sh >"$T/forced"
+if [ "$full" = 0 ] && [ ! -s "$T/gitlinks" ] && ! grep -q "^remove '" "$T/add.out" && ! grep -q "embedded git repository" "$T/add.err"; then
+	if [ -s "$C/missing" ]; then
+		GIT_LITERAL_PATHSPECS=1 xargs -0 -r ` + helperGit + ` ls-files -z --cached -- <"$C/missing" | sort -z -u >"$T/have"
+		comm -z -23 "$C/missing" "$T/have" >"$T/missing"
+	else
+		: >"$T/missing"
+	fi
+else
+	` + helperGit + ` ls-files -s -z >"$T/staged"
+	{ grep -z '^160000' "$T/staged" || true; } | cut -z -f2- >"$T/gitlinks"
+	cut -z -f2- "$T/staged" >"$T/have"
+	comm -z -23 "$T/agent" "$T/have" >"$T/missing"
+fi
+xargs -0 -r sh -c 'for p; do if [ -f "$p" ] || [ -L "$p" ]; then printf "%s\0" "$p"; fi; done' sh <"$T/missing" >"$T/forced"
 if [ -s "$T/forced" ]; then
 	rc=0
 	GIT_LITERAL_PATHSPECS=1 ` + helperGit + ` add --force --ignore-errors --pathspec-from-file="$T/forced" --pathspec-file-nul 2>>"$T/add.err" || rc=$?
 	[ "$rc" = 0 ] || [ "$rc" = 1 ]
 fi
 ` + helperGit + ` write-tree >"$T/head"
+cp "$T/gitlinks" "$C/gitlinks" && cp "$T/missing" "$C/missing" && tail -c 20 ` + copyIndex + ` >"$C/index.sum"
 xargs -0 -r stat --printf '%s\t%n\0' -- <"$T/excl" >>"$T/head"
 printf '\0' >>"$T/head"
 head -c 1048576 "$T/add.err" >>"$T/head"
