@@ -35,7 +35,7 @@ COVER_PKGS ?= ./internal/sandbox ./rescue
 COVER_MIN  ?= 60
 
 .PHONY: build install uninstall test test-unit test-e2e test-image check cover bench clean engine2 engine2-stop engine2-status test-engine2 \
-	k8s-build k8s-cluster k8s-stop k8s-prebuild
+	k8s-build k8s-cluster k8s-stop
 
 # CGO_ENABLED=0: a static binary with Go's own resolver, so that it runs
 # unchanged inside a sandbox's minimal egress proxy container.
@@ -56,13 +56,13 @@ uninstall:
 test-image:
 	./e2e/testimage/build.sh $(TEST_BASE_IMAGE)
 
-test: test-image k8s-prebuild
+test: test-image
 	$(GO) test -count=1 -timeout 60m ./...
 
 test-unit:
 	$(GO) test -count=1 $(UNIT_PKGS)
 
-test-e2e: test-image k8s-prebuild
+test-e2e: test-image
 	$(GO) test -count=1 -timeout 60m -v ./e2e
 
 check:
@@ -98,7 +98,9 @@ test-engine2: test-image
 	$(GO) test -count=1 -timeout 20m -v -run Engine2 ./e2e
 
 # The Kubernetes end-to-end tests start their cluster themselves (and stop
-# it); k8s-cluster starts one that they use and leave running.
+# it); k8s-cluster starts one that they use and leave running. A cold
+# build of its binaries runs in the background of the e2e run, niced
+# (e2e/k8s_test.go, startClusterBuild).
 K8S_CLUSTER = ./e2e/k8s/cluster.sh
 
 k8s-build:
@@ -109,15 +111,6 @@ k8s-cluster: test-image
 
 k8s-stop:
 	$(K8S_CLUSTER) stop
-
-# Builds the cluster's binaries before the tests when they will run (as
-# root, or in CI), so a cold build does not count against the test timeout.
-# Outside CI, GIT_SANDBOX_TEST_K8S=off skips those tests and this build.
-k8s-prebuild:
-	@if [ "$$CI" != true ] && [ "$$GIT_SANDBOX_TEST_K8S" = off ]; then \
-	  echo "note: the Kubernetes end-to-end tests will not run: GIT_SANDBOX_TEST_K8S=off"; \
-	elif [ "$$CI" = true ] || [ "$$(id -u)" = 0 ]; then $(K8S_CLUSTER) build; \
-	else echo "note: the Kubernetes end-to-end tests will not run: they need root"; fi
 
 clean:
 	rm -rf bin

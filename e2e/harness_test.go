@@ -71,6 +71,8 @@ func runMain(m *testing.M) int {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	repoRoot = filepath.Dir(filepath.Dir(file))
+	startClusterBuild()
+	defer stopClusterBuild()
 	tmp, err := os.MkdirTemp("", "git-sandbox-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -104,6 +106,7 @@ func runMain(m *testing.M) int {
 	// (a user's sandboxes may be using one that was there before).
 	hadEgress := exec.Command("docker", "network", "inspect", sharedEgressNetwork).Run() == nil
 	code := m.Run()
+	stopClusterBuild()
 	cleanupLeftovers()
 	if !hadEgress {
 		_ = exec.Command("docker", "network", "rm", sharedEgressNetwork).Run()

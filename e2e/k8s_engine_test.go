@@ -54,8 +54,14 @@ func k8sEnv(t testing.TB, extra string) *k8sTest {
 	must(t, os.WriteFile(kc, []byte(c.MustKubectl(t, nil, "config", "view", "--raw", "--flatten")), 0o600))
 	must(t, os.Chown(kc, int(cred.uid), int(cred.gid)))
 	k := &k8sTest{Env: e, c: c, ns: ns, kubeconfig: kc}
-	e.WriteConfig("base_image = %q\n%s\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n%s", baseImage, extra, k.engineConfig(0))
+	k.config(extra, "1s")
 	return k
+}
+
+// config writes the user config: extra (top-level keys), the interval of
+// the sandboxes' snapshots, and the cluster as engine "k8s".
+func (k *k8sTest) config(extra, interval string) {
+	k.WriteConfig("base_image = %q\n%s\n[rescue]\ninterval = %q\n[limits]\nmemory = \"1g\"\npids = 256\n\n%s", baseImage, extra, interval, k.engineConfig(0))
 }
 
 // objects lists the names of the engine's objects of a kind in the
@@ -123,7 +129,7 @@ func assertHardened(t *testing.T, pods []map[string]any, uid float64) {
 	}
 }
 
-func TestKubernetesEngineLifecycle(t *testing.T) {
+func testKubernetesEngineLifecycle(t *testing.T) {
 	k := k8sEnv(t, "")
 	k.WriteFile("src/old.txt", "old\n")
 	k.Git("add", "src/old.txt")
@@ -190,7 +196,7 @@ git add new.txt && git commit -q -m "agent commit" && echo "committed:$(git rev-
 // The commands of a running and then an ended sandbox: exec, logs, stop,
 // exec after the exit (a fresh Pod on the same claims), a follow-up task,
 // update, verify, wait and rm.
-func TestKubernetesEngineOperations(t *testing.T) {
+func testKubernetesEngineOperations(t *testing.T) {
 	k := k8sEnv(t, "verify = \"test -s count.txt\"")
 	k.MustSandbox("start", "op", "-d", "--engine", "k8s", "--agent", "shell", "--image", baseImage, "--network", "none", "--",
 		"sh", "-c", `echo started; i=0; while :; do i=$((i+1)); echo $i >count.txt; sleep 1; done`)
@@ -236,7 +242,7 @@ func TestKubernetesEngineOperations(t *testing.T) {
 
 // Deleting the agent's Pod loses at most one interval: ps says the
 // sandbox is lost and how to go on, the snapshots are on this machine.
-func TestKubernetesPodDeletedKeepsTheSnapshots(t *testing.T) {
+func testKubernetesPodDeletedKeepsTheSnapshots(t *testing.T) {
 	k := k8sEnv(t, "")
 	k.MustSandbox("start", "gone", "-d", "--engine", "k8s", "--agent", "shell", "--image", baseImage, "--network", "none", "--",
 		"sh", "-c", "echo precious >work.txt; sleep 600")
@@ -261,7 +267,7 @@ func TestKubernetesPodDeletedKeepsTheSnapshots(t *testing.T) {
 
 // allowlist on the cluster: the proxy is a Pod of its own, the networks
 // are NetworkPolicy objects, and the agent reaches the proxy by name.
-func TestKubernetesAllowlist(t *testing.T) {
+func testKubernetesAllowlist(t *testing.T) {
 	k := k8sEnv(t, "allow = [\"api.allowed.test\"]")
 	k.MustSandbox("start", "al", "-d", "--engine", "k8s", "--agent", "shell", "--image", baseImage, "--", "sleep", "600")
 	policies := k.objects(t, "networkpolicies")
@@ -309,7 +315,7 @@ head -1 <&3`
 // A fleet of six tasks with engine "auto" over two engines, local Docker
 // and the cluster, each with max_sandboxes = 3: three run on each, and
 // fleet land lands all six.
-func TestKubernetesFleetOverTwoEngines(t *testing.T) {
+func testKubernetesFleetOverTwoEngines(t *testing.T) {
 	k := k8sEnv(t, "")
 	mainHost := os.Getenv("DOCKER_HOST")
 	if mainHost == "" {

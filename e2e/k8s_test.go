@@ -6,12 +6,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -72,11 +75,110 @@ func startCluster(t testing.TB) *k8sCluster {
 		k8sSkipped.Store(why, true)
 		t.Skipf("the Kubernetes tests did not run: %s", why)
 	}
-	k8sOnce.Do(func() { k8sRunning, k8sErr = bringUpCluster() })
+	k8sOnce.Do(func() {
+		<-k8sBuilt
+		if k8sErr = k8sBuildErr; k8sErr == nil {
+			k8sRunning, k8sErr = bringUpCluster()
+		}
+	})
 	if k8sErr != nil {
 		t.Fatalf("test cluster: %v", k8sErr)
 	}
 	return k8sRunning
+}
+
+// k8sBuilt is closed when the background build that startClusterBuild
+// began has ended (at once when there is none); k8sBuildErr says how.
+var (
+	k8sBuilt    = make(chan struct{})
+	k8sBuildErr error
+	k8sBuildCmd *exec.Cmd
+)
+
+// startClusterBuild begins building the cluster's binaries (cached by
+// version: nothing to do when they are there) in the background at the
+// lowest CPU priority, when this run will run the Kubernetes tests: a cold
+// build (a quarter of an hour on two cores) then takes the time the Docker
+// tests leave idle. TestMain calls it first; stopClusterBuild ends a build
+// still running when the tests are over.
+func startClusterBuild() {
+	if k8sUnavailable() != "" || !runsTest("TestKubernetes") {
+		close(k8sBuilt)
+		return
+	}
+	logFile, err := os.CreateTemp("", "git-sandbox-e2e-k8s-build-*.log")
+	if err != nil {
+		k8sBuildErr = err
+		close(k8sBuilt)
+		return
+	}
+	cmd := exec.Command("nice", "-n", "19", clusterScript(), "build")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		os.Remove(logFile.Name())
+		k8sBuildErr = fmt.Errorf("%s build: %v", clusterScript(), err)
+		close(k8sBuilt)
+		return
+	}
+	k8sBuildCmd = cmd
+	go func() {
+		defer close(k8sBuilt)
+		err := cmd.Wait()
+		logFile.Close()
+		out, _ := os.ReadFile(logFile.Name())
+		os.Remove(logFile.Name())
+		if err != nil {
+			k8sBuildErr = fmt.Errorf("%s build: %v\n%s", clusterScript(), err, out)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "e2e: test cluster binaries ready after %v (%s)\n",
+			time.Since(start).Round(time.Second), strings.TrimSpace(lastLine(string(out))))
+	}()
+}
+
+// stopClusterBuild ends a background build that is still running (its
+// script removes what it made so far).
+func stopClusterBuild() {
+	if k8sBuildCmd == nil {
+		return
+	}
+	select {
+	case <-k8sBuilt:
+	default:
+		_ = syscall.Kill(-k8sBuildCmd.Process.Pid, syscall.SIGTERM)
+		<-k8sBuilt
+	}
+}
+
+// runsTest says whether the -test.run pattern (when there is one) selects
+// the top-level test name, and -test.skip does not skip it.
+func runsTest(name string) bool {
+	match := func(flagName string) (matched, set bool) {
+		f := flag.Lookup(flagName)
+		if f == nil || f.Value.String() == "" {
+			return false, false
+		}
+		top, _, _ := strings.Cut(f.Value.String(), "/")
+		ok, err := regexp.MatchString(top, name)
+		return ok || err != nil, true
+	}
+	if m, set := match("test.run"); set && !m {
+		return false
+	}
+	if f := flag.Lookup("test.skip"); f != nil && !strings.Contains(f.Value.String(), "/") {
+		if m, set := match("test.skip"); set && m {
+			return false
+		}
+	}
+	return true
+}
+
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return s[strings.LastIndex(s, "\n")+1:]
 }
 
 func bringUpCluster() (*k8sCluster, error) {
@@ -182,10 +284,10 @@ func (c *k8sCluster) Namespace(t testing.TB) string {
 	return ns
 }
 
-// TestKubernetesClusterRunsAPod: the test cluster runs the test image as
+// testKubernetesClusterRunsAPod: the test cluster runs the test image as
 // a non-root user with every capability dropped, to completion, and its
 // log comes back through the API server and the kubelet.
-func TestKubernetesClusterRunsAPod(t *testing.T) {
+func testKubernetesClusterRunsAPod(t *testing.T) {
 	c := startCluster(t)
 	ns := c.Namespace(t)
 	pod := map[string]any{
@@ -292,11 +394,11 @@ func (c *k8sCluster) runPod(t *testing.T, ns string, p k8sPod) string {
 	return c.MustKubectl(t, nil, "logs", "--namespace", ns, "pod/"+p.Name)
 }
 
-// TestKubernetesClusterProvisionsClaims: a claim that names no class gets
+// testKubernetesClusterProvisionsClaims: a claim that names no class gets
 // a volume from the cluster's default class at once; a non-root Pod with
 // no capabilities writes into it, and a second Pod reads that back; once
 // the claim is deleted, its volume and the directory behind it go too.
-func TestKubernetesClusterProvisionsClaims(t *testing.T) {
+func testKubernetesClusterProvisionsClaims(t *testing.T) {
 	c := startCluster(t)
 	ns := c.Namespace(t)
 	claim := []byte(`{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -358,9 +460,9 @@ func TestKubernetesClusterProvisionsClaims(t *testing.T) {
 	t.Logf("claim delete → volume and directory gone: %v", time.Since(start).Round(10*time.Millisecond))
 }
 
-// TestKubernetesClusterRuntimeClass: the cluster has the RuntimeClass runc,
+// testKubernetesClusterRuntimeClass: the cluster has the RuntimeClass runc,
 // and a Pod that names it runs.
-func TestKubernetesClusterRuntimeClass(t *testing.T) {
+func testKubernetesClusterRuntimeClass(t *testing.T) {
 	c := startCluster(t)
 	ns := c.Namespace(t)
 	class := c.Env["GIT_SANDBOX_K8S_RUNTIME_CLASS"]
