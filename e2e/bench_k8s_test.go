@@ -107,7 +107,9 @@ func BenchmarkKubernetesSnapshot(b *testing.B) {
 	rawRepo := filepath.Join(k.Root, "rawrepo")
 	runOK(b, "", nil, "git", "init", "-q", "--bare", rawRepo)
 	must(b, os.WriteFile(filepath.Join(rawRepo, "objects", "info", "alternates"), []byte(filepath.Join(k.Repo, ".git", "objects")+"\n"), 0o644))
-	gitEnv := []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null"}
+	// The environment with git's user config left out; HOME stays (without it
+	// kubectl keeps its discovery cache in the working directory).
+	gitEnv := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
 	var ours, raw []time.Duration
 	for round := 0; round < benchRounds; round++ {
 		touch(2 * round)
