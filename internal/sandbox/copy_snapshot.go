@@ -234,12 +234,16 @@ func (s *Sandbox) remoteTree(ctx context.Context, prevTree string) (rt *rescue.R
 		pw.CloseWithError(err)
 		xerr <- err
 	}()
+	// end ends the exec and returns its error.
+	end := func() error {
+		open.Close()
+		pr.CloseWithError(errors.New("snapshot ended"))
+		return <-xerr
+	}
 	// fail ends the exec and reports its own error first: a script that
 	// failed says why on its stderr.
 	fail := func(what string, err error) error {
-		open.Close()
-		pr.CloseWithError(errors.New("snapshot ended"))
-		if xe := <-xerr; xe != nil {
+		if xe := end(); xe != nil {
 			return fmt.Errorf("%s: %w", what, xe)
 		}
 		return fmt.Errorf("%s: %w", what, err)
@@ -247,9 +251,7 @@ func (s *Sandbox) remoteTree(ctx context.Context, prevTree string) (rt *rescue.R
 	var thaw func()
 	if s.Baseline != "" {
 		if thaw, err = s.env.freezer(s.Record.Engine, s.Container)(ctx); err != nil {
-			open.Close()
-			pr.CloseWithError(errors.New("snapshot ended"))
-			<-xerr
+			_ = end()
 			return nil, err
 		}
 	}
