@@ -62,7 +62,8 @@ type Proxy struct {
 	timeout time.Duration
 
 	buffers   *bufferPool
-	plain     *httputil.ReverseProxy
+	pool      connPool               // plain HTTP's upstream connections
+	plain     *httputil.ReverseProxy // plain HTTP upgrades (WebSocket)
 	intercept *httputil.ReverseProxy
 	transport []*http.Transport
 
@@ -180,6 +181,7 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 		<-errc
 	}
 	p.closeAll()
+	p.pool.close()
 	for _, t := range p.transport {
 		t.CloseIdleConnections()
 	}
@@ -559,7 +561,12 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, rec, start, status, decision, reason)
 		return
 	}
-	p.proxyRequest(p.plain, w, r, &reqState{target: t, scheme: "http", rec: rec}, p.secrets, start)
+	st := &reqState{target: t, scheme: "http", rec: rec}
+	if wantsUpgrade(r) {
+		p.proxyRequest(p.plain, w, r, st, p.secrets, start)
+		return
+	}
+	p.forwardPlain(w, r, st, start)
 }
 
 // proxyRequest sends r on through rp and logs the outcome.

@@ -1,0 +1,407 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Plain HTTP is forwarded by the proxy itself rather than by
+// httputil.ReverseProxy: a response of known length is then copied from
+// the upstream connection to the agent's by the kernel (io.Copy into the
+// server's ResponseWriter ends in a splice between the two TCP
+// connections), where the reverse proxy reads every byte into the
+// proxy's memory and writes it out again. Requests that ask to switch
+// protocols (WebSocket) still go through the reverse proxy.
+
+const (
+	maxIdlePerHost  = 8
+	idleConnTimeout = 90 * time.Second
+)
+
+// upstreamConn is a connection to an upstream server and the reader its
+// responses are parsed from.
+type upstreamConn struct {
+	conn  net.Conn
+	br    *bufio.Reader
+	addr  netip.Addr
+	since time.Time // when it went idle
+}
+
+// connPool keeps upstream connections between requests, per destination.
+type connPool struct {
+	mu     sync.Mutex
+	idle   map[string][]*upstreamConn
+	closed bool
+}
+
+// get returns an idle connection to key that the upstream has not closed
+// or written to meanwhile, or nil.
+func (cp *connPool) get(key string) *upstreamConn {
+	for {
+		cp.mu.Lock()
+		l := cp.idle[key]
+		if len(l) == 0 {
+			cp.mu.Unlock()
+			return nil
+		}
+		uc := l[len(l)-1]
+		cp.idle[key] = l[:len(l)-1]
+		cp.mu.Unlock()
+		if time.Since(uc.since) < idleConnTimeout && uc.quiet() {
+			return uc
+		}
+		uc.conn.Close()
+	}
+}
+
+// quiet reports whether nothing arrived on an idle connection: neither
+// bytes (a server speaks first only to say goodbye) nor its end.
+func (uc *upstreamConn) quiet() bool {
+	uc.conn.SetReadDeadline(time.Now())
+	_, err := uc.br.Peek(1)
+	uc.conn.SetReadDeadline(time.Time{})
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func (cp *connPool) put(key string, uc *upstreamConn) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.closed || len(cp.idle[key]) >= maxIdlePerHost {
+		uc.conn.Close()
+		return
+	}
+	if cp.idle == nil {
+		cp.idle = map[string][]*upstreamConn{}
+	}
+	uc.since = time.Now()
+	cp.idle[key] = append(cp.idle[key], uc)
+}
+
+// close closes every idle connection and every one put back later.
+func (cp *connPool) close() {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.closed = true
+	for _, l := range cp.idle {
+		for _, uc := range l {
+			uc.conn.Close()
+		}
+	}
+	clear(cp.idle)
+}
+
+// hopHeaders are meant for one connection, not passed on (RFC 9110,
+// 7.6.1), with the proxy's own.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// removeHopHeaders deletes the hop-by-hop headers from h, and those its
+// Connection header names.
+func removeHopHeaders(h http.Header) {
+	for _, v := range h["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				h.Del(f)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}
+
+// wantsUpgrade reports a request to switch protocols, which the reverse
+// proxy serves.
+func wantsUpgrade(r *http.Request) bool {
+	for _, v := range r.Header["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// replayable requests may be sent again when an idle connection turns out
+// to be dead: idempotent, and without a body.
+func replayable(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0
+	}
+	return false
+}
+
+// outbound is r as sent upstream to t.
+func outbound(r *http.Request, t Target) *http.Request {
+	out := r.Clone(r.Context())
+	out.URL.Scheme, out.URL.Host = "http", t.String()
+	out.RequestURI = ""
+	out.Close = false
+	removeHopHeaders(out.Header)
+	// The agent asked the proxy; the proxy sends the body without
+	// waiting for the upstream's go-ahead.
+	out.Header.Del("Expect")
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header.Set("User-Agent", "") // none, rather than Go's
+	}
+	return out
+}
+
+// exchange is one request sent on one connection.
+type exchange struct {
+	uc     *upstreamConn
+	resp   *http.Response
+	sent   chan error // the request's end, once written
+	reused bool
+}
+
+// send writes out on uc and reads the response's head (past any
+// informational ones). The request is written while the response is read,
+// so an upstream that answers before taking the whole body is heard.
+func send(uc *upstreamConn, out *http.Request) (*http.Response, chan error, error) {
+	sent := make(chan error, 1)
+	write := func() {
+		bw := bufio.NewWriterSize(uc.conn, 16<<10)
+		err := out.Write(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		if err != nil {
+			uc.conn.Close() // a half-written request: the read ends too
+		}
+		sent <- err
+	}
+	if out.Body == nil || out.Body == http.NoBody {
+		write()
+		if err := <-sent; err != nil {
+			return nil, nil, err
+		}
+		sent <- nil
+	} else {
+		go write()
+	}
+	for {
+		resp, err := http.ReadResponse(uc.br, out)
+		if err != nil {
+			return nil, sent, err
+		}
+		switch {
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, sent, errors.New("the server switched protocols unasked")
+		case resp.StatusCode >= 100 && resp.StatusCode < 200:
+			continue // 100 Continue, 103 Early Hints
+		}
+		return resp, sent, nil
+	}
+}
+
+// forwardPlain sends r on to st.target and copies the response back.
+func (p *Proxy) forwardPlain(w http.ResponseWriter, r *http.Request, st *reqState, start time.Time) {
+	st.rec.Decision = Allowed
+	scanBody(r, st, p.secrets)
+	out := outbound(r, st.target)
+	key := st.target.String()
+	ctx := r.Context()
+
+	var uc *upstreamConn
+	var resp *http.Response
+	var sent chan error
+	var err error
+	retry := replayable(r)
+	if retry {
+		uc = p.pool.get(key)
+	}
+	for {
+		if uc == nil {
+			retry = false
+			var c net.Conn
+			var a netip.Addr
+			c, a, err = p.dialer.dial(ctx, st.target, HTTP)
+			if err != nil {
+				break
+			}
+			uc = &upstreamConn{conn: c, br: bufio.NewReaderSize(c, 64<<10), addr: a}
+		}
+		if !p.track(uc.conn) {
+			uc.conn.Close()
+			err = errors.New("the proxy is shutting down")
+			break
+		}
+		stop := context.AfterFunc(ctx, func() { uc.conn.Close() })
+		resp, sent, err = send(uc, out)
+		if err == nil {
+			defer p.finish(key, uc, stop, sent, resp, st)
+			break
+		}
+		stop()
+		p.untrack(uc.conn)
+		uc.conn.Close()
+		uc = nil
+		if !retry || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		p.plainFailed(w, st, err, ctx)
+		p.write(st.rec, start)
+		return
+	}
+	st.rec.Addr = uc.addr.String()
+	st.rec.Status = resp.StatusCode
+
+	h := w.Header()
+	removeHopHeaders(resp.Header)
+	for k, vv := range resp.Header {
+		h[k] = vv
+	}
+	// A response without a body keeps the upstream's Content-Length (a
+	// HEAD's, a 304's: the length of what a GET would get).
+	hasBody := r.Method != http.MethodHead && bodyAllowed(resp.StatusCode)
+	known := resp.ContentLength >= 0 && len(resp.TransferEncoding) == 0
+	if hasBody && known {
+		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	} else if hasBody {
+		h.Del("Content-Length")
+	}
+	w.WriteHeader(resp.StatusCode)
+
+	var n int64
+	switch {
+	case !hasBody || resp.ContentLength == 0:
+		// nothing follows the head
+	case known:
+		n, err = copyKnown(w, uc, resp.ContentLength)
+	default:
+		n, err = copyStream(w, resp)
+		for k, vv := range resp.Trailer {
+			h[http.TrailerPrefix+k] = vv
+		}
+	}
+	st.down.Add(n)
+	if err != nil {
+		resp.Close = true // the connection is not reused
+		if ctx.Err() != nil {
+			st.rec.Error = "the agent went away"
+		} else {
+			st.rec.Error = "copying the response: " + err.Error()
+		}
+		st.rec.BytesUp, st.rec.BytesDown = st.up.Load(), st.down.Load()
+		p.write(st.rec, start)
+		// The agent must not take a cut response for a whole one.
+		panic(http.ErrAbortHandler)
+	}
+	st.rec.BytesUp, st.rec.BytesDown = st.up.Load(), st.down.Load()
+	p.write(st.rec, start)
+}
+
+// finish puts uc back for the next request when the exchange left it
+// clean, and closes it otherwise.
+func (p *Proxy) finish(key string, uc *upstreamConn, stop func() bool, sent chan error, resp *http.Response, st *reqState) {
+	p.untrack(uc.conn)
+	canceled := !stop()
+	clean := !canceled && !resp.Close && st.rec.Error == ""
+	if clean {
+		select {
+		case err := <-sent:
+			clean = err == nil
+		default:
+			clean = false // the upstream answered before the body was sent
+		}
+	}
+	if !clean {
+		uc.conn.Close()
+		return
+	}
+	p.pool.put(key, uc)
+}
+
+// plainFailed answers a request that got no response.
+func (p *Proxy) plainFailed(w http.ResponseWriter, st *reqState, err error, ctx context.Context) {
+	if l := st.leak.Load(); l != nil {
+		st.rec.Decision, st.rec.Reason, st.rec.Secret, st.rec.Status = Leak, l.Error(), l.secret, http.StatusForbidden
+		writeRefusal(w, http.StatusForbidden, fmt.Sprintf("git sandbox egress proxy: refused: %s\n", l))
+		return
+	}
+	if ctx.Err() != nil {
+		st.rec.Error = "the agent went away"
+		return
+	}
+	status, decision, reason := denial(err)
+	st.rec.Decision, st.rec.Status = decision, status
+	if decision == Denied {
+		st.rec.Reason = reason
+		writeRefusal(w, status, fmt.Sprintf("git sandbox egress proxy: %s denied: %s\n", st.target, reason))
+		return
+	}
+	st.rec.Error = reason
+	writeRefusal(w, status, fmt.Sprintf("git sandbox egress proxy: %s: %s\n", st.target, reason))
+}
+
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
+}
+
+// copyKnown copies a body of n bytes: what the reader already holds, then
+// the rest straight from the connection (spliced by the kernel when w
+// writes to a TCP connection).
+func copyKnown(w io.Writer, uc *upstreamConn, n int64) (int64, error) {
+	var done int64
+	if b := uc.br.Buffered(); b > 0 {
+		k, err := io.CopyN(w, uc.br, min(int64(b), n))
+		done += k
+		if err != nil {
+			return done, err
+		}
+	}
+	if done == n {
+		return done, nil
+	}
+	k, err := io.Copy(w, &io.LimitedReader{R: uc.conn, N: n - done})
+	done += k
+	if err == nil && done < n {
+		err = io.ErrUnexpectedEOF
+	}
+	return done, err
+}
+
+// copyStream copies a body of unknown length (chunked, or up to the
+// connection's end), passing each piece on as it comes.
+func copyStream(w http.ResponseWriter, resp *http.Response) (int64, error) {
+	defer resp.Body.Close()
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	var n int64
+	for {
+		k, rerr := resp.Body.Read(buf)
+		if k > 0 {
+			if _, err := w.Write(buf[:k]); err != nil {
+				return n, err
+			}
+			n += int64(k)
+			if err := rc.Flush(); err != nil {
+				return n, err
+			}
+		}
+		if rerr == io.EOF {
+			return n, nil
+		}
+		if rerr != nil {
+			return n, rerr
+		}
+	}
+}
