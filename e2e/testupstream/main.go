@@ -122,6 +122,7 @@ func fetch(mode, url string, count int) int {
 		t.DisableKeepAlives = true
 	}
 	c := &http.Client{Transport: t}
+	buf := make([]byte, 64<<10)
 	var total int64
 	var times []time.Duration
 	start := time.Now()
@@ -132,7 +133,7 @@ func fetch(mode, url string, count int) int {
 			fmt.Println("error:", err)
 			return 1
 		}
-		n, err := io.Copy(io.Discard, resp.Body)
+		n, err := drain(resp.Body, buf)
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != http.StatusOK {
 			fmt.Println("error:", resp.Status, err)
@@ -145,6 +146,22 @@ func fetch(mode, url string, count int) int {
 	slices.Sort(times)
 	fmt.Printf("bytes %d seconds %.6f median_ms %.4f\n", total, elapsed.Seconds(), float64(times[len(times)/2].Microseconds())/1000)
 	return 0
+}
+
+// drain reads r to its end in reads of len(buf), as a download tool does
+// (io.Copy into io.Discard reads 8 KiB at a time).
+func drain(r io.Reader, buf []byte) (int64, error) {
+	var n int64
+	for {
+		k, err := r.Read(buf)
+		n += int64(k)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
 }
 
 func client(url string, headers []string) int {
