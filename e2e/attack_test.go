@@ -1292,7 +1292,8 @@ mkdir -p d
 printf 'decoy\n' > d/id_rsa
 ln -s "$SECRET_DIR" d.alt
 case "$(uname -m)" in x86_64) NR=316 ;; aarch64) NR=276 ;; *) NR=0 ;; esac
-END=$(( $(date +%s) + 20 ))
+# Until the test writes .stop (2 minutes at most).
+END=$(( $(date +%s) + 120 ))
 # renameat2(RENAME_EXCHANGE) flips d between the real directory and a
 # symlink to the host directory atomically, so d always exists.
 perl -e '
@@ -1327,10 +1328,12 @@ func TestAttackSnapshotSymlinkSwapRace(t *testing.T) {
 	}
 	e.MustSandbox("start", "race", "-d", "--agent", "shell", "-e", "MARK="+mark, "-e", "SECRET_DIR="+secretDir, "--", "sh", "-c", atkSwapRaceAgent)
 	wt := e.Worktree("race")
-	deadline := time.Now().Add(20 * time.Second)
+	// Race for 20 s, and on until five snapshots went through (a loaded
+	// machine takes longer over each), for 2 minutes at most.
+	deadline, limit := time.Now().Add(20*time.Second), time.Now().Add(2*time.Minute)
 	leaked := false
 	taken := 0
-	for time.Now().Before(deadline) && !leaked {
+	for !leaked && (time.Now().Before(deadline) || taken < 5) && time.Now().Before(limit) {
 		if r := e.Sandbox("rescue", "snapshot", "race"); r.Code == 0 {
 			taken++
 		}
