@@ -298,7 +298,26 @@ spawn() {
 	shift
 	# fd 9 holds the lock: a daemon must not keep it.
 	setsid "$@" </dev/null >"$run/logs/$name.log" 2>&1 9>&- &
-	echo $! >"$run/pids/$name.pid"
+	local pid=$! i
+	echo "$pid" >"$run/pids/$name.pid"
+	# Until the forked shell has exec'd the daemon, the PID's command line
+	# is this script's, and ours would take that moment for an exit: wait
+	# for the exec (or a real exit, which wait_for then reports).
+	for ((i = 0; i < 200; i++)); do
+		ours "$name" >/dev/null && return 0
+		[ -d "/proc/$pid" ] || return 0
+		sleep 0.05
+	done
+}
+
+# keep_logs copies the daemons' logs out of the run directory, which a
+# failed start removes, and says where.
+keep_logs() {
+	local keep
+	[ -d "$run/logs" ] || return 0
+	keep=$(mktemp -d "${TMPDIR:-/tmp}/git-sandbox-k8s-logs.XXXXXX") || return 0
+	cp -r "$run/logs/." "$keep/" 2>/dev/null || true
+	log "the daemons' logs are kept in $keep"
 }
 
 # ours prints the PID recorded for a daemon if that process still runs and
@@ -349,13 +368,16 @@ wait_for() {
 			return 0
 		fi
 		if [ -n "$name" ] && ! ours "$name" >/dev/null; then
-			tail -n 30 "$run/logs/$name.log" >&2 || true
-			die "$name exited while waiting for $what (its log above; all logs in $run/logs)"
+			if [ -s "$run/logs/$name.log" ]; then
+				tail -n 30 "$run/logs/$name.log" >&2 || true
+				die "$name exited while waiting for $what (its log above)"
+			fi
+			die "$name exited while waiting for $what, without a word in its log"
 		fi
 		sleep 0.25
 	done
 	[ -z "$name" ] || tail -n 30 "$run/logs/$name.log" >&2 || true
-	die "timed out after ${timeout}s waiting for $what (logs in $run/logs)"
+	die "timed out after ${timeout}s waiting for $what"
 }
 
 # started is when start began, for the progress lines.
@@ -841,7 +863,7 @@ cmd_start() {
 	mkdir -p "$run/state" "$run/pids" "$run/logs"
 	save_settings
 	# From here on, a failure or an interrupt takes everything down again.
-	trap 'rc=$?; trap - EXIT INT TERM; log "start failed; tearing down"; teardown || true; exit $rc' EXIT
+	trap 'rc=$?; trap - EXIT INT TERM; keep_logs; log "start failed; tearing down"; teardown || true; exit $rc' EXIT
 	trap 'exit 130' INT TERM
 
 	make_pki
