@@ -193,6 +193,30 @@ git add new.txt && git commit -q -m "agent commit" && echo "committed:$(git rev-
 	k.assertNothingLeft(t)
 }
 
+// attach and logs -f to a sandbox started detached on the cluster: both
+// stream what the agent prints (logs -f from its start, attach from when
+// it connected) and end when the agent does.
+func testKubernetesAttachAndFollowLogs(t *testing.T) {
+	k := k8sEnv(t, "")
+	script := `while [ ! -e /workspace/go ]; do sleep 0.1; done; i=0; while [ $i -lt 20 ]; do i=$((i+1)); echo "tick $i"; sleep 0.3; done`
+	k.MustSandbox("start", "att", "-d", "--engine", "k8s", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", script)
+	attach, follow := make(chan Result, 1), make(chan Result, 1)
+	go func() { attach <- k.Sandbox("attach", "att") }()
+	go func() { follow <- k.Sandbox("logs", "-f", "att") }()
+	k.MustSandbox("exec", "att", "--", "touch", "/workspace/go")
+	if r := <-follow; r.Code != 0 || !strings.Contains(r.Stdout, "tick 1\n") || !strings.Contains(r.Stdout, "tick 20\n") {
+		t.Errorf("logs -f: %s", r)
+	}
+	if r := <-attach; r.Code != 0 || !strings.Contains(r.Stdout, "tick 20\n") {
+		t.Errorf("attach: %s", r)
+	}
+	if r := k.Sandbox("attach", "att"); r.Code == 0 || !strings.Contains(r.Stderr, "not running") {
+		t.Errorf("attach to an exited sandbox: %s", r)
+	}
+	k.MustSandbox("rm", "--force", "att")
+	k.assertNothingLeft(t)
+}
+
 // The commands of a running and then an ended sandbox: exec, logs, stop,
 // exec after the exit (a fresh Pod on the same claims), a follow-up task,
 // update, verify, wait and rm.

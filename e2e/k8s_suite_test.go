@@ -19,6 +19,7 @@ func TestKubernetes(t *testing.T) {
 		{"ClusterRuntimeClass", testKubernetesClusterRuntimeClass},
 		{"EngineLifecycle", testKubernetesEngineLifecycle},
 		{"EngineOperations", testKubernetesEngineOperations},
+		{"AttachAndFollowLogs", testKubernetesAttachAndFollowLogs},
 		{"PodDeletedKeepsTheSnapshots", testKubernetesPodDeletedKeepsTheSnapshots},
 		{"Allowlist", testKubernetesAllowlist},
 		{"FleetOverTwoEngines", testKubernetesFleetOverTwoEngines},
