@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -87,7 +88,8 @@ func main() {
 }
 
 // fetch GETs url count times, one after the other, and prints the bytes
-// read, the total time and the median time of a request. mode "direct"
+// read, the total time, the median time of a request and the CPU time it
+// used. mode "direct"
 // ignores any proxy; "proxy" uses the environment's proxy for plain HTTP
 // (kept-alive connections); "connect" opens a new CONNECT tunnel through
 // the environment's proxy for every request; "fresh" a new direct
@@ -144,7 +146,10 @@ func fetch(mode, url string, count int) int {
 	}
 	elapsed := time.Since(start)
 	slices.Sort(times)
-	fmt.Printf("bytes %d seconds %.6f median_ms %.4f\n", total, elapsed.Seconds(), float64(times[len(times)/2].Microseconds())/1000)
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	fmt.Printf("bytes %d seconds %.6f median_ms %.4f cpu_ms %.1f\n", total, elapsed.Seconds(), float64(times[len(times)/2].Microseconds())/1000, float64(cpu.Microseconds())/1000)
 	return 0
 }
 
