@@ -162,14 +162,6 @@ func outbound(r *http.Request, t Target) *http.Request {
 	return out
 }
 
-// exchange is one request sent on one connection.
-type exchange struct {
-	uc     *upstreamConn
-	resp   *http.Response
-	sent   chan error // the request's end, once written
-	reused bool
-}
-
 // send writes out on uc and reads the response's head (past any
 // informational ones). The request is written while the response is read,
 // so an upstream that answers before taking the whole body is heard.
