@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -249,7 +248,7 @@ func (p *Proxy) forwardPlain(w http.ResponseWriter, r *http.Request, st *reqStat
 		}
 	}
 	if err != nil {
-		p.plainFailed(w, st, err, ctx)
+		st.failed(w, err, ctx.Err() != nil)
 		p.write(st.rec, start)
 		return
 	}
@@ -320,28 +319,6 @@ func (p *Proxy) finish(key string, uc *upstreamConn, stop func() bool, sent chan
 		return
 	}
 	p.pool.put(key, uc)
-}
-
-// plainFailed answers a request that got no response.
-func (p *Proxy) plainFailed(w http.ResponseWriter, st *reqState, err error, ctx context.Context) {
-	if l := st.leak.Load(); l != nil {
-		st.rec.Decision, st.rec.Reason, st.rec.Secret, st.rec.Status = Leak, l.Error(), l.secret, http.StatusForbidden
-		writeRefusal(w, http.StatusForbidden, fmt.Sprintf("git sandbox egress proxy: refused: %s\n", l))
-		return
-	}
-	if ctx.Err() != nil {
-		st.rec.Error = "the agent went away"
-		return
-	}
-	status, decision, reason := denial(err)
-	st.rec.Decision, st.rec.Status = decision, status
-	if decision == Denied {
-		st.rec.Reason = reason
-		writeRefusal(w, status, fmt.Sprintf("git sandbox egress proxy: %s denied: %s\n", st.target, reason))
-		return
-	}
-	st.rec.Error = reason
-	writeRefusal(w, status, fmt.Sprintf("git sandbox egress proxy: %s: %s\n", st.target, reason))
 }
 
 func bodyAllowed(status int) bool {

@@ -460,27 +460,32 @@ func (p *Proxy) reverseProxy(t *http.Transport, scheme string) *httputil.Reverse
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			st := stateOf(r.Context())
-			if l := st.leak.Load(); l != nil {
-				st.rec.Decision, st.rec.Reason, st.rec.Secret, st.rec.Status = Leak, l.Error(), l.secret, http.StatusForbidden
-				writeRefusal(w, http.StatusForbidden, fmt.Sprintf("git sandbox egress proxy: refused: %s\n", l))
-				return
-			}
-			status, decision, reason := denial(err)
-			st.rec.Decision, st.rec.Status = decision, status
-			if decision == Denied {
-				st.rec.Reason = reason
-				writeRefusal(w, status, fmt.Sprintf("git sandbox egress proxy: %s denied: %s\n", st.target, reason))
-				return
-			}
-			if errors.Is(err, context.Canceled) {
-				st.rec.Error = "the agent went away"
-				return
-			}
-			st.rec.Error = reason
-			writeRefusal(w, status, fmt.Sprintf("git sandbox egress proxy: %s: %s\n", st.target, reason))
+			stateOf(r.Context()).failed(w, err, errors.Is(err, context.Canceled))
 		},
 	}
+}
+
+// failed answers a request that got no response from upstream and
+// records why; gone says the agent went away meanwhile.
+func (st *reqState) failed(w http.ResponseWriter, err error, gone bool) {
+	if l := st.leak.Load(); l != nil {
+		st.rec.Decision, st.rec.Reason, st.rec.Secret, st.rec.Status = Leak, l.Error(), l.secret, http.StatusForbidden
+		writeRefusal(w, http.StatusForbidden, fmt.Sprintf("git sandbox egress proxy: refused: %s\n", l))
+		return
+	}
+	status, decision, reason := denial(err)
+	st.rec.Decision, st.rec.Status = decision, status
+	if decision == Denied {
+		st.rec.Reason = reason
+		writeRefusal(w, status, fmt.Sprintf("git sandbox egress proxy: %s denied: %s\n", st.target, reason))
+		return
+	}
+	if gone {
+		st.rec.Error = "the agent went away"
+		return
+	}
+	st.rec.Error = reason
+	writeRefusal(w, status, fmt.Sprintf("git sandbox egress proxy: %s: %s\n", st.target, reason))
 }
 
 func writeRefusal(w http.ResponseWriter, status int, msg string) {
