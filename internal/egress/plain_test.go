@@ -2,7 +2,6 @@ package egress
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -50,20 +49,7 @@ func newPlainEnv(t *testing.T, handler http.HandlerFunc) *plainEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Serve(ctx, l) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	e.proxy = l.Addr().String()
+	e.proxy = serve(t, p)
 	tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: e.proxy})}
 	t.Cleanup(tr.CloseIdleConnections)
 	e.client = &http.Client{Transport: tr}

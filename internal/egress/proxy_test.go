@@ -203,21 +203,28 @@ func newTestEnv(t testing.TB) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.proxyURL = &url.URL{Scheme: "http", Host: serve(t, e.proxy)}
+	return e
+}
+
+// serve serves p on a loopback port until the test ends, and returns the
+// port's address.
+func serve(t testing.TB, p *Proxy) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- e.proxy.Serve(ctx, l) }()
+	go func() { done <- p.Serve(ctx, l) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	e.proxyURL = &url.URL{Scheme: "http", Host: l.Addr().String()}
-	return e
+	return l.Addr().String()
 }
 
 // serveBytes answers n bytes, for the benchmarks.
