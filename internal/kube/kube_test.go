@@ -14,6 +14,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 func testSpec(name string) *container.Spec {
@@ -330,6 +331,44 @@ func TestVolumesAreClaims(t *testing.T) {
 	}
 	if err := e.RemoveVolume(ctx, "Ws_1"); err != nil {
 		t.Errorf("removing a missing volume: %v", err)
+	}
+}
+
+// A claim of the volume's name that is being deleted (the Pod that used it
+// still going away) is waited out and made anew, not taken: it would
+// vanish under the new Pod.
+func TestVolumeWaitsOutAClaimBeingDeleted(t *testing.T) {
+	ctx := context.Background()
+	terminating := func(e *Engine) {
+		now := metav1.Now()
+		_, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{
+			Name: objectName("home"), DeletionTimestamp: &now, Finalizers: []string{"kubernetes.io/pvc-protection"},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := newEngine(fake.NewClientset(), Options{Name: "k8s"}, "agents")
+	terminating(e)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		e.cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(ctx, objectName("home"), metav1.DeleteOptions{})
+	}()
+	if _, err := e.CreateVolume(ctx, container.VolumeSpec{Name: "home"}); err != nil {
+		t.Fatal(err)
+	}
+	pvc, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, objectName("home"), metav1.GetOptions{})
+	if err != nil || pvc.DeletionTimestamp != nil || pvc.Annotations[annName] != "home" {
+		t.Fatalf("the claim after CreateVolume: %+v %v", pvc, err)
+	}
+
+	defer func(d time.Duration) { claimGoneTimeout = d }(claimGoneTimeout)
+	claimGoneTimeout = 300 * time.Millisecond
+	e = newEngine(fake.NewClientset(), Options{Name: "k8s"}, "agents")
+	terminating(e)
+	_, err = e.CreateVolume(ctx, container.VolumeSpec{Name: "home"})
+	if ue, ok := usererr.As(err); !ok || !strings.Contains(err.Error(), "still being deleted") || len(ue.Hints) == 0 {
+		t.Fatalf("a claim that stays in deletion: %v", err)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -46,11 +47,52 @@ func (e *Engine) CreateVolume(ctx context.Context, s container.VolumeSpec) (*con
 		sc := e.opts.StorageClass
 		pvc.Spec.StorageClassName = &sc
 	}
-	_, err = e.cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, pvc, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("create volume %s on engine %s: %w", s.Name, e.opts.Name, kerr(err))
+	claims := e.cs.CoreV1().PersistentVolumeClaims(e.ns)
+	for {
+		_, err = claims.Create(ctx, pvc, metav1.CreateOptions{})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create volume %s on engine %s: %w", s.Name, e.opts.Name, kerr(err))
+		}
+		old, err := claims.Get(ctx, pvc.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue // gone in between: make it
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create volume %s on engine %s: %w", s.Name, e.opts.Name, kerr(err))
+		}
+		if old.DeletionTimestamp == nil {
+			break
+		}
+		// A claim of that name is being deleted (a Pod that used it, just
+		// removed, is still going away): taken as it is, it would vanish
+		// under the new Pod, which would then wait for it for ever.
+		if err := e.waitClaimGone(ctx, pvc.Name); err != nil {
+			return nil, fmt.Errorf("create volume %s on engine %s: %w", s.Name, e.opts.Name, err)
+		}
 	}
 	return &container.Volume{Name: s.Name, Labels: s.Labels}, nil
+}
+
+// claimGoneTimeout is how long a new claim waits for an old one of its
+// name to finish being deleted.
+var claimGoneTimeout = 2 * time.Minute
+
+func (e *Engine) waitClaimGone(ctx context.Context, name string) error {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, claimGoneTimeout, true, func(ctx context.Context) (bool, error) {
+		_, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, kerr(err)
+	})
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return usererr.New("a claim of the same name, %s, is still being deleted after %s", name, claimGoneTimeout).
+			Hint("a Pod that used it has not gone yet: kubectl get pods,pvc -n %s shows which; run the command again once it has", e.ns)
+	}
+	return err
 }
 
 // VolumesWritable: a claim is group-owned by the Pods' group (fsGroup),
