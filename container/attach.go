@@ -38,9 +38,31 @@ func (d *Docker) Attach(ctx context.Context, id string, s Streams) (func() error
 	if err != nil {
 		return nil, fmt.Errorf("attach: %w", sdkErr(err))
 	}
+	if s.TTY {
+		// The container's terminal has no size until a resize reaches it,
+		// and the engine takes one only once the container runs: set it
+		// the moment Start is done, not when the caller gets to waiting
+		// (an agent that reads its size at once would see 0 0).
+		go d.earlySize(ctx, id, s.TerminalFd)
+	}
 	return d.pump(ctx, resp, s, func(h, w uint) error {
 		return d.api.ContainerResize(ctx, id, dcontainer.ResizeOptions{Height: h, Width: w})
 	}), nil
+}
+
+// earlySize sets the container's terminal to the window's size as soon as
+// the container runs (a resize before that fails), trying for 5 s.
+func (d *Docker) earlySize(ctx context.Context, id string, fd int) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && ctx.Err() == nil; {
+		w, h, err := term.GetSize(fd)
+		if err != nil || w <= 0 || h <= 0 {
+			return
+		}
+		if d.api.ContainerResize(ctx, id, dcontainer.ResizeOptions{Height: uint(h), Width: uint(w)}) == nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // pump copies between a hijacked connection and local streams, handling raw
