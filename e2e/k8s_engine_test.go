@@ -210,6 +210,9 @@ func testKubernetesAttachAndFollowLogs(t *testing.T) {
 	if r := <-attach; r.Code != 0 || !strings.Contains(r.Stdout, "tick 20\n") {
 		t.Errorf("attach: %s", r)
 	}
+	// The Pod's status says the agent ended a moment after its output
+	// does.
+	Eventually(t, 30*time.Second, "the sandbox to have ended", func() bool { return k.PsOf("att").State != "running" })
 	if r := k.Sandbox("attach", "att"); r.Code == 0 || !strings.Contains(r.Stderr, "not running") {
 		t.Errorf("attach to an exited sandbox: %s", r)
 	}
