@@ -3,7 +3,7 @@ package container
 import (
 	"errors"
 
-	cerrdefs "github.com/containerd/errdefs"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // Errors every engine reports in the same way, whatever its wire format:
@@ -18,6 +18,9 @@ var (
 	// ErrAddressInUse: a network's requested address range overlaps one
 	// the engine has given out already.
 	ErrAddressInUse = errors.New("address range in use")
+	// ErrNotSupported: the engine cannot do this at all (a cluster does
+	// not build images); its Abilities say so beforehand.
+	ErrNotSupported = errors.New("not supported by this engine")
 )
 
 // IsNotFound reports whether err says the object does not exist.
@@ -41,16 +44,13 @@ func (e *kindError) Error() string        { return e.err.Error() }
 func (e *kindError) Unwrap() error        { return e.err }
 func (e *kindError) Is(target error) bool { return target == e.kind }
 
-// sdkErr maps a Docker SDK error onto ErrNotFound or ErrConflict where it
-// means one of them; other errors pass unchanged.
-func sdkErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case cerrdefs.IsNotFound(err):
-		return &kindError{kind: ErrNotFound, err: err}
-	case cerrdefs.IsConflict(err):
-		return &kindError{kind: ErrConflict, err: err}
-	}
-	return err
+// IsNotSupported reports whether err says the engine cannot do the request
+// at all.
+func IsNotSupported(err error) bool { return errors.Is(err, ErrNotSupported) }
+
+// NotSupported is the error of an operation an engine cannot do: the
+// message is the user's, and it satisfies ErrNotSupported; add hints
+// saying what to do instead.
+func NotSupported(format string, args ...any) *usererr.Error {
+	return usererr.Wrap(ErrNotSupported, format, args...)
 }

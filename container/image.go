@@ -1,31 +1,44 @@
 package container
 
 import (
+	"archive/tar"
 	"bytes"
-	"context"
 	_ "embed"
-	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
+	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
+// dockerfile is git sandbox's own image layer: what the default image is
+// built from, and what a devcontainer image gets on top of its base. It
+// is a recipe any image builder reads, not a call of an engine's SDK, so
+// it lives here with the rest of the vocabulary.
+//
 //go:embed image/Dockerfile
 var dockerfile []byte
+
+// LayerDockerfile returns git sandbox's own image layer: the Dockerfile the
+// default image is built from, which takes its base as the build argument
+// BASE and the agent CLIs to try as AGENT_PACKAGES.
+func LayerDockerfile() []byte { return bytes.Clone(dockerfile) }
 
 // LabelImage marks images built by git sandbox.
 const LabelImage = "git-sandbox.image"
 
-// BuildOptions describe an image build.
+// LabelAgents is stamped on images whose builder knows which agent CLIs they
+// hold: the names, comma-separated ("" for none). An inspect reads it, where
+// Images.Agents has to run a container.
+const LabelAgents = "git-sandbox.agents"
+
+// BuildOptions describe a build of the default image.
 type BuildOptions struct {
 	Tag  string
 	Base string
 	// Agents maps agent names to the npm packages of their CLIs: the build
 	// tries to install each (with a time limit) and records the names of
-	// those it could in /etc/git-sandbox-agents (see ImageAgents).
+	// those it could in /etc/git-sandbox-agents (see Images.Agents).
 	Agents map[string]string
 	// NoAgents skips the agent CLIs whatever Agents holds.
 	NoAgents bool
@@ -37,129 +50,77 @@ type BuildOptions struct {
 	IsTerminal bool
 }
 
-// ImageExists reports whether an image is present locally.
-func (d *Docker) ImageExists(ctx context.Context, ref string) (bool, error) {
-	_, err := d.api.ImageInspect(ctx, ref)
-	err = sdkErr(err)
-	if err == nil {
-		return true, nil
-	}
-	if IsNotFound(err) {
-		return false, nil
-	}
-	return false, fmt.Errorf("inspect image %s: %w", ref, err)
+// ImageInfo is what git sandbox reads of an image.
+type ImageInfo struct {
+	// ID is the image's content-addressed id (sha256:…).
+	ID     string
+	Labels map[string]string
+	// Env is the image's environment, KEY=VALUE.
+	Env []string
+	// Cmd is the image's default command.
+	Cmd []string
+	// Created is when the image was made.
+	Created time.Time
 }
 
-// Build builds the default image from the embedded Dockerfile. It never
-// pulls a base that is present locally, so it works offline from a local
-// base image.
-func (d *Docker) Build(ctx context.Context, o BuildOptions) error {
-	haveBase, err := d.ImageExists(ctx, o.Base)
-	if err != nil {
-		return err
-	}
-	var agents []string
-	if !o.NoAgents {
-		for _, name := range slices.Sorted(maps.Keys(o.Agents)) {
-			agents = append(agents, name+"="+o.Agents[name])
-		}
-	}
-	// Through BuildContext: on a terminal the engine's progress is drawn in
-	// place; otherwise one line per step (and the last lines of a failure).
-	_, err = d.BuildContext(ctx, ContextBuild{
-		Context:    DockerfileContext(dockerfile),
-		Dockerfile: "Dockerfile",
-		Tags:       []string{o.Tag},
-		Args:       map[string]string{"BASE": o.Base, "AGENT_PACKAGES": strings.Join(agents, " ")},
-		Labels:     map[string]string{LabelImage: "1", LabelImage + ".base": o.Base},
-		NoCache:    o.NoCache,
-		Progress:   o.Progress,
-		TerminalFd: o.TerminalFd,
-		IsTerminal: o.IsTerminal,
-	})
-	if err != nil {
-		return d.buildError(o, haveBase, err)
-	}
-	return d.labelAgents(ctx, o)
+// Image is an image as a listing shows it.
+type Image struct {
+	ID     string
+	Tags   []string
+	Labels map[string]string
+	// Created is when it was made.
+	Created time.Time
 }
 
-// labelAgents stamps LabelAgents on a freshly built image: which agent CLIs
-// it has is known only once its build ran, so the list is read from the
-// image and a label-only image of the same tag is built on top (its parent
-// goes with it). Later checks are then an inspect, not a container run.
-func (d *Docker) labelAgents(ctx context.Context, o BuildOptions) error {
-	info, ok, err := d.InspectImage(ctx, o.Tag)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("image %s vanished right after it was built", o.Tag)
-	}
-	have, err := d.ProbeAgents(ctx, o.Tag)
-	if err != nil {
-		return err
-	}
-	labels := maps.Clone(info.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[LabelImage] = "1"
-	labels[LabelImage+".base"] = o.Base
-	labels[LabelAgents] = strings.Join(have, ",")
-	_, err = d.BuildContext(ctx, ContextBuild{
-		Context:    DockerfileContext([]byte("FROM " + info.ID + "\n")),
-		Dockerfile: "Dockerfile",
-		Tags:       []string{o.Tag},
-		Labels:     labels,
-		Progress:   io.Discard,
-	})
-	if err != nil {
-		return fmt.Errorf("label %s with its agent CLIs: %w", o.Tag, err)
-	}
-	return nil
+// ContextBuild is a build from a context the caller made: a tar stream
+// holding the Dockerfile and every file the build may COPY.
+type ContextBuild struct {
+	// Context is the build context as a tar stream.
+	Context io.Reader
+	// Dockerfile is the Dockerfile's path inside the context.
+	Dockerfile string
+	// Tags name the result; none leaves it untagged (the returned id is
+	// how it is used then).
+	Tags   []string
+	Args   map[string]string
+	Target string
+	Labels map[string]string
+	// NoCache builds every step again.
+	NoCache bool
+	// Network is the network the build's steps run on (the engine's
+	// NetworkMode: "none" or a network's name); "" is the engine's
+	// default bridge, for builds of git sandbox's own Dockerfile on a base
+	// the user chose.
+	Network string
+	// Progress receives the build's output. On a terminal (IsTerminal,
+	// TerminalFd) it is the full output with progress redrawn in place;
+	// otherwise only the step lines and git sandbox's own messages, and the
+	// last lines of the output when the build fails.
+	Progress   io.Writer
+	TerminalFd uintptr
+	IsTerminal bool
 }
 
-func (d *Docker) buildError(o BuildOptions, haveBase bool, err error) error {
-	cause := err.Error()
-	if ue, ok := usererr.As(err); ok {
-		cause = strings.TrimPrefix(ue.Msg, "image build failed: ")
-	}
-	if !haveBase {
-		return usererr.Wrap(err, "base image %s is not present locally and could not be pulled: %s", o.Base, cause).
-			Hint("build from an image you have: git sandbox image build --base IMAGE (docker images lists them)")
-	}
-	return usererr.Wrap(err, "image build failed: %s", cause).
-		Hint("the output above shows the failing step; rerun with --no-cache after fixing it")
+// CommitOptions say how a stopped container's file system becomes an
+// image.
+type CommitOptions struct {
+	// Tag names the image.
+	Tag string
+	// Labels are the image's labels; they win over the container's.
+	Labels map[string]string
+	// Cmd is the image's default command (the container's own is a
+	// placeholder that should not outlive it).
+	Cmd []string
 }
 
-func errImageMissing(image string, isDefault bool) error {
+// ErrImageMissing is the error for a missing image; isDefault says whether
+// it is the image git sandbox builds itself.
+func ErrImageMissing(image string, isDefault bool) error {
 	e := usererr.New("image %s is not present", image)
 	if isDefault {
 		return e.Hint("build it with: git sandbox image build (add --base IMAGE to build offline from a local image)")
 	}
 	return e.Hint("build or pull %s, or use the default image (git sandbox image build) by removing the image setting", image)
-}
-
-// ErrImageMissing is the error for a missing image; isDefault says whether
-// it is the image git sandbox builds itself.
-func ErrImageMissing(image string, isDefault bool) error { return errImageMissing(image, isDefault) }
-
-// ImageAgents lists the agent CLIs the image says it has installed: the
-// LabelAgents label when the image carries it (an inspect), else the list
-// the build wrote to /etc/git-sandbox-agents, read by a throwaway,
-// hardened, network-less container of it (images built before the label).
-func (d *Docker) ImageAgents(ctx context.Context, image string) ([]string, error) {
-	info, ok, err := d.InspectImage(ctx, image)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, errImageMissing(image, false)
-	}
-	if v, labelled := info.Labels[LabelAgents]; labelled {
-		return SplitAgents(v), nil
-	}
-	return d.ProbeAgents(ctx, image)
 }
 
 // SplitAgents reads a LabelAgents value.
@@ -173,34 +134,14 @@ func SplitAgents(v string) []string {
 	return out
 }
 
-// ProbeAgents reads the list of agent CLIs the build wrote to
-// /etc/git-sandbox-agents, whatever labels the image inherited.
-func (d *Docker) ProbeAgents(ctx context.Context, image string) ([]string, error) {
-	spec := &Spec{
-		Name:    "",
-		Image:   image,
-		Argv:    []string{"cat", "/etc/git-sandbox-agents"},
-		User:    "65534:65534",
-		Network: NetworkNone,
-		Limits:  Limits{Pids: 16, MemoryBytes: 64 << 20},
-		Labels:  map[string]string{LabelManaged: "1", LabelRole: "probe"},
-	}
-	spec.Harden()
-	id, err := d.Create(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	defer d.Remove(context.WithoutCancel(ctx), id)
-	waitC := d.WaitExit(ctx, id, WaitNextExit)
-	if err := d.Start(ctx, id); err != nil {
-		return nil, err
-	}
-	if res := <-waitC; res.Err != nil || res.Code != 0 {
-		return nil, fmt.Errorf("read the image's agent list: exit %d %v", res.Code, res.Err)
-	}
-	var out bytes.Buffer
-	if err := d.Logs(ctx, id, LogsOptions{Tail: "all", Stdout: &out}); err != nil {
-		return nil, err
-	}
-	return strings.Fields(out.String()), nil
+// DockerfileContext returns a build context holding only a Dockerfile named
+// "Dockerfile".
+func DockerfileContext(content []byte) io.Reader {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	// Writes to a bytes.Buffer cannot fail.
+	_ = tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(content)), ModTime: time.Unix(0, 0)})
+	_, _ = tw.Write(content)
+	_ = tw.Close()
+	return &buf
 }

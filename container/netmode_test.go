@@ -1,12 +1,8 @@
 package container
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
-
-	cerrdefs "github.com/containerd/errdefs"
 )
 
 func TestNetworkModes(t *testing.T) {
@@ -37,29 +33,7 @@ func TestNetworkModes(t *testing.T) {
 	if s := (&Spec{Network: "host", User: "1:1"}); s.Validate() == nil {
 		t.Error("a spec with host networking validated")
 	}
-	if dockerNetworkMode(&Spec{Network: NetworkOpen}) != "bridge" || dockerNetworkMode(&Spec{Network: NetworkNone}) != "none" ||
-		dockerNetworkMode(&Spec{Network: NetworkAllowlist, NetworkName: "n1"}) != "n1" {
-		t.Error("docker network modes")
-	}
 	if s := (&Spec{Network: NetworkAllowlist, User: "1:1", CapDrop: []string{"ALL"}, Security: []string{"x"}, Limits: Limits{Pids: 1}}); s.Validate() == nil {
 		t.Error("an allowlist spec without its network validated")
-	}
-}
-
-func TestSDKErrorsMapToSentinels(t *testing.T) {
-	nf := sdkErr(cerrdefs.ErrNotFound.WithMessage("no such container: x"))
-	if !IsNotFound(nf) || IsConflict(nf) || !errors.Is(fmt.Errorf("inspect: %w", nf), ErrNotFound) {
-		t.Errorf("not found: %v", nf)
-	}
-	if !strings.Contains(nf.Error(), "no such container: x") {
-		t.Errorf("message lost: %q", nf.Error())
-	}
-	cf := sdkErr(cerrdefs.ErrConflict.WithMessage("is not running"))
-	if !IsConflict(cf) || IsNotFound(cf) {
-		t.Errorf("conflict: %v", cf)
-	}
-	other := errors.New("boom")
-	if sdkErr(other) != other || sdkErr(nil) != nil {
-		t.Error("other errors must pass unchanged")
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-
-	"github.com/docker/go-connections/nat"
 )
 
 // Loopback is the only host address a sandbox's ports are published on.
@@ -90,22 +88,4 @@ func PortsLabel(ports []Port) string {
 		s[i] = p.String()
 	}
 	return strings.Join(s, ",")
-}
-
-// dockerPorts converts ports into the SDK's exposed ports and bindings.
-func dockerPorts(ports []Port) (nat.PortSet, nat.PortMap) {
-	if len(ports) == 0 {
-		return nil, nil
-	}
-	set, bindings := nat.PortSet{}, nat.PortMap{}
-	for _, p := range ports {
-		cp := nat.Port(strconv.Itoa(p.Port) + "/tcp")
-		set[cp] = struct{}{}
-		host := ""
-		if p.HostPort > 0 {
-			host = strconv.Itoa(p.HostPort)
-		}
-		bindings[cp] = append(bindings[cp], nat.PortBinding{HostIP: p.HostIP, HostPort: host})
-	}
-	return set, bindings
 }

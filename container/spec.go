@@ -1,13 +1,12 @@
-// Package container owns everything git sandbox does with the Docker Engine,
-// through its Go SDK: the run spec (mounts, hardening, labels, network
-// mode) built as data first, then image builds, create, start, attach,
-// logs, exec, wait, stop and remove, container events, volumes and
-// networks. It also defines the engine-neutral vocabulary every backend
-// speaks (Spec, State, Streams, WaitCondition, Event, ErrNotFound,
-// ErrConflict), so callers depend on an interface of their own
-// (sandbox.Engine) and never on Docker types. The API version is
-// negotiated, so Engine API 1.41 (Docker 20.10) and current engines both
-// work.
+// Package container is the engine-neutral side of running sandboxes: the
+// Engine interface every backend implements (container/docker,
+// container/kube, container/fake), the abilities an engine declares and
+// its Images, and the vocabulary they all speak: the run spec (mounts and
+// their refusals, hardening, labels, network modes, ports) built as data
+// first, State, Streams, WaitCondition, Event, volumes and networks, and
+// the errors ErrNotFound, ErrConflict and ErrNotSupported. Run is the one
+// way a container is run to completion. Nothing here imports an engine's
+// SDK: the conformance suite every backend passes is container/enginetest.
 package container
 
 import (
@@ -18,9 +17,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-
-	dcontainer "github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/mount"
 )
 
 // Label keys stamped on every sandbox container. Docker is where ps looks
@@ -90,26 +86,38 @@ type Limits struct {
 }
 
 // Spec is a fully resolved container: everything that will be asked of
-// Docker, as data. --dry-run prints it; Create executes it.
+// the engine, as data. --dry-run prints it; Create executes it.
 type Spec struct {
-	Name     string            `json:"name"`
-	Image    string            `json:"image"`
-	Argv     []string          `json:"argv"`
-	Env      []string          `json:"env"`
-	User     string            `json:"user"`
-	WorkDir  string            `json:"workdir"`
-	Hostname string            `json:"hostname"`
-	Labels   map[string]string `json:"labels"`
-	Mounts   []Mount           `json:"mounts"`
-	Ports    []Port            `json:"ports,omitempty"`
-	Limits   Limits            `json:"limits"`
-	Network  NetworkMode       `json:"network"`
+	Name  string `json:"name"`
+	Image string `json:"image"`
+	// ToolImage says Image is git sandbox's own (the egress proxy's): an
+	// engine that puts a configured image in place of a sandbox's leaves
+	// it as it is.
+	ToolImage bool `json:"tool_image,omitempty"`
+	// Entrypoint, when set, replaces the image's entrypoint: Argv are then
+	// its arguments. Without it an image's entrypoint runs first, with
+	// Argv as its arguments.
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Argv       []string          `json:"argv"`
+	Env        []string          `json:"env"`
+	User       string            `json:"user"`
+	WorkDir    string            `json:"workdir"`
+	Hostname   string            `json:"hostname"`
+	Labels     map[string]string `json:"labels"`
+	Mounts     []Mount           `json:"mounts"`
+	Ports      []Port            `json:"ports,omitempty"`
+	Limits     Limits            `json:"limits"`
+	Network    NetworkMode       `json:"network"`
 	// NetworkName is the engine network the container joins: for
 	// NetworkAllowlist the sandbox's internal network (required); for
 	// NetworkOpen, the sandbox's own open network, or the egress proxy's
 	// way out; without one an open container joins the engine's default
 	// bridge (older sandboxes). Never set with NetworkNone.
 	NetworkName string `json:"network_name,omitempty"`
+	// NetworkAlias is another name the container answers to on
+	// NetworkName, for the others there: the agent's, where its proxy
+	// forwards published ports (allowlist mode).
+	NetworkAlias string `json:"network_alias,omitempty"`
 	// ReadOnlyRoot mounts the image's root file system read-only.
 	ReadOnlyRoot bool     `json:"read_only_root,omitempty"`
 	Runtime      string   `json:"runtime,omitempty"`
@@ -120,6 +128,10 @@ type Spec struct {
 	Security     []string `json:"security_opt"`
 	Init         bool     `json:"init"`
 	AutoRemove   bool     `json:"auto_remove,omitempty"`
+	// NoHealthcheck turns off a healthcheck the image names: the engine
+	// would otherwise run the image's command in the container every
+	// interval.
+	NoHealthcheck bool `json:"no_healthcheck,omitempty"`
 }
 
 // Hardening is applied to every sandbox container; no option removes it.
@@ -131,6 +143,9 @@ var (
 // Clone returns a copy of s that shares nothing with it.
 func (s *Spec) Clone() *Spec {
 	c := *s
+	if s.Entrypoint != nil {
+		c.Entrypoint = append([]string(nil), s.Entrypoint...)
+	}
 	c.Argv = append([]string(nil), s.Argv...)
 	c.Env = append([]string(nil), s.Env...)
 	c.Mounts = append([]Mount(nil), s.Mounts...)
@@ -160,6 +175,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.Network == NetworkNone && s.NetworkName != "" {
 		return fmt.Errorf("network none joins no network (%s given)", s.NetworkName)
+	}
+	if s.NetworkAlias != "" && (s.NetworkName == "" || !dnsLabel.MatchString(s.NetworkAlias)) {
+		return fmt.Errorf("network alias %q: a DNS label on the container's own network", s.NetworkAlias)
 	}
 	if s.User == "" {
 		return fmt.Errorf("container user missing: sandboxes run as the invoking user")
@@ -192,88 +210,10 @@ func (s *Spec) Validate() error {
 	return nil
 }
 
-// Docker converts the spec into the SDK's create arguments.
-func (s *Spec) Docker() (*dcontainer.Config, *dcontainer.HostConfig) {
-	cfg := &dcontainer.Config{
-		Image:        s.Image,
-		Cmd:          s.Argv,
-		Env:          s.Env,
-		User:         s.User,
-		WorkingDir:   s.WorkDir,
-		Hostname:     s.Hostname,
-		Labels:       s.Labels,
-		Tty:          s.TTY,
-		OpenStdin:    s.OpenStdin,
-		StdinOnce:    s.StdinOnce,
-		AttachStdin:  s.OpenStdin,
-		AttachStdout: true,
-		AttachStderr: true,
-	}
-	pids := s.Limits.Pids
-	init := s.Init
-	hc := &dcontainer.HostConfig{
-		NetworkMode:    dockerNetworkMode(s),
-		ReadonlyRootfs: s.ReadOnlyRoot,
-		CapDrop:        s.CapDrop,
-		SecurityOpt:    s.Security,
-		Runtime:        s.Runtime,
-		Init:           &init,
-		AutoRemove:     s.AutoRemove,
-		IpcMode:        dcontainer.IPCModePrivate,
-		LogConfig:      logConfig,
-		Resources: dcontainer.Resources{
-			Memory:    s.Limits.MemoryBytes,
-			NanoCPUs:  int64(s.Limits.CPUs * 1e9),
-			PidsLimit: &pids,
-		},
-	}
-	if s.Limits.MemoryBytes > 0 {
-		hc.Resources.MemorySwap = s.Limits.MemoryBytes
-	}
-	cfg.ExposedPorts, hc.PortBindings = dockerPorts(s.Ports)
-	for _, m := range s.Mounts {
-		typ := mount.TypeBind
-		if m.Volume {
-			typ = mount.TypeVolume
-		}
-		dm := mount.Mount{
-			Type:     typ,
-			Source:   m.Source,
-			Target:   m.Target,
-			ReadOnly: m.ReadOnly,
-		}
-		if m.Volume && m.NoCopy {
-			dm.VolumeOptions = &mount.VolumeOptions{NoCopy: true}
-		}
-		hc.Mounts = append(hc.Mounts, dm)
-	}
-	return cfg, hc
-}
-
-// logConfig bounds what the engine keeps of a container's output: an
-// agent printing in a loop all night would otherwise fill the engine's
-// disk. json-file is the engine's usual default and `logs` reads its
-// rotated files; three files of 32 MB keep the last 96 MB.
-var logConfig = dcontainer.LogConfig{
-	Type:   "json-file",
-	Config: map[string]string{"max-size": "32m", "max-file": "3"},
-}
-
-// dockerNetworkMode is what a spec's network means to Docker.
-func dockerNetworkMode(s *Spec) dcontainer.NetworkMode {
-	switch {
-	case s.Network == NetworkNone:
-		return dcontainer.NetworkMode("none")
-	case s.NetworkName != "":
-		return dcontainer.NetworkMode(s.NetworkName)
-	case s.Network == NetworkOpen:
-		return dcontainer.NetworkMode("bridge")
-	default:
-		return dcontainer.NetworkMode("none")
-	}
-}
-
 var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+// dnsLabel is one label of a host name.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // volumeName is what Docker accepts as a volume's name.
 var volumeName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)

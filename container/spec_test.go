@@ -25,6 +25,13 @@ func TestValidate(t *testing.T) {
 		"relative target":   func(s *Spec) { s.Mounts[0].Target = "workspace" },
 		"duplicate target":  func(s *Spec) { s.Mounts[1].Target = "/workspace/" },
 		"comma in a source": func(s *Spec) { s.Mounts[0].Source = "/a,b" },
+		"alias, no network": func(s *Spec) { s.NetworkAlias = "agent" },
+		"alias not a label": func(s *Spec) { s.Network, s.NetworkName, s.NetworkAlias = NetworkAllowlist, "n", "a.b" },
+	}
+	s := validSpec()
+	s.Network, s.NetworkName, s.NetworkAlias = NetworkAllowlist, "n", "git-sandbox-agent"
+	if err := s.Validate(); err != nil {
+		t.Errorf("an alias on the container's network refused: %v", err)
 	}
 	for name, mutate := range bad {
 		s := validSpec()
@@ -35,16 +42,13 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestDocker(t *testing.T) {
-	cfg, hc := validSpec().Docker()
-	if cfg.User != "1000:1000" || hc.NetworkMode != "none" || *hc.PidsLimit != 10 || hc.Memory != 1<<30 || hc.MemorySwap != 1<<30 || hc.NanoCPUs != 1_500_000_000 {
-		t.Errorf("config %+v host %+v", cfg, hc)
-	}
-	if hc.Privileged || len(hc.CapAdd) != 0 || hc.CapDrop[0] != "ALL" || hc.SecurityOpt[0] != "no-new-privileges" || !*hc.Init {
-		t.Errorf("hardening lost: %+v", hc)
-	}
-	if len(hc.Mounts) != 2 || !hc.Mounts[1].ReadOnly || string(hc.Mounts[1].Type) != "bind" {
-		t.Errorf("mounts = %+v", hc.Mounts)
+func TestCloneCopiesTheEntrypoint(t *testing.T) {
+	s := validSpec()
+	s.Entrypoint = []string{"/git-sandbox"}
+	c := s.Clone()
+	c.Entrypoint[0] = "/changed"
+	if s.Entrypoint[0] != "/git-sandbox" {
+		t.Error("Clone shares the entrypoint")
 	}
 }
 
@@ -62,16 +66,5 @@ func TestNames(t *testing.T) {
 	}
 	if h := Hostname("///"); h != "sandbox" {
 		t.Errorf("Hostname = %q", h)
-	}
-}
-
-func TestExitCodeOf(t *testing.T) {
-	for in, want := range map[string]int{"Exited (0) 2 seconds ago": 0, "Exited (137) About a minute ago": 137} {
-		if got, ok := exitCodeOf(in); !ok || got != want {
-			t.Errorf("exitCodeOf(%q) = %d, %v", in, got, ok)
-		}
-	}
-	if _, ok := exitCodeOf("Up 3 minutes"); ok {
-		t.Error("a running container has no exit code")
 	}
 }

@@ -1,14 +1,11 @@
 package container
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"path"
 	"strings"
-
-	"github.com/docker/docker/api/types/volume"
 )
 
 // VolumeSpec describes a named volume: storage that lives in the engine,
@@ -23,51 +20,6 @@ type VolumeSpec struct {
 type Volume struct {
 	Name   string
 	Labels map[string]string
-}
-
-// CreateVolume creates a volume, stamped as managed by git sandbox.
-func (d *Docker) CreateVolume(ctx context.Context, s VolumeSpec) (*Volume, error) {
-	v, err := d.api.VolumeCreate(ctx, volume.CreateOptions{Name: s.Name, Labels: managedLabels(s.Labels)})
-	if err != nil {
-		return nil, fmt.Errorf("create volume %s: %w", s.Name, sdkErr(err))
-	}
-	return &Volume{Name: v.Name, Labels: v.Labels}, nil
-}
-
-// RemoveVolume removes a volume; a missing one is not an error, one still
-// in use is ErrConflict.
-func (d *Docker) RemoveVolume(ctx context.Context, name string) error {
-	err := sdkErr(d.api.VolumeRemove(ctx, name, false))
-	if err != nil && !IsNotFound(err) {
-		return fmt.Errorf("remove volume %s: %w", name, err)
-	}
-	return nil
-}
-
-// ListVolumes returns the managed volumes carrying every given label.
-func (d *Docker) ListVolumes(ctx context.Context, labels ...string) ([]Volume, error) {
-	resp, err := d.api.VolumeList(ctx, volume.ListOptions{Filters: managedFilter(labels)})
-	if err != nil {
-		return nil, fmt.Errorf("list volumes: %w", sdkErr(err))
-	}
-	out := make([]Volume, 0, len(resp.Volumes))
-	for _, v := range resp.Volumes {
-		out = append(out, Volume{Name: v.Name, Labels: v.Labels})
-	}
-	return out, nil
-}
-
-// managedLabels returns labels with LabelManaged set, so the list calls,
-// which only ever see managed objects, find it.
-func managedLabels(labels map[string]string) map[string]string {
-	out := make(map[string]string, len(labels)+1)
-	for k, v := range labels {
-		out[k] = v
-	}
-	if out[LabelManaged] == "" {
-		out[LabelManaged] = "1"
-	}
-	return out
 }
 
 // Labels of cache volumes (besides LabelManaged and LabelRepo).
@@ -109,12 +61,4 @@ func RepoCacheVolume(repoID, name string) string {
 		n = n[:24]
 	}
 	return fmt.Sprintf("git-sandbox-rcache-%s-%s-%s", r, n, hex.EncodeToString(sum[:])[:12])
-}
-
-// VolumesWritable reports whether an engine's new volumes are writable by
-// a sandbox's user as they come (a Kubernetes engine's claims: the Pod's
-// group owns them), so that no container of root's need open them first.
-func VolumesWritable(engine any) bool {
-	w, ok := engine.(interface{ VolumesWritable() bool })
-	return ok && w.VolumesWritable()
 }

@@ -20,7 +20,13 @@ func TestCopyModeRefusesAHostileTree(t *testing.T) {
 	host := startEngine2(t)
 	e := NewEnv(t)
 	copyEngineConfig(e, host)
-	e.MustSandbox("start", "h1", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "-d", "--", "sleep", "600")
+	// Whoever controls the helper (the agent could, were the helper's git
+	// ever to run something the agent wrote) hands back a tree with a .GIT
+	// entry: here a git ahead of the real one on the helper's PATH, in an
+	// image of the test's own (the helper's root is read-only), that turns
+	// hostile once armed (a file in the helper's own volume, its $HOME).
+	image := hostileGitImage(t, host)
+	e.MustSandbox("start", "h1", "--engine", "two", "--agent", "shell", "--image", image, "--network", "none", "-d", "--", "sleep", "600")
 	before := e.Git("rev-parse", "refs/sandbox/h1/rescue")
 	ids := containersOn(t, host, e.RepoID())
 	var helper string
@@ -32,18 +38,7 @@ func TestCopyModeRefusesAHostileTree(t *testing.T) {
 	if helper == "" {
 		t.Fatalf("no helper among %q", ids)
 	}
-	// Whoever controls the helper (the agent could, were the helper's git
-	// ever to run something the agent wrote) hands back a tree with a .GIT
-	// entry: here a git planted ahead of the real one on the helper's PATH.
-	dockerAt(t, host, "exec", "--user", "0", helper, "sh", "-c", `set -e
-cat >/usr/local/bin/git <<'EOF'
-#!/bin/sh
-case "$*" in
-*write-tree*) b=$(printf 'x\n' | /usr/bin/git hash-object -w --stdin); printf '100644 blob %s\t.GIT\n' "$b" | /usr/bin/git mktree ;;
-*) exec /usr/bin/git "$@" ;;
-esac
-EOF
-chmod 755 /usr/local/bin/git`)
+	dockerAt(t, host, "exec", helper, "sh", "-c", `touch "$HOME/.hostile"`)
 	if got := dockerAt(t, host, "exec", helper, "sh", "-c", "command -v git"); got != "/usr/local/bin/git" {
 		t.Fatalf("the planted git is not the one the helper runs: %q", got)
 	}
@@ -67,8 +62,33 @@ chmod 755 /usr/local/bin/git`)
 	}
 	unlock()
 	// The helper mended, snapshots come back, and rm works.
-	dockerAt(t, host, "exec", "--user", "0", helper, "rm", "/usr/local/bin/git")
+	dockerAt(t, host, "exec", helper, "sh", "-c", `rm "$HOME/.hostile"`)
 	e.MustSandbox("rm", "--force", "h1")
+}
+
+// hostileGitImage makes, on the engine at host, an image of the base
+// image whose git (/usr/local/bin, ahead of the real one) answers a
+// write-tree with a tree holding .GIT while $HOME/.hostile exists. It is
+// removed when the test ends.
+func hostileGitImage(t *testing.T, host string) string {
+	t.Helper()
+	name := "gs-e2e-hostile-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	tag := name + ":test"
+	dockerAt(t, host, "run", "--name", name, "--user", "0", baseImage, "sh", "-c", `set -e
+cat >/usr/local/bin/git <<'EOF'
+#!/bin/sh
+if [ -e "$HOME/.hostile" ]; then
+	case "$*" in
+	*write-tree*) b=$(printf 'x\n' | /usr/bin/git hash-object -w --stdin); printf '100644 blob %s\t.GIT\n' "$b" | /usr/bin/git mktree; exit ;;
+	esac
+fi
+exec /usr/bin/git "$@"
+EOF
+chmod 755 /usr/local/bin/git`)
+	dockerAt(t, host, "commit", name, tag)
+	dockerAt(t, host, "rm", name)
+	t.Cleanup(func() { _, _ = dockerAtErr(host, "rmi", tag) })
+	return tag
 }
 
 // A nested repository whose configuration would run a command when git

@@ -302,3 +302,20 @@ func TestAttackVerifyExportBudget(t *testing.T) {
 		t.Errorf("the push went through: %s", x.Stdout)
 	}
 }
+
+// An agent past its memory limit is ended by the engine, and start says
+// so, with the limit and how to give it more; the work it wrote before is
+// in its exit snapshot.
+func TestOutOfMemorySaysSo(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	r := e.Sandbox("start", "hog", "--agent", "shell", "--network", "none", "--memory", "32m", "--",
+		"sh", "-c", `echo before > before.txt; x=$(head -c 400000000 /dev/zero | tr '\0' a); echo "$x" | wc -c`)
+	if r.Code != 137 || !strings.Contains(r.Stderr, "exited with code 137: out of memory (limit 32m)") ||
+		!strings.Contains(r.Stderr, "git sandbox start hog --memory SIZE") {
+		t.Fatalf("an agent past its memory limit: %s", r)
+	}
+	if e.snapshotWith("hog", "before.txt", "before\n") == "" {
+		t.Error("what the agent wrote before is not in a snapshot")
+	}
+}

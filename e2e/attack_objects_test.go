@@ -35,6 +35,20 @@ echo AGENT-DONE
 
 func TestAttackAgentReadsOnlyObjectsItWasGiven(t *testing.T) {
 	t.Parallel()
+	attackReadObjects(t, false)
+}
+
+// TestAttackAgentReadsOnlyObjectsItWasGivenFromPacks: the same with every
+// object of the user's store in packs (a repository after gc: the stash,
+// the snapshot and the dangling blob sit in one pack with main's history)
+// and the store agents read made anew, which reuses the user's packs that
+// hold only what branches and tags reach: that pack must not be one.
+func TestAttackAgentReadsOnlyObjectsItWasGivenFromPacks(t *testing.T) {
+	t.Parallel()
+	attackReadObjects(t, true)
+}
+
+func attackReadObjects(t *testing.T, packed bool) {
 	e := NewEnv(t)
 	nonce := "gsbx-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	e.WriteFile("history.txt", "ordinary\n")
@@ -77,6 +91,20 @@ func TestAttackAgentReadsOnlyObjectsItWasGiven(t *testing.T) {
 		}
 	}
 
+	if packed {
+		e.Git("repack", "-adq")
+		idx, _ := filepath.Glob(filepath.Join(e.Repo, ".git", "objects", "pack", "pack-*.idx"))
+		if len(idx) != 1 {
+			t.Fatalf("repack left %d packs", len(idx))
+		}
+		listed := e.Run(e.Repo, nil, "sh", "-c", "git show-index < "+idx[0]).Stdout
+		for _, name := range []string{"stash-blob", "snapshot-env"} {
+			if !strings.Contains(listed, " "+ids[name]+" ") {
+				t.Fatalf("the %s is not in the one pack with main's history: the test proves nothing", name)
+			}
+		}
+		must(t, os.RemoveAll(filepath.Join(e.State, e.RepoID(), ".visible")))
+	}
 	var pairs []string
 	for name, id := range ids {
 		pairs = append(pairs, name+"="+id)

@@ -460,15 +460,16 @@ func TestAttackAgentCannotWriteHostGitMetadataAnyWay(t *testing.T) {
 	if b := readFile(filepath.Join(wt, ".git")); !strings.HasPrefix(b, "gitdir: "+hostGit+"/worktrees/") {
 		t.Errorf("the sandbox worktree's gitfile changed: %q", b)
 	}
-	// The record holds the agent's command (its container spec), which
-	// names "evil" things itself; anything else naming them was written
-	// by the agent.
+	// The record holds the agent's command (its container spec and the
+	// task's argv), which names "evil" things itself; anything else
+	// naming them was written by the agent.
 	rec := readFile(filepath.Join(filepath.Dir(wt), "record.json"))
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(rec), &fields); err != nil {
 		t.Errorf("the record is not JSON any more: %v: %q", err, rec)
 	}
 	delete(fields, "spec")
+	delete(fields, "argv")
 	for k, v := range fields {
 		if strings.Contains(string(v), "evil") {
 			t.Errorf("the record was reached: %s = %s", k, v)

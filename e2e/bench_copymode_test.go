@@ -25,7 +25,13 @@ func BenchmarkCopyModeStart(b *testing.B) {
 	for i := 0; i < benchRounds; i++ {
 		branch := "bc-" + strconv.Itoa(i)
 		ours = append(ours, timeIt(b, func() {
-			e.MustSandbox("start", "-d", branch, "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sleep", "600")
+			r := e.Run(e.Repo, []string{os.Getenv("BENCH_TRACE")}, filepath.Join(binDir, "git-sandbox"), "start", "-d", branch, "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sleep", "600")
+			if r.Code != 0 {
+				b.Fatalf("start: %s", r)
+			}
+			if os.Getenv("BENCH_TRACE") != "" {
+				fmt.Print(r.Stderr)
+			}
 		}))
 		vol := fmt.Sprintf("gsbench-%s-%d", e.RepoID(), i)
 		raw = append(raw, timeIt(b, func() {
@@ -99,7 +105,7 @@ func BenchmarkCopyModeSnapshot(b *testing.B) {
 		prev := e.Git("rev-parse", "refs/sandbox/snap/rescue^{tree}")
 		raw = append(raw, timeIt(b, func() {
 			tree := dockerAt(b, host, "exec", helper, "sh", "-c",
-				"cp /sandbox-state/index /tmp/raw.index && cd /workspace && GIT_DIR=/sandbox-state/scratch GIT_INDEX_FILE=/tmp/raw.index GIT_WORK_TREE=/workspace git add -A && GIT_DIR=/sandbox-state/scratch GIT_INDEX_FILE=/tmp/raw.index git write-tree")
+				"cp /sandbox-state/index /sandbox-state/raw.index && cd /workspace && GIT_DIR=/sandbox-state/scratch GIT_INDEX_FILE=/sandbox-state/raw.index GIT_WORK_TREE=/workspace git add -A && GIT_DIR=/sandbox-state/scratch GIT_INDEX_FILE=/sandbox-state/raw.index git write-tree")
 			runOK(b, "", gitEnv, "sh", "-c", fmt.Sprintf("docker -H %s exec %s sh -c 'printf \"%%s\\n--not\\n%%s\\n\" %s %s | GIT_DIR=/sandbox-state/scratch git pack-objects --revs --stdout -q' | git --git-dir=%s index-pack --stdin --strict >/dev/null", host, helper, tree, prev, rawRepo))
 		}))
 	}

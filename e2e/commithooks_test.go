@@ -166,7 +166,10 @@ func TestInterruptedLandHooksLeaveNothing(t *testing.T) {
 	if err := cmd.Wait(); err == nil {
 		t.Errorf("the interrupted land succeeded")
 	}
-	Eventually(t, 30*time.Second, "the hooks container to go", func() bool { return hooking() == "" })
+	EventuallyOr(t, 30*time.Second, "the hooks container to go", func() bool { return hooking() == "" }, func() string {
+		out, _ := exec.Command("docker", "ps", "-a", "--filter", "label=git-sandbox.repo="+e.RepoID(), "--filter", "label=git-sandbox.role=hooks").CombinedOutput()
+		return string(out)
+	})
 	if _, err := os.Stat(filepath.Join(e.State, e.RepoID(), "t1", "record.json")); err != nil {
 		t.Fatalf("the sandbox's state directory is not where the test looks: %v", err)
 	}

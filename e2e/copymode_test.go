@@ -636,8 +636,9 @@ func TestCopyModeThroughADockerContext(t *testing.T) {
 }
 
 // The allowlist network on an engine in copy mode: the proxy, loaded into
-// a volume there, lets the agent reach the allowed host only; the agent has
-// no route out of its own. The engine is the main daemon, configured in
+// a volume there, lets the agent reach the allowed host only (and one
+// allowed live, loaded into the volume again); the agent has no route out
+// of its own. The engine is the main daemon, configured in
 // copy mode: the second engine runs without iptables, and on this machine
 // its containers cannot reach each other over its networks (the host's
 // FORWARD policy drops bridged traffic it has no rule for), so the proxy
@@ -677,6 +678,11 @@ func TestCopyModeAllowlist(t *testing.T) {
 	e.MustSandbox("start", "al", "-d")
 	if s := section(e.MustSandbox("exec", "al", "--", "bash", "-c", probeScript, "probe", upIP, "9").Stdout, "allowed"); !strings.Contains(s, "hello from api.allowed.test") {
 		t.Errorf("after a restart, the allowed host through the proxy:\n%s", s)
+	}
+	// A live change reaches the running proxy through its volume.
+	e.MustSandbox("net", "allow", "al", "api.denied.test")
+	if r := e.MustSandbox("exec", "al", "--", "bash", "-c", getScript, "get", "api.denied.test"); !strings.Contains(r.Stdout, "(api.denied.test)") {
+		t.Errorf("after net allow, the host through the proxy:\n%s", r)
 	}
 	dockerAt(t, "", "rm", "-f", upName) // the test's own, on the sandbox's network
 	e.MustSandbox("rm", "--force", "al")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/container/docker"
 	"github.com/git-sandbox/git-sandbox/internal/devcontainer"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
@@ -54,7 +55,7 @@ COPY . /opt/context
 }
 
 // devLoadPlan loads and plans the devcontainer image of HEAD.
-func devLoadPlan(t *testing.T, ctx context.Context, d *container.Docker, repo *worktree.Repo, noAgents bool) (*devcontainer.Config, *devcontainer.Plan, devcontainer.Source) {
+func devLoadPlan(t *testing.T, ctx context.Context, d container.Images, repo *worktree.Repo, noAgents bool) (*devcontainer.Config, *devcontainer.Plan, devcontainer.Source) {
 	t.Helper()
 	head, err := repo.Git().Output(ctx, "rev-parse", "HEAD")
 	if err != nil {
@@ -75,7 +76,7 @@ func devLoadPlan(t *testing.T, ctx context.Context, d *container.Docker, repo *w
 }
 
 // devPlan plans the devcontainer image of HEAD without building it.
-func devPlan(t *testing.T, ctx context.Context, d *container.Docker, repo *worktree.Repo, noAgents bool) *devcontainer.Plan {
+func devPlan(t *testing.T, ctx context.Context, d container.Images, repo *worktree.Repo, noAgents bool) *devcontainer.Plan {
 	t.Helper()
 	_, p, _ := devLoadPlan(t, ctx, d, repo, noAgents)
 	return p
@@ -83,7 +84,7 @@ func devPlan(t *testing.T, ctx context.Context, d *container.Docker, repo *workt
 
 // devImage loads, plans and ensures the devcontainer image of HEAD; fresh
 // first removes an image of that tag left by an interrupted run.
-func devImage(t *testing.T, ctx context.Context, d *container.Docker, repo *worktree.Repo, noAgents, fresh bool) (*devcontainer.Config, *devcontainer.Plan, *devcontainer.Image, string) {
+func devImage(t *testing.T, ctx context.Context, d container.Images, repo *worktree.Repo, noAgents, fresh bool) (*devcontainer.Config, *devcontainer.Plan, *devcontainer.Image, string) {
 	t.Helper()
 	cfg, plan, src := devLoadPlan(t, ctx, d, repo, noAgents)
 	t.Cleanup(func() { removeImage(plan.Tag) })
@@ -91,7 +92,7 @@ func devImage(t *testing.T, ctx context.Context, d *container.Docker, repo *work
 		removeImage(plan.Tag)
 	}
 	var out strings.Builder
-	img, err := devcontainer.EnsureImage(ctx, d, src, plan, devcontainer.BuildOptions{Out: &out})
+	img, err := devcontainer.EnsureImage(ctx, d, src, plan, devcontainer.BuildOptions{Out: &out, Network: "none"})
 	if err != nil {
 		t.Fatalf("ensure image: %v\n%s", err, out.String())
 	}
@@ -139,11 +140,12 @@ func TestDevcontainerImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := container.Connect(ctx)
+	eng, err := docker.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	defer eng.Close()
+	d := eng.Images()
 
 	cfg, plan, img, out := devImage(t, ctx, d, repo, true, true)
 	if !img.Built || !strings.HasPrefix(img.Tag, devImageRepository+":repo-") || img.Tag != plan.Tag {
@@ -205,7 +207,7 @@ pwd
 
 	// The labels record what it was built from and which agent CLIs it has
 	// (none asked for; the label is there all the same).
-	info, ok, err := d.InspectImage(ctx, img.Tag)
+	info, ok, err := d.Inspect(ctx, img.Tag)
 	if err != nil || !ok {
 		t.Fatalf("inspect: %v %v", ok, err)
 	}
@@ -214,7 +216,7 @@ pwd
 		info.Labels[devcontainer.LabelDevcontainer] != ".devcontainer/devcontainer.json" || info.Labels[devcontainer.LabelRepo] != repo.ID {
 		t.Errorf("labels %v", info.Labels)
 	}
-	if probed, err := d.ImageAgents(ctx, img.Tag); err != nil || strings.Join(probed, ",") != agents || !slices.Equal(img.Agents, probed) {
+	if probed, err := d.Agents(ctx, img.Tag); err != nil || strings.Join(probed, ",") != agents || !slices.Equal(img.Agents, probed) {
 		t.Errorf("agents label %q, image says %v (%v), EnsureImage said %v", agents, probed, err, img.Agents)
 	}
 
@@ -240,7 +242,7 @@ pwd
 	devcontainerFiles(e, "RUN echo second > /opt/second\n")
 	if p := devPlan(t, ctx, d, repo, true); p.Tag == plan.Tag {
 		t.Errorf("a changed Dockerfile kept the tag %s", p.Tag)
-	} else if _, ok, _ := d.InspectImage(ctx, p.Tag); ok {
+	} else if _, ok, _ := d.Inspect(ctx, p.Tag); ok {
 		t.Errorf("the new tag %s exists before any build", p.Tag)
 	}
 }
@@ -258,13 +260,14 @@ func TestDevcontainerNamedImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := container.Connect(ctx)
+	eng, err := docker.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	defer eng.Close()
+	d := eng.Images()
 	_, plan, img, out := devImage(t, ctx, d, repo, true, true)
-	base, _, err := d.InspectImage(ctx, baseImage)
+	base, _, err := d.Inspect(ctx, baseImage)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,14 +294,15 @@ func TestDevcontainerBuildFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := container.Connect(ctx)
+	eng, err := docker.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	defer eng.Close()
+	d := eng.Images()
 	_, plan, src := devLoadPlan(t, ctx, d, repo, true)
 	var out strings.Builder
-	_, err = devcontainer.EnsureImage(ctx, d, src, plan, devcontainer.BuildOptions{Out: &out})
+	_, err = devcontainer.EnsureImage(ctx, d, src, plan, devcontainer.BuildOptions{Out: &out, Network: "none"})
 	if err == nil {
 		removeImage(plan.Tag)
 		t.Fatal("a failing Dockerfile built")
@@ -309,7 +313,7 @@ func TestDevcontainerBuildFailure(t *testing.T) {
 	if !strings.Contains(out.String(), "Step 2/2 : RUN") || !strings.Contains(out.String(), "the toolchain is missing") {
 		t.Errorf("progress does not show the failing step:\n%s", out.String())
 	}
-	if _, ok, _ := d.InspectImage(ctx, plan.Tag); ok {
+	if _, ok, _ := d.Inspect(ctx, plan.Tag); ok {
 		t.Errorf("%s was tagged", plan.Tag)
 	}
 }

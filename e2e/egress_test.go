@@ -436,7 +436,7 @@ done`)
 	if strings.Count(r.Stdout, " 403 ") != 2 {
 		t.Fatalf("requests not denied:\n%s", r)
 	}
-	for _, want := range []string{"warning: the claude CLI was denied telemetry.anthropic.com:80 (not in the allow list)", "hint: a new sandbox reaches it with git sandbox start NEW-BRANCH --allow telemetry.anthropic.com"} {
+	for _, want := range []string{"warning: the claude CLI was denied telemetry.anthropic.com:80 (not in the allow list)", "hint: git sandbox net allow hint telemetry.anthropic.com lets this sandbox reach it at once; a new sandbox reaches it with git sandbox start NEW-BRANCH --allow telemetry.anthropic.com"} {
 		if !strings.Contains(r.Stderr, want) {
 			t.Errorf("start's output lacks %q:\n%s", want, r)
 		}

@@ -10,17 +10,37 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/container/docker"
+	"github.com/git-sandbox/git-sandbox/container/enginetest"
 )
+
+// TestEngineConformanceDocker runs the engine conformance suite (the one
+// the fake and the Kubernetes engine pass in unit tests) against the real
+// daemon through container/docker, with nothing declared missing. Without
+// a daemon it fails, as every test here does.
+func TestEngineConformanceDocker(t *testing.T) {
+	t.Parallel()
+	enginetest.Suite{
+		Image: testImage,
+		New: func(t *testing.T) container.Engine {
+			d, err := docker.Connect(context.Background())
+			if err != nil {
+				t.Fatalf("the conformance suite needs the Docker daemon: %v", err)
+			}
+			return d
+		},
+	}.RunTests(t)
+}
 
 // TestEngineNetworksVolumesEvents drives the engine seam's newer parts
 // (events, volumes, networks) and its error mapping against the real
-// daemon, through container.Docker itself. Everything it creates carries
+// daemon, through container/docker itself. Everything it creates carries
 // a label of its own and is removed at the end.
 func TestEngineNetworksVolumesEvents(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	d, err := container.Connect(ctx)
+	d, err := docker.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -269,7 +269,10 @@ echo small > small.txt`)
 	if msg := e.Git("log", "-1", "--format=%B", snap); !strings.Contains(msg, `Sandbox-Too-Large: 62914560 "big.bin"`) {
 		t.Errorf("the snapshot has no trailer for the skipped file:\n%s", msg)
 	}
-	l := e.MustSandbox("land", "t1")
+	if r := e.Sandbox("land", "t1"); r.Code != 4 || !strings.Contains(r.Stderr, "big.bin (60MiB, over rescue.max_file_size)") {
+		t.Errorf("land without --force would lose big.bin: want a refusal, got:\n%s", r)
+	}
+	l := e.MustSandbox("land", "t1", "--force")
 	if !strings.Contains(l.Stderr, "big.bin (60MiB) is larger than rescue.max_file_size and was not landed") {
 		t.Errorf("land does not flag the skipped file:\n%s", l.Stderr)
 	}
@@ -323,7 +326,10 @@ echo app > app.txt`)
 	if got := e.Git("ls-tree", "restored", "vendor/lib"); got != "160000 commit "+link+"\tvendor/lib" {
 		t.Errorf("restore --branch: vendor/lib = %q, want the gitlink %s", got, link)
 	}
-	l := e.MustSandbox("land", "t1")
+	if r := e.Sandbox("land", "t1"); r.Code != 4 || !strings.Contains(r.Stderr, "vendor/lib (files inside a submodule)") {
+		t.Errorf("land without --force would lose vendor/lib/hack.c: want a refusal, got:\n%s", r)
+	}
+	l := e.MustSandbox("land", "t1", "--force")
 	if !strings.Contains(l.Stderr, "inside the submodule vendor/lib") || strings.Contains(l.Stderr, "~") {
 		t.Errorf("land:\n%s", l.Stderr)
 	}
@@ -511,4 +517,39 @@ func pathWithout(t *testing.T, name string) string {
 		}
 	}
 	return dir
+}
+
+// TestLandRefusesToLoseLargeFiles: a file over rescue.max_file_size is in
+// no snapshot, so the worktree land removes held its only copy. Land was
+// warning and deleting it; it now refuses, naming the file and the flags
+// (--keep keeps it with the sandbox, --force accepts the loss).
+func TestLandRefusesToLoseLargeFiles(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1h\"\nmax_file_size = \"1k\"\n[limits]\nmemory = \"1g\"\npids = 256\n", baseImage)
+	e.MustSandbox("start", "lg", "--agent", "shell", "--", "sh", "-c", `set -e
+head -c 4096 /dev/zero > big.bin
+echo small > small.txt`)
+	wt := e.Worktree("lg")
+	oldMain := e.Git("rev-parse", "main")
+	for _, args := range [][]string{{"land", "lg"}, {"land", "lg", "--dry-run"}} {
+		r := e.Sandbox(args...)
+		if r.Code != 4 || !strings.Contains(r.Stderr, "big.bin (4KiB, over rescue.max_file_size)") ||
+			!strings.Contains(r.Stderr, "git sandbox land lg --force") || !strings.Contains(r.Stderr, "--keep") {
+			t.Errorf("%v with a file in no snapshot: want a refusal (4) naming it and the flags, got:\n%s", args, r)
+		}
+	}
+	if got := e.Git("rev-parse", "main"); got != oldMain {
+		t.Errorf("main moved to %s", got)
+	}
+	if fi, err := os.Stat(filepath.Join(wt, "big.bin")); err != nil || fi.Size() != 4096 {
+		t.Fatalf("the large file did not survive the refusal: %v", err)
+	}
+	l := e.MustSandbox("land", "lg", "--force")
+	if !strings.Contains(l.Stderr, "big.bin (4KiB) is larger than rescue.max_file_size and was not landed") {
+		t.Errorf("land --force does not name what it left:\n%s", l.Stderr)
+	}
+	if got := e.Git("ls-tree", "--name-only", "main"); got != "README.md\nsmall.txt" {
+		t.Errorf("main holds %q", got)
+	}
 }

@@ -77,11 +77,11 @@ func TestConflictForecast(t *testing.T) {
 		}
 		switch f[0] {
 		case "fa":
-			if !strings.Contains(line, " fb ") {
+			if !strings.Contains(line+" ", " fb ") {
 				t.Errorf("ps row of fa does not name fb: %q", line)
 			}
 		case "fc":
-			if strings.Contains(line, " fa") || strings.Contains(line, " fb") || strings.Contains(line, " base ") {
+			if strings.Contains(line, " fa") || strings.Contains(line, " fb") || strings.Contains(line+" ", " base ") {
 				t.Errorf("ps row of fc names a conflict: %q", line)
 			}
 		}

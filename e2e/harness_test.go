@@ -84,8 +84,8 @@ func runMain(m *testing.M) int {
 	binDir = tmp
 	// Static (as make build makes it): the same file runs as a sandbox's
 	// egress proxy inside the sandbox's image. The test upstream server
-	// runs in containers the same way.
-	for _, b := range [][2]string{{"git-sandbox", "./cmd/git-sandbox"}, {"test-upstream", "./e2e/testupstream"}} {
+	// and the DNS witness run in containers the same way.
+	for _, b := range [][2]string{{"git-sandbox", "./cmd/git-sandbox"}, {"test-upstream", "./e2e/testupstream"}, {"dnswatch", "./e2e/dnswatch"}} {
 		build := exec.Command("go", "build", "-o", filepath.Join(binDir, b[0]), b[1])
 		build.Dir = repoRoot
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -96,6 +96,10 @@ func runMain(m *testing.M) int {
 		}
 	}
 	userImage := imageID(userDefaultImage)
+	// The egress proxy's images this run makes carry the binary's hash;
+	// those there before (another run of the same source) are not ours.
+	proxyBefore := proxyImagesOfThisBinary()
+	defer removeProxyImages(proxyBefore)
 	if err := ensureImages(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: FAIL: %v\n", err)
 		removeImages()
@@ -106,6 +110,7 @@ func runMain(m *testing.M) int {
 	// (a user's sandboxes may be using one that was there before).
 	hadEgress := exec.Command("docker", "network", "inspect", sharedEgressNetwork).Run() == nil
 	code := m.Run()
+	removeHistories()
 	stopClusterBuild()
 	cleanupLeftovers()
 	if !hadEgress {
@@ -137,6 +142,69 @@ func imageID(ref string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// proxyImagesOfThisBinary lists the egress proxy images (git sandbox's
+// own: label git-sandbox.proxy) whose tag ends in the hash of the binary
+// under test, as git sandbox tags them (version-<12 hex of its sha256>).
+func proxyImagesOfThisBinary() map[string]bool {
+	data, err := os.ReadFile(filepath.Join(binDir, "git-sandbox"))
+	if err != nil {
+		return nil
+	}
+	sum := sha256.Sum256(data)
+	suffix := "-" + hex.EncodeToString(sum[:])[:12]
+	out, _ := exec.Command("docker", "images", "--filter", "label=git-sandbox.proxy=1", "--format", "{{.Repository}}:{{.Tag}}").Output()
+	tags := map[string]bool{}
+	for _, tag := range strings.Fields(string(out)) {
+		if strings.HasPrefix(tag, "git-sandbox-proxy:") && strings.HasSuffix(tag, suffix) {
+			tags[tag] = true
+		}
+	}
+	return tags
+}
+
+// removeProxyImages removes the proxy images of the binary under test
+// that were not there before the run (before).
+func removeProxyImages(before map[string]bool) {
+	for tag := range proxyImagesOfThisBinary() {
+		if !before[tag] {
+			_ = exec.Command("docker", "rmi", tag).Run()
+		}
+	}
+}
+
+// proxyImageOnce makes the egress proxy's image of the binary under test
+// on the main daemon (git sandbox image proxy), once a run.
+var proxyImageOnce = sync.OnceValues(func() (string, error) {
+	cmd := exec.Command(filepath.Join(binDir, "git-sandbox"), "image", "proxy")
+	home, err := os.MkdirTemp("", "git-sandbox-e2e-proxy-image-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(home)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_STATE_HOME=" + filepath.Join(home, "state"), "XDG_CONFIG_HOME=" + filepath.Join(home, "config")}
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		cmd.Env = append(cmd.Env, "DOCKER_HOST="+h)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("git sandbox image proxy: %v\n%s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out)), nil
+})
+
+// proxyImage is the tag of the egress proxy's image of the binary under
+// test, made on the main daemon if it is not there.
+func proxyImage(t testing.TB) string {
+	t.Helper()
+	tag, err := proxyImageOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tag
+}
+
 // testImages are the tags this run built; removeImages removes them.
 var testImages sync.Map
 
@@ -153,9 +221,9 @@ func removeImages() {
 	})
 }
 
-// ensureImages builds the offline base (once, cached by tag) and the
+// ensureImages builds the offline base (once, cached by tag), the
 // sandbox image from it with the binary under test (cached by Docker's
-// build cache).
+// build cache), and that binary's egress proxy image.
 func ensureImages() error {
 	if err := exec.Command("docker", "image", "inspect", baseImage).Run(); err != nil {
 		cmd := exec.Command(filepath.Join(repoRoot, "e2e", "testimage", "build.sh"), baseImage)
@@ -170,7 +238,10 @@ func ensureImages() error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("git sandbox image build: %v\n%s", err, out.String())
 	}
-	return nil
+	// The egress proxy's image too, which the first allowlist start would
+	// make (saying so on stderr, in whichever test came first).
+	_, err := proxyImageOnce()
+	return err
 }
 
 // createdRepos holds the repository id of every test repository; the
@@ -637,4 +708,18 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+}
+
+// EventuallyOr is Eventually that says more when it times out: what diag
+// returns then (the state of what was awaited).
+func EventuallyOr(t testing.TB, timeout time.Duration, what string, cond func() bool, diag func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s\n%s", timeout, what, diag())
 }

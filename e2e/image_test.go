@@ -72,7 +72,8 @@ func TestDoctorConfigVersion(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
 	r := e.Sandbox("doctor")
-	if r.Code != 0 || !strings.Contains(r.Stdout, "ok   docker: engine") || !strings.Contains(r.Stdout, "ok   image") || !strings.Contains(r.Stdout, "ok   repository") {
+	if r.Code != 0 || !strings.Contains(r.Stdout, "ok   docker: engine") || !strings.Contains(r.Stdout, "ok   image") || !strings.Contains(r.Stdout, "ok   repository") ||
+		!strings.Contains(r.Stdout, "ok   mcp: git sandbox mcp answers initialize (git-sandbox ") {
 		t.Errorf("doctor: %s", r)
 	}
 	r = e.Run(e.Repo, []string{"DOCKER_HOST=unix:///nonexistent.sock"}, "git", "sandbox", "doctor")

@@ -6,6 +6,7 @@ package e2e
 // a kubeconfig of its own.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +16,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/container/enginetest"
+	"github.com/git-sandbox/git-sandbox/container/kube"
 )
 
 // k8sTest is a repository whose user config has the test cluster as
@@ -25,12 +30,20 @@ type k8sTest struct {
 	ns string
 	// kubeconfig is the test user's copy of the admin kubeconfig.
 	kubeconfig string
+	// runtimeClass is the engine's runtime_class ("": the cluster's runc).
+	runtimeClass string
+	// engineExtra is more of the engine's [[engine]] table.
+	engineExtra string
 }
 
 // engineConfig is the [[engine]] table of the test cluster.
 func (k *k8sTest) engineConfig(maxSandboxes int) string {
-	return fmt.Sprintf("[[engine]]\nname = \"k8s\"\nkind = \"kubernetes\"\nkubeconfig = %q\nnamespace = %q\nimage = %q\nruntime_class = \"runc\"\nvolume_size = \"1Gi\"\nmax_sandboxes = %d\n",
-		k.kubeconfig, k.ns, baseImage, maxSandboxes)
+	class := k.runtimeClass
+	if class == "" {
+		class = "runc"
+	}
+	return fmt.Sprintf("[[engine]]\nname = \"k8s\"\nkind = \"kubernetes\"\nkubeconfig = %q\nnamespace = %q\nimage = %q\nruntime_class = %q\nvolume_size = \"1Gi\"\nmax_sandboxes = %d\n%s",
+		k.kubeconfig, k.ns, baseImage, class, maxSandboxes, k.engineExtra)
 }
 
 var k8sImages sync.Map
@@ -38,10 +51,21 @@ var k8sImages sync.Map
 // k8sEnv sets up a k8sTest; extra is more user config (top-level keys).
 func k8sEnv(t testing.TB, extra string) *k8sTest {
 	t.Helper()
+	return k8sEnvOn(t, extra, "")
+}
+
+// k8sEnvOn is k8sEnv with the engine's Pods in a runtime class ("": the
+// cluster's runc).
+func k8sEnvOn(t testing.TB, extra, runtimeClass string) *k8sTest {
+	t.Helper()
 	c := startCluster(t)
-	if _, done := k8sImages.Load(baseImage); !done {
-		c.LoadImage(t, baseImage)
-		k8sImages.Store(baseImage, true)
+	// The sandboxes' image, and git sandbox's own proxy image (the nodes
+	// never pull it: it is loaded, as a user without a registry would).
+	for _, img := range []string{baseImage, proxyImage(t)} {
+		if _, done := k8sImages.Load(img); !done {
+			c.LoadImage(t, img)
+			k8sImages.Store(img, true)
+		}
 	}
 	ns := c.Namespace(t)
 	cred := testUser(t)
@@ -53,7 +77,7 @@ func k8sEnv(t testing.TB, extra string) *k8sTest {
 	kc := filepath.Join(root, "kubeconfig")
 	must(t, os.WriteFile(kc, []byte(c.MustKubectl(t, nil, "config", "view", "--raw", "--flatten")), 0o600))
 	must(t, os.Chown(kc, int(cred.uid), int(cred.gid)))
-	k := &k8sTest{Env: e, c: c, ns: ns, kubeconfig: kc}
+	k := &k8sTest{Env: e, c: c, ns: ns, kubeconfig: kc, runtimeClass: runtimeClass}
 	k.config(extra, "1s")
 	return k
 }
@@ -98,6 +122,9 @@ func assertHardened(t *testing.T, pods []map[string]any, uid float64) {
 	for _, p := range pods {
 		name := p["metadata"].(map[string]any)["name"]
 		spec := p["spec"].(map[string]any)
+		if psc, _ := spec["securityContext"].(map[string]any); psc["runAsUser"] != uid || psc["runAsNonRoot"] != true {
+			t.Errorf("Pod %s: security context %v", name, psc)
+		}
 		if spec["automountServiceAccountToken"] != false || spec["enableServiceLinks"] != false {
 			t.Errorf("Pod %s: service-account token or service links: %v %v", name, spec["automountServiceAccountToken"], spec["enableServiceLinks"])
 		}
@@ -129,6 +156,35 @@ func assertHardened(t *testing.T, pods []map[string]any, uid float64) {
 	}
 }
 
+// assertRequests checks what the Pods ask the scheduler for: the agent
+// 256 MiB and a tenth of a CPU (the engine's defaults), the helper 32 MiB
+// and a hundredth, each limited by [limits] (memory = "1g").
+func assertRequests(t *testing.T, pods []map[string]any) {
+	t.Helper()
+	want := map[string][2]string{"agent": {"256Mi", "100m"}, "helper": {"32Mi", "10m"}}
+	seen := map[string]bool{}
+	for _, p := range pods {
+		meta := p["metadata"].(map[string]any)
+		role, _ := meta["labels"].(map[string]any)["git-sandbox.io/role"].(string)
+		w, ok := want[role]
+		if !ok {
+			continue
+		}
+		seen[role] = true
+		res, _ := p["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["resources"].(map[string]any)
+		req, _ := res["requests"].(map[string]any)
+		lim, _ := res["limits"].(map[string]any)
+		if req["memory"] != w[0] || req["cpu"] != w[1] || lim["memory"] != "1Gi" {
+			t.Errorf("Pod %s (%s): requests %v, limits %v; want %v and a 1Gi memory limit", meta["name"], role, req, lim, w)
+		}
+	}
+	for role := range want {
+		if !seen[role] {
+			t.Errorf("no %s Pod to check the requests of", role)
+		}
+	}
+}
+
 func testKubernetesEngineLifecycle(t *testing.T) {
 	k := k8sEnv(t, "")
 	k.WriteFile("src/old.txt", "old\n")
@@ -144,11 +200,19 @@ rm src/old.txt
 git add new.txt && git commit -q -m "agent commit" && echo "committed:$(git rev-parse HEAD)"`
 	r := k.MustSandbox("start", "t1", "--engine", "k8s", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sh", "-c", agent)
 	head := k.Git("rev-parse", "main")
-	uid := k.Cred.uid
-	for _, want := range []string{"status-at-start:[]", "head:" + head, "token:no", "committed:", "uid:" + strconv.Itoa(int(uid))} {
+	// The Pods run as the engine's uid (run_as_user, 1000 by default), not
+	// as the caller's.
+	uid := kube.DefaultRunAs
+	if int(k.Cred.uid) == uid {
+		t.Fatalf("the test user's uid is the engine's: the test would not tell them apart")
+	}
+	for _, want := range []string{"status-at-start:[]", "head:" + head, "token:no", "committed:", "uid:" + strconv.Itoa(uid)} {
 		if !strings.Contains(r.Stdout, want) {
 			t.Errorf("agent output lacks %q:\n%s", want, r)
 		}
+	}
+	if strings.Contains(r.Stderr, "quarantined") {
+		t.Errorf("start warns of the quarantine:\n%s", r)
 	}
 	if _, err := os.Stat(k.Worktree("t1")); !os.IsNotExist(err) {
 		t.Errorf("the engine made a worktree on the host: %v", err)
@@ -163,6 +227,7 @@ git add new.txt && git commit -q -m "agent commit" && echo "committed:$(git rev-
 			t.Errorf("Pod runtimeClassName %v, want the engine's runtime_class runc", rc)
 		}
 	}
+	assertRequests(t, pods)
 	if claims := k.objects(t, "pvc"); len(claims) < 3 {
 		t.Errorf("claims %q: want the worktree, git directory and home", claims)
 	}
@@ -193,6 +258,25 @@ git add new.txt && git commit -q -m "agent commit" && echo "committed:$(git rev-
 	k.assertNothingLeft(t)
 }
 
+// A nested repository the agent makes on the cluster is quarantined in
+// the helper's claim, refused at land and rm, named by diff, and kept for
+// exec, as in bind mode (checkNestedRefusedAndKept).
+func testKubernetesNestedRepository(t *testing.T) {
+	k := k8sEnv(t, "")
+	checkNestedRefusedAndKept(t, k.Env, "k8s", func(t *testing.T) func(string) bool {
+		helpers := k.pods(t, "git-sandbox.io/role=helper")
+		if len(helpers) != 1 {
+			t.Fatalf("want the sandbox's one helper Pod, found %d", len(helpers))
+		}
+		pod := helpers[0]["metadata"].(map[string]any)["name"].(string)
+		return func(p string) bool {
+			_, err := k.c.Kubectl(t, nil, "exec", "-n", k.ns, pod, "--", "test", "-e", "/workspace/"+p)
+			return err == nil
+		}
+	})
+	k.assertNothingLeft(t)
+}
+
 // attach and logs -f to a sandbox started detached on the cluster: both
 // stream what the agent prints (logs -f from its start, attach from when
 // it connected) and end when the agent does.
@@ -212,7 +296,8 @@ func testKubernetesAttachAndFollowLogs(t *testing.T) {
 	}
 	// The Pod's status says the agent ended a moment after its output
 	// does.
-	Eventually(t, 30*time.Second, "the sandbox to have ended", func() bool { return k.PsOf("att").State != "running" })
+	// (ps says paused while a snapshot reads a running agent's files.)
+	Eventually(t, 30*time.Second, "the sandbox to have ended", func() bool { s := k.PsOf("att").State; return s != "running" && s != "paused" })
 	if r := k.Sandbox("attach", "att"); r.Code == 0 || !strings.Contains(r.Stderr, "not running") {
 		t.Errorf("attach to an exited sandbox: %s", r)
 	}
@@ -293,7 +378,8 @@ func testKubernetesPodDeletedKeepsTheSnapshots(t *testing.T) {
 }
 
 // allowlist on the cluster: the proxy is a Pod of its own, the networks
-// are NetworkPolicy objects, and the agent reaches the proxy by name.
+// are NetworkPolicy objects, the agent reaches the proxy by name, and a
+// live change reaches the running proxy.
 func testKubernetesAllowlist(t *testing.T) {
 	k := k8sEnv(t, "allow = [\"api.allowed.test\"]")
 	k.MustSandbox("start", "al", "-d", "--engine", "k8s", "--agent", "shell", "--image", baseImage, "--", "sleep", "600")
@@ -330,6 +416,12 @@ head -1 <&3`
 	if !strings.Contains(got, " 403 ") {
 		t.Errorf("a denied host through the proxy: %q, want 403", got)
 	}
+	// A live allow is loaded into the running proxy's claim: the host is
+	// no longer refused (it does not exist, so the proxy cannot reach it).
+	k.MustSandbox("net", "allow", "al", "api.denied.test")
+	if got = k.MustSandbox("exec", "al", "--", "bash", "-c", probe).Stdout; strings.Contains(got, " 403 ") || !strings.Contains(got, "HTTP/1.1 ") {
+		t.Errorf("after net allow, the host through the proxy: %q, want anything but 403", got)
+	}
 	k.MustSandbox("rm", "--force", "al")
 	k.assertNothingLeft(t)
 	for _, p := range k.objects(t, "networkpolicies") {
@@ -339,16 +431,16 @@ head -1 <&3`
 	}
 }
 
-// A fleet of six tasks with engine "auto" over two engines, local Docker
-// and the cluster, each with max_sandboxes = 3: three run on each, and
-// fleet land lands all six.
+// A fleet of six tasks with engine "auto" over two engines, a Docker
+// engine and the cluster, each with max_sandboxes = 3: three run on each,
+// and fleet land lands all six. The Docker engine is one of the test's
+// own, remote as far as files go (copy mode: it has a /tmp of its own):
+// max_sandboxes counts every sandbox on an engine, and the tests running
+// beside this one hold sandboxes on the main daemon.
 func testKubernetesFleetOverTwoEngines(t *testing.T) {
 	k := k8sEnv(t, "")
-	mainHost := os.Getenv("DOCKER_HOST")
-	if mainHost == "" {
-		mainHost = "unix:///var/run/docker.sock"
-	}
-	k.WriteConfig("base_image = %q\nnetwork = \"none\"\ndefault_engine = \"auto\"\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"256m\"\npids = 256\n\n[[engine]]\nname = \"local\"\nhost = %q\nmode = \"bind\"\nmax_sandboxes = 3\n\n%s",
+	mainHost := newEngine2(t, baseImage).Host
+	k.WriteConfig("base_image = %q\nnetwork = \"none\"\ndefault_engine = \"auto\"\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"256m\"\npids = 256\n\n[[engine]]\nname = \"local\"\nhost = %q\nmode = \"copy\"\nmax_sandboxes = 3\n\n%s",
 		baseImage, mainHost, k.engineConfig(3))
 	var b strings.Builder
 	b.WriteString("max_parallel = 6\n")
@@ -357,7 +449,9 @@ func testKubernetesFleetOverTwoEngines(t *testing.T) {
 	}
 	tasks := k.writeTasks("tasks.toml", b.String())
 	k.MustSandbox("fleet", "start", tasks)
-	k.MustSandbox("fleet", "wait")
+	if w := k.Sandbox("fleet", "wait"); w.Code != 0 {
+		t.Fatalf("fleet wait: %s\nfleet ps:\n%s", w, k.Sandbox("fleet", "ps"))
+	}
 	on := map[string]int{}
 	for _, p := range k.Ps() {
 		on[p.Engine]++
@@ -372,4 +466,31 @@ func testKubernetesFleetOverTwoEngines(t *testing.T) {
 		}
 	}
 	k.assertNothingLeft(t)
+}
+
+// testKubernetesEngineConformance runs the engine conformance suite (the
+// one the fake and the Docker daemon pass) against the test cluster
+// through container/kube, in a namespace of its own, with nothing declared
+// missing: exec, attach and log streams, signals and pause, which the fake
+// clientset of the unit tests cannot give, run here.
+func testKubernetesEngineConformance(t *testing.T) {
+	c := startCluster(t)
+	if _, done := k8sImages.Load(baseImage); !done {
+		c.LoadImage(t, baseImage)
+		k8sImages.Store(baseImage, true)
+	}
+	ns := c.Namespace(t)
+	enginetest.Suite{
+		Image:   baseImage,
+		Timeout: 5 * time.Minute,
+		New: func(t *testing.T) container.Engine {
+			k, err := kube.Connect(context.Background(), kube.Options{
+				Name: "k8s", Kubeconfig: c.Kubeconfig, Namespace: ns, RuntimeClass: "runc", VolumeSize: "64Mi",
+			})
+			if err != nil {
+				t.Fatalf("connect to the test cluster: %v", err)
+			}
+			return k
+		},
+	}.RunTests(t)
 }

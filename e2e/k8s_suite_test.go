@@ -19,11 +19,18 @@ func TestKubernetes(t *testing.T) {
 		{"ClusterRuntimeClass", testKubernetesClusterRuntimeClass},
 		{"EngineLifecycle", testKubernetesEngineLifecycle},
 		{"EngineOperations", testKubernetesEngineOperations},
+		{"EngineConformance", testKubernetesEngineConformance},
 		{"AttachAndFollowLogs", testKubernetesAttachAndFollowLogs},
 		{"PodDeletedKeepsTheSnapshots", testKubernetesPodDeletedKeepsTheSnapshots},
+		{"NestedRepository", testKubernetesNestedRepository},
 		{"Allowlist", testKubernetesAllowlist},
+		{"RuntimeRestart", testKubernetesRuntimeRestart},
+		{"NetworkPolicy", testKubernetesNetworkPolicy},
 		{"FleetOverTwoEngines", testKubernetesFleetOverTwoEngines},
 		{"AttackAgent", testAttackKubernetesAgent},
+		{"AttackRepositoryImage", testAttackKubernetesRepositoryImage},
+		{"AttackProxyImage", testAttackKubernetesProxyImage},
+		{"WarmPool", testKubernetesWarmPool},
 	} {
 		t.Run(c.name, c.run)
 	}

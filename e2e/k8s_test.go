@@ -268,14 +268,28 @@ func (c *k8sCluster) LoadImage(t testing.TB, tags ...string) {
 	}
 }
 
-// Namespace creates a namespace for one test and deletes it, with
-// everything in it, when the test ends.
+// RemoveImage removes images LoadImage copied into the cluster's
+// containerd.
+func (c *k8sCluster) RemoveImage(t testing.TB, tags ...string) {
+	t.Helper()
+	out, err := exec.Command(clusterScript(), append([]string{"remove-image"}, tags...)...).CombinedOutput()
+	if err != nil {
+		t.Errorf("remove images %v from the cluster: %v\n%s", tags, err, out)
+	}
+}
+
+// Namespace creates a namespace for one test, enforcing the "restricted"
+// Pod Security Standard, and deletes it, with everything in it, when the
+// test ends.
 func (c *k8sCluster) Namespace(t testing.TB) string {
 	t.Helper()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	ns := "git-sandbox-test-" + hex.EncodeToString(b)
 	c.MustKubectl(t, nil, "create", "namespace", ns)
+	// Every Pod of the tests, git sandbox's and their own, is admitted by
+	// the strictest Pod Security Standard.
+	c.MustKubectl(t, nil, "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/enforce-version=latest")
 	t.Cleanup(func() {
 		if _, err := c.Kubectl(t, nil, "delete", "namespace", ns, "--wait=false"); err != nil {
 			t.Error(err)

@@ -897,3 +897,126 @@ func TestLandKeepLeavesNothingUnlanded(t *testing.T) {
 		t.Errorf("rm after land --keep: %s", r)
 	}
 }
+
+// TestLandOntoKeepMovesTheBase: land --onto release --keep makes release
+// the sandbox's base: ps shows it, and the next land (without --onto)
+// lands the newer work on release. The base stayed main while the
+// baseline moved to what landed on release, so the next land said
+// "nothing to land" on main and the work never reached it.
+func TestLandOntoKeepMovesTheBase(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.Git("branch", "release")
+	oldMain := e.Git("rev-parse", "main")
+	e.MustSandbox("start", "rk", "--agent", "shell", "--", "sh", "-c", `echo fix > fix.txt`)
+	wt := e.Worktree("rk")
+	r := e.MustSandbox("land", "rk", "--onto", "release", "--keep")
+	if !strings.Contains(r.Stderr, "the base of rk is now release") {
+		t.Errorf("land --onto --keep does not say the base moved:\n%s", r.Stderr)
+	}
+	if p := e.PsOf("rk"); p.Base != "release" || p.Changes != 0 {
+		t.Errorf("after land --onto release --keep ps shows base %q and %d changes, want release and 0", p.Base, p.Changes)
+	}
+	first := e.Git("rev-parse", "release")
+	must(t, os.WriteFile(filepath.Join(wt, "second.txt"), []byte("second\n"), 0o644))
+	r = e.MustSandbox("land", "rk")
+	if !strings.Contains(r.Stderr, "on release as") {
+		t.Errorf("the next land did not go to release:\n%s", r.Stderr)
+	}
+	if ps := e.parents("release"); !slices.Equal(ps, []string{first}) {
+		t.Errorf("second land's parents = %v, want [%s]", ps, first)
+	}
+	if ch := e.changedPaths("release"); !slices.Equal(ch, []string{"second.txt"}) {
+		t.Errorf("second land changes %v, want only second.txt", ch)
+	}
+	if got := e.Git("rev-parse", "main"); got != oldMain {
+		t.Errorf("main moved to %s", got)
+	}
+}
+
+// TestLandNestedRepositoryHintAndForceAgree: for every kind of nested
+// repository the agent can leave (empty, without commits, a gitlink in its
+// index, one with uncommitted files), diff's hint and land agree: land and
+// land --dry-run refuse naming it and --force, and --force (dry run or
+// not) goes ahead and lands the rest. A gitlink the agent tracked was not
+// counted as a nested repository (its repository was deleted with the
+// worktree, uncommitted files and all), and one whose repository had no
+// commit was refused under --force as a path "git cannot store".
+func TestLandNestedRepositoryHintAndForceAgree(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	const commit = `(cd n && echo a > a && $G add a && $G commit -q -m a)`
+	cases := []struct{ name, script string }{
+		{"empty", `git init -q n`},
+		{"nocommit", `git init -q n && echo x > n/f`},
+		{"gitlink", `git init -q n && ` + commit + ` && git add n`},
+		{"gitlink-nocommit", `git init -q n && ` + commit + ` && git add n && rm -rf n/.git && git init -q n`},
+		{"dirty", `git init -q n && ` + commit + ` && echo b > n/b`},
+		{"gitlink-dirty", `git init -q n && ` + commit + ` && git add n && echo b > n/b`},
+	}
+	for _, c := range cases {
+		name := c.name
+		e.MustSandbox("start", name, "--agent", "shell", "--", "sh", "-c",
+			`set -e; G="git -c user.name=a -c user.email=a@example.com"; mkdir -p `+name+` && cd `+name+` && `+c.script+` && echo top > top.txt`)
+		nested := name + "/n"
+		d := e.MustSandbox("diff", name)
+		if !strings.Contains(d.Stderr, nested+" is a nested git repository") || !strings.Contains(d.Stderr, "--force goes ahead") {
+			t.Errorf("%s: diff does not name the nested repository and --force:\n%s", name, d)
+		}
+		if strings.Contains(d.Stderr, "cannot be stored by git") {
+			t.Errorf("%s: diff says the nested repository cannot be stored, which --force does not go past:\n%s", name, d)
+		}
+		for _, args := range [][]string{{"land", name, "--dry-run"}, {"land", name}} {
+			r := e.Sandbox(args...)
+			if r.Code != 4 || !strings.Contains(r.Stderr, "nested git repository whose files are in no snapshot: "+nested) ||
+				!strings.Contains(r.Stderr, "git sandbox land --force "+name) {
+				t.Errorf("%s: %v: want the nested repository's refusal (4), got:\n%s", name, args, r)
+			}
+		}
+		if r := e.Sandbox("land", name, "--dry-run", "--force"); r.Code != 0 || !strings.Contains(r.Stdout, name+"/top.txt") {
+			t.Errorf("%s: land --dry-run --force does not show top.txt landing:\n%s", name, r)
+		}
+		if r := e.Sandbox("land", name, "--force"); r.Code != 0 {
+			t.Errorf("%s: land --force: %s", name, r)
+		} else if got := e.Git("show", "main:"+name+"/top.txt"); got != "top" {
+			t.Errorf("%s: land --force landed top.txt as %q", name, got)
+		}
+		if e.hasSandbox(name) {
+			t.Errorf("%s: land --force left the sandbox", name)
+		}
+	}
+}
+
+// TestLandSubmoduleAtItsCommitIsNotNested: a submodule of the user's
+// repository that the agent checked out at the commit the repository
+// records is not the agent's work: land goes ahead without --force. (The
+// agent makes the very same commit here, as a clone would bring it.)
+func TestLandSubmoduleAtItsCommitIsNotNested(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	const same = `git init -q lib && cd lib && printf 'int lib;\n' > lib.c && git add lib.c && ` +
+		`GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@example.com GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@example.com ` +
+		`GIT_AUTHOR_DATE='2026-01-01T00:00:00Z' GIT_COMMITTER_DATE='2026-01-01T00:00:00Z' git commit -q -m lib`
+	if r := e.Run(e.Root, nil, "sh", "-c", same); r.Code != 0 {
+		t.Fatal(r)
+	}
+	e.Git("-c", "protocol.file.allow=always", "submodule", "-q", "add", filepath.Join(e.Root, "lib"), "vendor/lib")
+	e.Git("commit", "-q", "-m", "add a submodule")
+	link := e.Git("rev-parse", "HEAD:vendor/lib")
+	r := e.MustSandbox("start", "sm", "--agent", "shell", "--", "sh", "-c",
+		`set -e; rmdir vendor/lib; cd vendor && `+same+` && cd ../.. && git rev-parse HEAD:vendor/lib && git -C vendor/lib rev-parse HEAD && echo app > app.txt`)
+	if strings.Count(r.Stdout, link) != 2 {
+		t.Fatalf("the agent did not check out the submodule at %s:\n%s", link, r)
+	}
+	d := e.MustSandbox("diff", "sm")
+	if strings.Contains(d.Stderr, "nested git repository") {
+		t.Errorf("diff counts the submodule at its commit as a nested repository:\n%s", d)
+	}
+	e.MustSandbox("land", "sm")
+	if got := e.Git("show", "main:app.txt"); got != "app" {
+		t.Errorf("main:app.txt = %q", got)
+	}
+	if got := e.Git("rev-parse", "main:vendor/lib"); got != link {
+		t.Errorf("main's vendor/lib = %s, want %s", got, link)
+	}
+}

@@ -39,7 +39,7 @@ func warmImages(t *testing.T, repoID string) []string {
 // written again, its tool is there, what it wrote into /workspace is
 // written again and is not the agent's work); a changed go.sum runs setup
 // again. Nothing of the user's environment, the prompt or the agent's
-// home is in the image. image prune keeps the newest warm image.
+// login is in the image. image prune keeps the newest warm image.
 func TestWarmStart(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
@@ -50,8 +50,8 @@ verify = "cat /var/tmp/tool"
 `)
 	e.Git("add", ".")
 	e.Git("commit", "-qm", "setup with inputs")
-	// Setup leaves a marker in the sandbox's home (a mount: never in the
-	// image).
+	// Setup leaves a marker in the sandbox's home (a mount, kept in the
+	// image apart and copied into a warm sandbox's home).
 	runs := func(branch string) string {
 		return readFile(filepath.Join(filepath.Dir(e.Worktree(branch)), "home", "setup-runs"))
 	}
@@ -106,8 +106,10 @@ verify = "cat /var/tmp/tool"
 	if got := runs("w1"); got != "run\n" {
 		t.Errorf("setup's marker in the first sandbox: %q", got)
 	}
-	if got := runs("w2"); got != "<absent>" {
-		t.Errorf("setup's marker written again: %q", got)
+	// What setup wrote in the home comes from the image: once, not
+	// written again.
+	if got := runs("w2"); got != "run\n" {
+		t.Errorf("setup's marker in the warm sandbox's home: %q, want the image's", got)
 	}
 	if names := e.MustSandbox("diff", "w2", "--name-only").Stdout; strings.TrimSpace(names) != "agent.txt" {
 		t.Errorf("the warm start's diff (setup's file is the baseline's): %q", names)
@@ -203,5 +205,29 @@ func TestRepoCaches(t *testing.T) {
 	e.AssertSameHostState(before)
 	if out, _ := exec.Command("docker", "volume", "ls", "-q", "--filter", "label=git-sandbox.cache.name=steal").Output(); strings.TrimSpace(string(out)) != "" {
 		t.Errorf("a volume was made: %s", out)
+	}
+}
+
+// TestSetupHomeReachesTheAgent: what setup writes under the home (a tool
+// in ~/.local/bin, a marker) is there for the agent, whether setup ran for
+// this sandbox (cold) or its result came from the warm image (warm). Setup
+// ran with the sandbox's home mounted and the warm image leaves mounts
+// out, so a warm start's agent found none of it.
+func TestSetupHomeReachesTheAgent(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.WriteFile(".sandbox.toml", `setup = "echo setup-ran; touch ~/marker; mkdir -p ~/.local/bin; printf '#!/bin/sh\\necho tool-ran\\n' > ~/.local/bin/mytool; chmod +x ~/.local/bin/mytool"
+`)
+	e.Git("add", ".")
+	e.Git("commit", "-qm", "setup installs into the home")
+	agent := `ls ~/marker && ~/.local/bin/mytool`
+	for _, b := range []string{"cold", "warm"} {
+		r := e.Sandbox("start", b, "--agent", "shell", "--", "sh", "-c", agent)
+		if ran := strings.Contains(r.Stdout+r.Stderr, "setup-ran"); ran != (b == "cold") {
+			t.Errorf("%s start: setup ran %v:\n%s", b, ran, r)
+		}
+		if r.Code != 0 || !strings.Contains(r.Stdout, "tool-ran") {
+			t.Errorf("%s start: the agent does not find what setup wrote in the home:\n%s", b, r)
+		}
 	}
 }

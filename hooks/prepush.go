@@ -3,21 +3,17 @@ package hooks
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
-	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
-	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/verify"
-	"github.com/git-sandbox/git-sandbox/internal/version"
 )
 
 // Update is one line git gives a pre-push hook.
@@ -55,7 +51,7 @@ type Refusal struct {
 // Check applies the rules that need no container run: sandbox refs never
 // leave; a sandbox branch waits while its agent runs or when its recorded
 // verify verdict for the pushed tree failed. Deletions and tags pass.
-func Check(ctx context.Context, env *sandbox.Env, updates []Update) []Refusal {
+func Check(ctx context.Context, env Repo, updates []Update) []Refusal {
 	var refused []Refusal
 	for _, u := range updates {
 		if u.Deletes() {
@@ -70,15 +66,15 @@ func Check(ctx context.Context, env *sandbox.Env, updates []Update) []Refusal {
 			continue
 		}
 		branch := strings.TrimPrefix(u.LocalRef, "refs/heads/")
-		sb, err := env.Find(branch)
-		if err != nil {
+		sb, ok, err := env.Sandbox(branch)
+		if err != nil || !ok {
 			continue
 		}
 		running, err := sb.Running(ctx)
 		if err != nil {
 			hint := "start Docker and push again"
-			if sb.Record.Engine != "" {
-				hint = fmt.Sprintf("make engine %s answer (git sandbox doctor checks it) and push again", termsafe.String(sb.Record.Engine))
+			if engine := sb.Recorded().Engine; engine != "" {
+				hint = fmt.Sprintf("make engine %s answer (git sandbox doctor checks it) and push again", termsafe.String(engine))
 			}
 			refused = append(refused, Refusal{Ref: u.LocalRef, Reason: "it is a sandbox branch, and whether its agent still runs cannot be told: " + err.Error(),
 				Hint: hint})
@@ -101,6 +97,33 @@ func Check(ctx context.Context, env *sandbox.Env, updates []Update) []Refusal {
 	return refused
 }
 
+// Repo is what the pre-push hook asks of the repository and its
+// sandboxes.
+type Repo interface {
+	// Git is the user's repository.
+	Git() *gitcmd.Runner
+	// Sandbox returns the sandbox of branch (ok false when it is none's).
+	Sandbox(branch string) (sb Sandbox, ok bool, err error)
+	// PrepareVerify prepares verify's run on a pushed commit: as strict
+	// as its sandbox when the ref is a sandbox's branch, in a work
+	// directory of its own that cleanup removes with what the run made.
+	PrepareVerify(ctx context.Context, run PushRun) (verify.Options, func(), error)
+}
+
+// Sandbox is what the hook asks of a sandbox.
+type Sandbox interface {
+	Running(ctx context.Context) (bool, error)
+	Verdict(tree string) (record.Verdict, bool)
+	Recorded() *record.Record
+}
+
+// PushRun is one pushed commit's verify run.
+type PushRun struct {
+	Ref, Commit string
+	// Out receives its output.
+	Out io.Writer
+}
+
 // VerifyOptions configure verify-before-push.
 type VerifyOptions struct {
 	Config *config.Loaded
@@ -108,14 +131,15 @@ type VerifyOptions struct {
 	// it to the hook: commits its remote-tracking refs hold are not
 	// verified again.
 	Remote string
-	// UI receives progress, warnings and a failed run's (escaped) output;
-	// nil means the environment's printer.
+	// UI receives progress, warnings and a failed run's (escaped) output.
 	UI *ui.Printer
 }
 
 // Pushed is one commit of a pushed range to verify.
 type Pushed struct {
 	Ref, Commit, Tree, Subject string
+	// index and of place it among the commits verified.
+	index, of int
 }
 
 // PushedCommits lists the commits a push sends that need verifying, oldest
@@ -125,7 +149,7 @@ type Pushed struct {
 // them (a new ref on a remote this repository knows nothing of), the range
 // would be the whole history, and only the tip is verified; tipOnly names
 // those refs. Deletions and tags are not verified.
-func PushedCommits(ctx context.Context, env *sandbox.Env, updates []Update, remote string) (list []Pushed, tipOnly []string, err error) {
+func PushedCommits(ctx context.Context, env Repo, updates []Update, remote string) (list []Pushed, tipOnly []string, err error) {
 	g := env.Git()
 	seen := map[string]bool{}
 	var remoteRefs []string
@@ -178,6 +202,9 @@ func PushedCommits(ctx context.Context, env *sandbox.Env, updates []Update, remo
 			list = append(list, c)
 		}
 	}
+	for i := range list {
+		list[i].index, list[i].of = i, len(list)
+	}
 	return list, tipOnly, nil
 }
 
@@ -186,114 +213,63 @@ func PushedCommits(ctx context.Context, env *sandbox.Env, updates []Update, remo
 // fresh hardened container on a throwaway copy of the commit's files, and
 // returns the refusals. The container and the copy are removed also when
 // ctx is cancelled (Ctrl-C).
-func VerifyPushed(ctx context.Context, env *sandbox.Env, updates []Update, o VerifyOptions) ([]Refusal, error) {
-	cfg := o.Config
-	p := o.UI
-	if p == nil {
-		p = env.UI
-	}
+func VerifyPushed(ctx context.Context, env Repo, updates []Update, o VerifyOptions) ([]Refusal, error) {
+	cfg, p := o.Config, o.UI
 	if cfg.Verify == "" {
 		p.Warnf("verify_before_push is set but no verify command is configured; pushing unverified")
 		return nil, nil
 	}
-	todo, tipOnly, err := PushedCommits(ctx, env, updates, o.Remote)
-	if err != nil {
-		return nil, err
+	// The image is the repository's choice when its .sandbox.toml names
+	// one: the same policy as start's, with no terminal to ask on.
+	if refused := cfg.RefusedImages(cfg.RepoImageChoice()); len(refused) > 0 {
+		return nil, config.RefuseImages("the pushed commits were not verified", refused).
+			Hint("git push --no-verify skips the hook")
 	}
-	if len(todo) == 0 {
-		return nil, nil
+	todo, tipOnly, err := PushedCommits(ctx, env, updates, o.Remote)
+	if err != nil || len(todo) == 0 {
+		return nil, err
 	}
 	for _, r := range tipOnly {
 		p.Infof("note: the remote has none of %s's history; verifying its tip only", termsafe.String(r))
-	}
-	d, err := env.Engine(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ok, err := d.ImageExists(ctx, cfg.Image)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, container.ErrImageMissing(cfg.Image, cfg.Image == config.DefaultImage())
-	}
-	cur, err := sandbox.ConfigSettings(cfg)
-	if err != nil {
-		return nil, err
-	}
-	maxBytes, err := sandbox.ExportBudget(cfg)
-	if err != nil {
-		return nil, err
 	}
 	if len(todo) > 1 {
 		p.Infof("verifying %d pushed commits before the push, oldest first: %s", len(todo), termsafe.String(cfg.Verify))
 	}
 	for i, c := range todo {
-		if err := os.MkdirAll(env.Layout.RepoDir(), 0o700); err != nil {
-			return nil, err
-		}
-		work, err := os.MkdirTemp(env.Layout.RepoDir(), ".push-verify-")
-		if err != nil {
-			return nil, err
-		}
-		// A sandbox branch is verified as strictly as its sandbox runs.
-		set := cur
-		if b, ok := strings.CutPrefix(c.Ref, "refs/heads/"); ok {
-			sb, err := env.Find(b)
-			switch {
-			case err == nil:
-				set = cur.Stricter(sb.Record)
-			case !errors.Is(err, sandbox.ErrNotFound):
-				_ = os.RemoveAll(work)
+		refusal, err := verifyOne(ctx, env, c, o)
+		if err != nil || refusal == nil {
+			if err != nil {
 				return nil, err
 			}
+			continue
 		}
-		short := gitcmd.Hash(c.Commit).Short()
-		name := container.Name(env.Repo.ID, env.Repo.Name, "push-verify-"+c.Commit[:12])
-		network, netName, netEnv, cleanup, err := env.VerifyNetwork(ctx, d, name, "push-verify-"+c.Commit[:12], cfg.Image, set, work)
-		if err != nil {
-			_ = os.RemoveAll(work)
-			return nil, err
+		if left := len(todo) - i - 1; left > 0 {
+			refusal.Reason += fmt.Sprintf("; %d later commit(s) were not verified", left)
 		}
-		p.Infof("verifying %s (%s %s)%s before the push: %s", termsafe.String(c.Ref), short, termsafe.String(c.Subject), progress(i, len(todo)), termsafe.String(cfg.Verify))
-		var output strings.Builder
-		code, err := verify.Run(ctx, verify.Options{
-			Engine:    d,
-			CommonDir: env.Repo.CommonDir,
-			Tree:      c.Tree,
-			Command:   cfg.Verify,
-			Image:     cfg.Image,
-			Name:      name,
-			Labels: map[string]string{
-				container.LabelManaged: "1", container.LabelRepo: env.Repo.ID,
-				container.LabelRole: container.RoleVerify, container.LabelVersion: version.Version,
-			},
-			Network:     network,
-			NetworkName: netName,
-			Env:         netEnv,
-			Runtime:     set.Runtime,
-			Limits:      set.Limits,
-			UID:         os.Getuid(),
-			GID:         os.Getgid(),
-			WorkDir:     work,
-			MaxBytes:    maxBytes,
-			Stdout:      &output,
-			Stderr:      &output,
-		})
-		cleanup()
-		if err != nil {
-			return nil, err
-		}
-		if code != 0 {
-			fmt.Fprint(p.Writer(), termsafe.Text(output.String()))
-			why := fmt.Sprintf("verify failed on the pushed commit %s (%s; exit code %d; output above)", short, termsafe.String(c.Subject), code)
-			if left := len(todo) - i - 1; left > 0 {
-				why += fmt.Sprintf("; %d later commit(s) were not verified", left)
-			}
-			return []Refusal{{Ref: c.Ref, Reason: why, Hint: "every pushed commit is verified, so fix that commit itself (git rebase -i) and push again"}}, nil
-		}
+		return []Refusal{*refusal}, nil
 	}
 	return nil, nil
+}
+
+// verifyOne verifies one pushed commit, and returns the refusal when the
+// verify command failed.
+func verifyOne(ctx context.Context, env Repo, c Pushed, o VerifyOptions) (*Refusal, error) {
+	var output strings.Builder
+	run, cleanup, err := env.PrepareVerify(ctx, PushRun{Ref: c.Ref, Commit: c.Commit, Out: &output})
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	short := gitcmd.Hash(c.Commit).Short()
+	o.UI.Infof("verifying %s (%s %s)%s before the push: %s", termsafe.String(c.Ref), short, termsafe.String(c.Subject), progress(c.index, c.of), termsafe.String(o.Config.Verify))
+	run.Tree, run.Command = c.Tree, o.Config.Verify
+	code, err := verify.Run(ctx, run)
+	if err != nil || code == 0 {
+		return nil, err
+	}
+	fmt.Fprint(o.UI.Writer(), termsafe.Text(output.String()))
+	why := fmt.Sprintf("verify failed on the pushed commit %s (%s; exit code %d; output above)", short, termsafe.String(c.Subject), code)
+	return &Refusal{Ref: c.Ref, Reason: why, Hint: "every pushed commit is verified, so fix that commit itself (git rebase -i) and push again"}, nil
 }
 
 // progress is " [i/n]" when there is more than one run.

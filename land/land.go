@@ -14,10 +14,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
+	"github.com/git-sandbox/git-sandbox/internal/dieat"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/review"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
@@ -113,7 +117,7 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 	if p.Checkout != nil {
 		workDir = p.Checkout.Path
 	}
-	if p.Tree, err = cleanFilters(ctx, g, tipTree, p.Tree, workDir); err != nil {
+	if p.Tree, err = cleanFilters(ctx, g, cleanRequest{tipTree: tipTree, tree: p.Tree, workDir: workDir}); err != nil {
 		return nil, err
 	}
 	if p.Tree == tipTree {
@@ -158,16 +162,7 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 // merge applies baseline → final onto the tip's tree with the baseline as
 // the merge base, and returns the merged tree.
 func merge(ctx context.Context, g *gitcmd.Runner, baseline, tipTree, finalTree gitcmd.Hash, sandbox string) (gitcmd.Hash, error) {
-	parents := []gitcmd.Hash{baseline}
-	ours, err := g.CommitTree(ctx, gitcmd.CommitTreeRequest{Tree: tipTree, Parents: parents, Message: "land: base side\n"})
-	if err != nil {
-		return "", fmt.Errorf("land: %w", err)
-	}
-	theirs, err := g.CommitTree(ctx, gitcmd.CommitTreeRequest{Tree: finalTree, Parents: parents, Message: "land: sandbox side\n"})
-	if err != nil {
-		return "", fmt.Errorf("land: %w", err)
-	}
-	tree, err := g.MergeTree(ctx, gitcmd.MergeTreeRequest{Ours: ours, Theirs: theirs})
+	tree, err := g.MergeTree(ctx, gitcmd.MergeTreeRequest{Base: baseline, Ours: tipTree, Theirs: finalTree})
 	if conflict, ok := errors.AsType[*gitcmd.MergeTreeConflictError](err); ok {
 		return "", conflictError(conflict.Paths, sandbox)
 	}
@@ -199,17 +194,34 @@ func conflictError(paths []string, sandbox string) error {
 
 // checkLocalChanges refuses when the base's checkout has local changes
 // (staged, unstaged, untracked, or ignored files) at a path the land
-// writes: updating the checkout would overwrite them.
+// writes: updating the checkout would overwrite them. Changes to tracked
+// files come from git status without its walk for untracked files, and
+// only for the index entries at the land's paths and the tracked files
+// where it needs a directory; untracked and ignored files are looked up
+// on disk at the paths the land writes only (localFiles): the walk of the
+// whole checkout for them, and the look at every tracked file, cost more
+// than the rest of a land.
 func checkLocalChanges(ctx context.Context, p *Plan) error {
 	wt := p.Checkout.Path
 	g := &gitcmd.Runner{GitDir: p.CheckoutGitDir, WorkTree: wt}
-	// Untracked and ignored directories come as one "dir/" entry each;
-	// ignored files count too, since git would replace them silently.
-	out, err := g.Run(ctx, nil, "status", "--porcelain", "-z", "--untracked-files=normal", "--ignored=traditional", "--no-renames")
+	local, pathspecs, err := localFiles(ctx, g, wt, p.Changes)
+	if err != nil {
+		return err
+	}
+	args := []string{"status", "--porcelain", "-z", "--untracked-files=no", "--no-renames"}
+	if local != nil && pathspecs != nil {
+		args = append(append(args, "--"), pathspecs...)
+	}
+	if local == nil {
+		// Untracked and ignored directories come as one "dir/" entry
+		// each; ignored files count too, since git would replace them
+		// silently.
+		args = []string{"status", "--porcelain", "-z", "--untracked-files=normal", "--ignored=traditional", "--no-renames"}
+	}
+	out, err := g.Run(ctx, nil, args...)
 	if err != nil {
 		return fmt.Errorf("land: status of %s: %w", wt, err)
 	}
-	var local []string
 	for _, rec := range strings.Split(string(out), "\x00") {
 		if len(rec) > 3 {
 			local = append(local, rec[3:])
@@ -233,6 +245,88 @@ func checkLocalChanges(ctx context.Context, p *Plan) error {
 	return nil
 }
 
+// localFiles returns the untracked and ignored files and directories of
+// the checkout wt (whose index g reads) that are at a path the land
+// writes or hold one, as git status names them ("dir/" for a directory
+// the index has nothing in), looking at those paths and their leading
+// directories only. It returns nil (not an empty list) when it cannot
+// tell without a walk — a directory the index tracks where the land
+// writes a file, or too many paths — and git status must look.
+//
+// With them come the pathspecs (literal) that hold every index entry a
+// land path overlaps: the path itself and what is under it, and each
+// leading directory the index tracks as a file; nil when git status must
+// look at every entry (no local list, or too many pathspecs).
+func localFiles(ctx context.Context, g *gitcmd.Runner, wt string, changes []review.Entry) (local, pathspecs []string, err error) {
+	if len(changes) > maxNarrow {
+		return nil, nil, nil
+	}
+	out, err := g.Run(ctx, nil, "ls-files", "-z", "--cached")
+	if err != nil {
+		return nil, nil, fmt.Errorf("land: index of %s: %w", wt, err)
+	}
+	indexed := gitcmd.SplitLines(out) // sorted, as git keeps an index
+	tracked := func(p string) bool {
+		_, ok := slices.BinarySearch(indexed, p)
+		return ok
+	}
+	holds := func(dir string) bool {
+		i, _ := slices.BinarySearch(indexed, dir+"/")
+		return i < len(indexed) && strings.HasPrefix(indexed[i], dir+"/")
+	}
+	pathspecs = statusPathspecs(changes, tracked)
+	local = []string{}
+	for _, c := range changes {
+		parts := strings.Split(c.Path, "/")
+		for i := range parts {
+			at := strings.Join(parts[:i+1], "/")
+			fi, err := os.Lstat(filepath.Join(wt, filepath.FromSlash(at)))
+			if err != nil || tracked(at) {
+				break // nothing there, or the index's (status's business)
+			}
+			if !fi.IsDir() {
+				local = append(local, at)
+				break
+			}
+			if !holds(at) {
+				local = append(local, at+"/")
+				break
+			}
+			if i == len(parts)-1 {
+				return nil, nil, nil // a tracked directory where the land writes a file
+			}
+		}
+	}
+	return local, pathspecs, nil
+}
+
+// maxPathspecs is how many pathspecs git status is given at most: it
+// matches every index entry against each (about a tenth of what looking
+// at the entry's file costs), so past a few dozen the look at every file
+// is cheaper.
+const maxPathspecs = 32
+
+// statusPathspecs are the literal pathspecs of the index entries the land
+// paths overlap: each path (which takes in what the index has under it)
+// and each of its leading directories that the index tracks (a file
+// where the land needs a directory). nil past maxPathspecs.
+func statusPathspecs(changes []review.Entry, tracked func(string) bool) []string {
+	var out []string
+	add := func(p string) { out = append(out, ":(literal)"+p) }
+	for _, c := range changes {
+		add(c.Path)
+		for i := range len(c.Path) {
+			if c.Path[i] == '/' && tracked(c.Path[:i]) {
+				add(c.Path[:i])
+			}
+		}
+	}
+	if len(out) > maxPathspecs {
+		return nil
+	}
+	return out
+}
+
 // gitDirOf returns a worktree's git directory.
 func gitDirOf(ctx context.Context, wt string) string {
 	g := &gitcmd.Runner{GitDir: wt + "/.git", WorkTree: wt}
@@ -245,11 +339,21 @@ func gitDirOf(ctx context.Context, wt string) string {
 // ErrMoved is returned when the base moved while landing.
 var ErrMoved = errors.New("the base branch moved while landing")
 
+// ErrCheckoutMoved is returned when the base's checkout left the tip the
+// land was planned on.
+var ErrCheckoutMoved = errors.New("the base's checkout changed while landing")
+
 // Apply creates the commit, updates the base's checkout (files and index,
 // leaving local changes elsewhere alone) and moves the ref by
 // compare-and-swap. When the ref moved in between, the checkout is put
 // back and nothing has changed.
 func Apply(ctx context.Context, g *gitcmd.Runner, p *Plan, reflog string) (gitcmd.Hash, error) {
+	return apply(ctx, g, p, reflog, "")
+}
+
+// apply is Apply writing the move down in the journal at path first
+// (none when "") and taking it off once done.
+func apply(ctx context.Context, g *gitcmd.Runner, p *Plan, reflog, journalPath string) (gitcmd.Hash, error) {
 	commit, err := g.CommitTree(ctx, gitcmd.CommitTreeRequest{Tree: p.Tree, Parents: p.Parents, Message: p.Message, Sign: p.Sign})
 	if err != nil && p.Sign {
 		return "", usererr.Wrap(err, "cannot sign the commit (commit.gpgSign is set): %v", err).
@@ -259,32 +363,34 @@ func Apply(ctx context.Context, g *gitcmd.Runner, p *Plan, reflog string) (gitcm
 	if err != nil {
 		return "", fmt.Errorf("land: %w", err)
 	}
-	var co *gitcmd.Runner
-	if p.Checkout != nil {
-		co = &gitcmd.Runner{GitDir: p.CheckoutGitDir, WorkTree: p.Checkout.Path}
-		// The checkout must still be on the base, at the tip merged onto.
-		head, _ := co.Output(ctx, "symbolic-ref", "-q", "HEAD")
-		at, _ := co.RevParse(ctx, "HEAD")
-		if head != p.Ref || at != p.Tip {
-			return "", usererr.New("the checkout %s changed while landing (now on %s at %s)", p.Checkout.Path, termsafe.String(head), at).
-				Hint("nothing was landed; land again").WithCode(usererr.ExitRefused)
+	dieat.Point("land: commit")
+	if journalPath != "" {
+		j := &journal{Ref: p.Ref, Tip: p.Tip, Commit: commit}
+		if p.Checkout != nil {
+			j.Checkout, j.CheckoutGitDir = p.Checkout.Path, p.CheckoutGitDir
 		}
-		// Files whose stat data changed but not their content (touch, a
-		// fresh clone's timestamps) would make read-tree refuse them as
-		// "not uptodate": the index is refreshed first, as git checkout
-		// does. A path that really changed stays changed, and read-tree
-		// refuses it below.
-		_, _ = co.Run(ctx, nil, "update-index", "-q", "--refresh", "--ignore-submodules")
-		if err := co.ReadTree(ctx, gitcmd.ReadTreeRequest{From: p.Tip.String(), Tree: commit.String(), Update: true}); err != nil {
-			return "", usererr.Wrap(err, "cannot update the checkout %s: %v", p.Checkout.Path, err).
-				Hint("nothing was landed; look at git status there, then land again").
-				WithCode(usererr.ExitRefused)
+		if err := j.write(journalPath); err != nil {
+			return "", usererr.Wrap(err, "cannot write down the land before moving anything: %v", err).
+				Hint("nothing was landed; make room in the state directory, then land again")
 		}
+		dieat.Point("land: journal")
 	}
+	co, err := updateCheckout(ctx, p, commit)
+	if err != nil {
+		removeJournal(journalPath)
+		return "", err
+	}
+	dieat.Point("land: checkout")
 	err = g.UpdateRef(ctx, gitcmd.UpdateRefRequest{Ref: p.Ref, New: commit, Old: p.Tip, Message: reflog})
-	if err != nil && co != nil {
-		_ = co.ReadTree(context.WithoutCancel(ctx), gitcmd.ReadTreeRequest{From: commit.String(), Tree: p.Tip.String(), Update: true})
+	if err == nil {
+		dieat.Point("land: moved")
 	}
+	if err != nil && co != nil {
+		if rerr := co.ReadTree(context.WithoutCancel(ctx), gitcmd.ReadTreeRequest{From: commit.String(), Tree: p.Tip.String(), Update: true}); rerr != nil {
+			journalPath = "" // kept: git sandbox doctor puts the checkout back
+		}
+	}
+	removeJournal(journalPath)
 	branch := termsafe.String(strings.TrimPrefix(p.Ref, "refs/heads/"))
 	if _, ok := errors.AsType[*gitcmd.RefMovedError](err); ok {
 		return "", usererr.Wrap(ErrMoved, "%s moved while landing; nothing was changed", branch).
@@ -295,4 +401,47 @@ func Apply(ctx context.Context, g *gitcmd.Runner, p *Plan, reflog string) (gitcm
 			Hint("land again")
 	}
 	return commit, nil
+}
+
+// removeJournal takes the journal at path ("": none) off.
+func removeJournal(path string) {
+	if path != "" {
+		_ = os.Remove(path)
+	}
+}
+
+// updateCheckout brings the base's checkout, if any, from the tip to
+// commit (files and index, leaving local changes elsewhere alone), and
+// returns it.
+func updateCheckout(ctx context.Context, p *Plan, commit gitcmd.Hash) (*gitcmd.Runner, error) {
+	if p.Checkout == nil {
+		return nil, nil
+	}
+	co := &gitcmd.Runner{GitDir: p.CheckoutGitDir, WorkTree: p.Checkout.Path}
+	// The checkout must still be on the base, at the tip merged onto.
+	head, _ := co.Output(ctx, "symbolic-ref", "-q", "HEAD")
+	at, _ := co.RevParse(ctx, "HEAD")
+	if head != p.Ref || at != p.Tip {
+		return nil, usererr.Wrap(ErrCheckoutMoved, "the checkout %s changed while landing (now on %s at %s)", p.Checkout.Path, termsafe.String(head), at).
+			Hint("nothing was landed; land again").WithCode(usererr.ExitRefused)
+	}
+	// Files whose stat data changed but not their content (touch, a
+	// fresh clone's timestamps) make read-tree refuse them as "not
+	// uptodate", before it writes anything: then the index is refreshed,
+	// as git checkout does, and read-tree runs again. A path that really
+	// changed stays changed, and read-tree refuses it again. (Refreshing
+	// first, every time, looked at every tracked file: most of a land's
+	// time in a large checkout.)
+	req := gitcmd.ReadTreeRequest{From: p.Tip.String(), Tree: commit.String(), Update: true}
+	err := co.ReadTree(ctx, req)
+	if err != nil && ctx.Err() == nil {
+		_, _ = co.Run(ctx, nil, "update-index", "-q", "--refresh", "--ignore-submodules")
+		err = co.ReadTree(ctx, req)
+	}
+	if err != nil {
+		return nil, usererr.Wrap(err, "cannot update the checkout %s: %v", p.Checkout.Path, err).
+			Hint("nothing was landed; look at git status there, then land again").
+			WithCode(usererr.ExitRefused)
+	}
+	return co, nil
 }

@@ -3,13 +3,18 @@ package land
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/review"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
 type repo struct {
@@ -191,5 +196,228 @@ func TestConflictErrorListsEachPathOnce(t *testing.T) {
 	hints := strings.Join(ue.Hints, "\n")
 	if !strings.Contains(hints, "git sandbox update fix-1") || strings.Contains(hints, "BRANCH") {
 		t.Errorf("conflict hints = %q, want the exact update command", hints)
+	}
+}
+
+func TestAttributesIndexHoldsTheAttributesAlongThePaths(t *testing.T) {
+	r := newRepo(t)
+	c := r.commit("", map[string]string{
+		".gitattributes":       "*.txt filter=a\n",
+		"g/.gitattributes":     "*.bin filter=lfs\n",
+		"other/.gitattributes": "*.bin filter=nope\n",
+		"g/h/x.bin":            "x",
+		"top.txt":              "t",
+		"other/y.bin":          "y",
+	})
+	tree, err := r.g.RevParse(context.Background(), c+"^{tree}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := *r.g
+	idx.IndexFile = filepath.Join(t.TempDir(), "index")
+	files := []blobEntry{{path: "g/h/x.bin"}, {path: "top.txt"}}
+	if err := attributesIndex(context.Background(), &idx, tree, files); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := idx.Output(context.Background(), "ls-files"); got != ".gitattributes\ng/.gitattributes" {
+		t.Errorf("index holds %q", got)
+	}
+	out, err := idx.Run(context.Background(), strings.NewReader("g/h/x.bin\x00top.txt\x00"), "check-attr", "--cached", "-z", "--stdin", "filter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.ReplaceAll(string(out), "\x00", " "); got != "g/h/x.bin filter lfs top.txt filter a " {
+		t.Errorf("attributes: %q", got)
+	}
+}
+
+func TestLocalFilesLooksAtThePathsOnly(t *testing.T) {
+	newRepo(t) // the test's git environment
+	wt := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = wt
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	write := func(p, c string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(wt, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(wt, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("init", "-q")
+	write("t/tracked.txt", "t\n")
+	write("dir/kept.txt", "k\n")
+	write(".gitignore", "*.log\n")
+	run("add", "-A")
+	write("untracked.txt", "u\n") // at a path the land writes
+	write("u/v/new.txt", "n\n")   // a directory the index has nothing in, holding one
+	write("t/x.log", "ignored\n") // ignored, at a path the land writes
+	write("file", "a file\n")     // where the land needs a directory
+	write("elsewhere.txt", "e\n") // not where the land writes
+	g := &gitcmd.Runner{GitDir: filepath.Join(wt, ".git"), WorkTree: wt}
+	changes := []review.Entry{{Path: "untracked.txt"}, {Path: "u/v/w.txt"}, {Path: "t/x.log"}, {Path: "file/inner"}, {Path: "t/tracked.txt"}, {Path: "new/a.txt"}}
+	got, _, err := localFiles(context.Background(), g, wt, changes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"untracked.txt", "u/", "t/x.log", "file"}; !slices.Equal(got, want) {
+		t.Errorf("local files %q, want %q", got, want)
+	}
+	// A directory the index tracks where the land writes a file: only a
+	// walk can tell what is in it.
+	if got, _, err := localFiles(context.Background(), g, wt, []review.Entry{{Path: "dir"}}); err != nil || got != nil {
+		t.Errorf("tracked directory: %q %v, want nil", got, err)
+	}
+}
+
+// TestCheckLocalChangesLooksAtTheLandsEntries: the refusal names a
+// tracked file changed at a land path, under it, and where the land
+// needs a directory (deleted there), and nothing changed elsewhere.
+func TestCheckLocalChangesLooksAtTheLandsEntries(t *testing.T) {
+	newRepo(t) // the test's git environment
+	wt := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = wt
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	write := func(p, c string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(wt, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(wt, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("init", "-q")
+	for _, p := range []string{"a.txt", "d/e.txt", "f", "g[1].txt", "other.txt", "big/x.txt", "hx.txt"} {
+		write(p, p+"\n")
+	}
+	run("add", "-A")
+	run("-c", "user.name=a", "-c", "user.email=a@x", "commit", "-qm", "c")
+	p := &Plan{Checkout: &worktree.Entry{Path: wt}, CheckoutGitDir: filepath.Join(wt, ".git")}
+	check := func(changes []string) error {
+		p.Changes = nil
+		for _, c := range changes {
+			p.Changes = append(p.Changes, review.Entry{Path: c})
+		}
+		return checkLocalChanges(context.Background(), p)
+	}
+	write("other.txt", "changed elsewhere\n")
+	write("big/x.txt", "changed elsewhere\n")
+	write("hx.txt", "changed elsewhere\n") // a glob's match, not the path; and a path that is no magic
+	if err := check([]string{"a.txt", "d/new.txt", "g[1].txt", "big/y.txt", "h*.txt", ":(bogus)x"}); err != nil {
+		t.Fatalf("a change elsewhere refused the land: %v", err)
+	}
+	write("a.txt", "changed\n")
+	write("d/e.txt", "changed\n")
+	write("g[1].txt", "changed\n")
+	if err := os.Remove(filepath.Join(wt, "f")); err != nil {
+		t.Fatal(err)
+	}
+	err := check([]string{"a.txt", "f/inner.txt", "g[1].txt", "gx.txt"})
+	if err == nil {
+		t.Fatal("local changes at the land's paths were not refused")
+	}
+	for _, want := range []string{": a.txt,", " f/inner.txt,", " g[1].txt,"} {
+		if !strings.Contains(err.Error()+",", want) {
+			t.Errorf("the refusal %q does not name %s", err, want)
+		}
+	}
+	// A file where the index has a directory: git status looks at all.
+	if err := check([]string{"d"}); err == nil || !strings.Contains(err.Error(), ": d") {
+		t.Errorf("a changed file under a land path: %v", err)
+	}
+}
+
+// TestApplyUpdatesACheckoutWithStaleStatData: a file the land changes
+// whose stat data changed but not its content (touched) is updated; one
+// whose content changed after Prepare stops the land, nothing moved.
+func TestApplyUpdatesACheckoutWithStaleStatData(t *testing.T) {
+	newRepo(t) // the test's git environment
+	wt := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=a", "-c", "user.email=a@x"}, args...)...)
+		cmd.Dir = wt
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	write := func(p, c string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(wt, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("init", "-q", "-b", "main")
+	write("a", "1\n")
+	write("b", "1\n")
+	git("add", "-A")
+	git("commit", "-qm", "start")
+	g := &gitcmd.Runner{GitDir: filepath.Join(wt, ".git")}
+	landOnce := func(content string) (*Plan, error) {
+		t.Helper()
+		tree := git("rev-parse", "HEAD^{tree}")
+		blob, err := g.Run(context.Background(), strings.NewReader(content), "hash-object", "-w", "--stdin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix := &gitcmd.Runner{GitDir: g.GitDir, IndexFile: filepath.Join(t.TempDir(), "index")}
+		if _, err := ix.Run(context.Background(), nil, "read-tree", tree); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ix.Run(context.Background(), nil, "update-index", "--cacheinfo", "100644,"+strings.TrimSpace(string(blob))+",a"); err != nil {
+			t.Fatal(err)
+		}
+		final, _ := ix.Output(context.Background(), "write-tree")
+		fc := git("commit-tree", "-p", "HEAD", "-m", "final", final)
+		return Prepare(context.Background(), g, Options{Ref: "refs/heads/main", Baseline: git("rev-parse", "HEAD"), Final: fc, Message: "m\n"})
+	}
+	p, err := landOnce("agent\n")
+	if err != nil || p.Checkout == nil {
+		t.Fatalf("plan %+v, %v", p, err)
+	}
+	// Same content, new stat data: read-tree alone would call it not
+	// up to date.
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(filepath.Join(wt, "a"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	write("b", "1\n")
+	if _, err := Apply(context.Background(), g, p, "test"); err != nil {
+		t.Fatalf("a touched file stopped the land: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(wt, "a")); string(got) != "agent\n" {
+		t.Errorf("a = %q after the land", got)
+	}
+	if st := git("status", "--porcelain"); st != "" {
+		t.Errorf("the checkout is not clean after the land: %q", st)
+	}
+
+	p, err = landOnce("again\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip := git("rev-parse", "HEAD")
+	write("a", "mine\n") // after Prepare looked
+	if _, err := Apply(context.Background(), g, p, "test"); err == nil {
+		t.Fatal("a local change made after Prepare was overwritten")
+	}
+	if got, _ := os.ReadFile(filepath.Join(wt, "a")); string(got) != "mine\n" || git("rev-parse", "HEAD") != tip {
+		t.Errorf("a = %q, HEAD %s after a refused land; want them untouched", got, git("rev-parse", "HEAD"))
 	}
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // A snapshot taken elsewhere (copy mode): the tree and what git add said
-// come from Remote; the commit, the chain and the facts about it are
+// come from its Source; the commit, the chain and the facts about it are
 // written here as for a local snapshot.
 func TestRemoteSnapshots(t *testing.T) {
 	f := newFixture(t)
@@ -16,11 +16,11 @@ func TestRemoteSnapshots(t *testing.T) {
 	var tree, addErrors string
 	var large []LargeFile
 	var prevs []string
-	f.snap.Worktree, f.snap.Index = "", ""
-	f.snap.Remote = func(_ context.Context, prev string) (*RemoteTree, error) {
+	src := &funcSource{read: func(prev string) (*Tree, error) {
 		prevs = append(prevs, prev)
-		return &RemoteTree{Tree: tree, AddErrors: addErrors, TooLarge: large}, nil
-	}
+		return TreeOf(tree, Elsewhere{AddErrors: addErrors, TooLarge: large}), nil
+	}}
+	f.snap.Source = src
 	tree = startTree
 	base := f.take(ReasonStart)
 	if base.Tree != startTree || !base.New {
@@ -59,17 +59,28 @@ func TestRemoteSnapshots(t *testing.T) {
 		t.Errorf("Remote was told the previous tree %q, want %q", prevs[len(prevs)-1], startTree)
 	}
 	// A failing remote fails the snapshot and moves nothing.
-	f.snap.Remote = func(context.Context, string) (*RemoteTree, error) { return nil, errors.New("engine gone") }
+	src.read = func(string) (*Tree, error) { return nil, errors.New("engine gone") }
 	if _, err := f.snap.Take(context.Background(), ReasonInterval); err == nil || !strings.Contains(err.Error(), "engine gone") {
 		t.Errorf("take with a failing remote: %v", err)
 	}
 	if got := f.git(f.repo, "rev-parse", Refs{"t1"}.Rescue()); got != next.ID {
 		t.Errorf("the chain moved to %s on a failed snapshot", got)
 	}
-	// Restore goes through RemoteCheckout.
-	var from, to string
-	f.snap.RemoteCheckout = func(_ context.Context, a, b string) error { from, to = a, b; return nil }
-	if err := f.snap.Checkout(context.Background(), tree, startTree); err != nil || from != tree || to != startTree {
-		t.Errorf("checkout: %v (%s -> %s)", err, from, to)
+	// Restore goes through the source.
+	if err := f.snap.Checkout(context.Background(), tree, startTree); err != nil || src.from != tree || src.to != startTree {
+		t.Errorf("checkout: %v (%s -> %s)", err, src.from, src.to)
 	}
+}
+
+// funcSource is a Source elsewhere whose reads the test decides.
+type funcSource struct {
+	read     func(prev string) (*Tree, error)
+	from, to string
+}
+
+func (s *funcSource) Read(_ context.Context, prev, _ string) (*Tree, error) { return s.read(prev) }
+
+func (s *funcSource) Checkout(_ context.Context, from, to string) error {
+	s.from, s.to = from, to
+	return nil
 }

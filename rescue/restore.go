@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -111,32 +110,6 @@ func (s *Snapshotter) RestoreWorktree(ctx context.Context, snap *Snapshot, force
 	return cur, changed, nil
 }
 
-// Checkout changes the worktree from tree from (what the last snapshot
-// read, and so what the private index holds) to tree to: files that differ
-// are written or removed, nothing else is touched. Git refuses, changing
-// nothing, when a file it would write changed since. The files are written
-// by the configuration-free git, so no filter runs, and git does not
-// follow a symlink in a leading path.
-func (s *Snapshotter) Checkout(ctx context.Context, from, to string) error {
-	unlock, err := record.Lock(s.Lock)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if s.RemoteCheckout != nil {
-		return s.RemoteCheckout(ctx, from, to)
-	}
-	if err := s.ensureScratch(); err != nil {
-		return err
-	}
-	// The tree's gitlinks come into the private index: the next snapshot
-	// strips them before git add (see stripGitlinks).
-	if err := os.WriteFile(s.gitlinksMarker(), nil, 0o600); err != nil {
-		return fmt.Errorf("checkout: %w", err)
-	}
-	return s.isolated().ReadTree(ctx, gitcmd.ReadTreeRequest{From: from, Tree: to, Update: true})
-}
-
 // WriteBaseline writes a baseline snapshot of tree whose parent is start
 // (the commit the sandbox is now based on) and moves the baseline ref to
 // it from old. The rescue chain is left alone: the next snapshot measures
@@ -216,4 +189,15 @@ func Prune(ctx context.Context, g *gitcmd.Runner, age time.Duration, now time.Ti
 		return nil, fmt.Errorf("prune: %w", err)
 	}
 	return out, nil
+}
+
+// Checkout changes the worktree from tree from (what the last snapshot
+// read) to tree to, under the sandbox's lock (Source.Checkout).
+func (s *Snapshotter) Checkout(ctx context.Context, from, to string) error {
+	unlock, err := record.Lock(s.Lock)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return s.Source.Checkout(ctx, from, to)
 }

@@ -13,43 +13,13 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/testenv"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
-// TestMain keeps the tests away from the user's and the system's git
-// configuration. The identity is in $HOME/.gitconfig, where the package's
-// own git processes (which drop every GIT_* variable) look.
-func TestMain(m *testing.M) {
-	root, err := os.MkdirTemp("", "rescue-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := func() int {
-		defer os.RemoveAll(root)
-		home := filepath.Join(root, "home")
-		if err := os.MkdirAll(home, 0o755); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		global := filepath.Join(home, ".gitconfig")
-		cfg := "[user]\n\tname = Test User\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n"
-		if err := os.WriteFile(global, []byte(cfg), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		os.Setenv("HOME", home)
-		os.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
-		os.Setenv("GIT_CONFIG_GLOBAL", global)
-		os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-		for _, k := range []string{"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"} {
-			os.Unsetenv(k)
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
-}
+// TestMain keeps the user's git configuration out.
+func TestMain(m *testing.M) { testenv.Main(m, "rescue") }
 
 // fixture is a repository with one commit and a linked worktree of branch
 // t1, snapshotted through a private index as a sandbox's would be.
@@ -59,6 +29,7 @@ type fixture struct {
 	wt    string
 	start string
 	snap  *Snapshotter
+	local *Local
 	host  *gitcmd.Runner
 	clock time.Time
 }
@@ -66,6 +37,13 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	t.Parallel()
+	return newSerialFixture(t)
+}
+
+// newSerialFixture is newFixture for a test that does not run in parallel
+// with others (it traces git commands, which is global).
+func newSerialFixture(t *testing.T) *fixture {
+	t.Helper()
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -83,9 +61,13 @@ func newFixture(t *testing.T) *fixture {
 	f.git(f.repo, "worktree", "add", "-q", "-b", "t1", f.wt, "main")
 	state := filepath.Join(root, "state")
 	common := filepath.Join(f.repo, ".git")
+	f.local = &Local{
+		CommonDir: common, Start: f.start, Worktree: f.wt,
+		Index: filepath.Join(state, "rescue.index"), Scratch: filepath.Join(state, "scratch"),
+	}
 	f.snap = &Snapshotter{
-		CommonDir: common, Branch: "t1", Worktree: f.wt,
-		Index: filepath.Join(state, "rescue.index"), Scratch: filepath.Join(state, "scratch"), Lock: filepath.Join(state, "lock"),
+		CommonDir: common, Branch: "t1", Source: f.local,
+		Scratch: filepath.Join(state, "scratch"), Lock: filepath.Join(state, "lock"),
 		Start: f.start,
 		Now:   func() time.Time { return f.clock },
 	}
@@ -282,7 +264,7 @@ func TestTakeKeepsTheAgentHead(t *testing.T) {
 
 func TestTakeWithoutWorktreeFails(t *testing.T) {
 	f := newFixture(t)
-	f.snap.Worktree = filepath.Join(t.TempDir(), "gone")
+	f.local.Worktree = filepath.Join(t.TempDir(), "gone")
 	if _, err := f.snap.Take(context.Background(), ReasonStart); err == nil {
 		t.Error("snapshot of a missing worktree succeeded")
 	}
@@ -292,7 +274,7 @@ func TestFreezeWrapsTheAdd(t *testing.T) {
 	f := newFixture(t)
 	f.baseline()
 	var frozen, thawed int
-	f.snap.Freeze = func(ctx context.Context) (func(), error) {
+	f.local.Freeze = func(ctx context.Context) (func(), error) {
 		frozen++
 		return func() { thawed++ }, nil
 	}
@@ -301,7 +283,7 @@ func TestFreezeWrapsTheAdd(t *testing.T) {
 	if frozen != 1 || thawed != 1 {
 		t.Errorf("frozen %d thawed %d", frozen, thawed)
 	}
-	f.snap.Freeze = func(ctx context.Context) (func(), error) { return nil, fmt.Errorf("cannot freeze") }
+	f.local.Freeze = func(ctx context.Context) (func(), error) { return nil, fmt.Errorf("cannot freeze") }
 	f.write(f.wt, "y.txt", "y\n")
 	if _, err := f.snap.Take(context.Background(), ReasonInterval); err == nil || !strings.Contains(err.Error(), "cannot freeze") {
 		t.Errorf("snapshot with a failing freeze: %v", err)
@@ -311,7 +293,7 @@ func TestFreezeWrapsTheAdd(t *testing.T) {
 func TestSeedIndexAndNestedRepositories(t *testing.T) {
 	f := newFixture(t)
 	admin := f.git(f.wt, "rev-parse", "--absolute-git-dir")
-	if err := f.snap.SeedIndex(filepath.Join(admin, "index")); err != nil {
+	if err := f.local.SeedIndex(filepath.Join(admin, "index"), ""); err != nil {
 		t.Fatal(err)
 	}
 	f.baseline()
@@ -329,12 +311,12 @@ func TestSeedIndexAndNestedRepositories(t *testing.T) {
 	if out := f.git(f.repo, "ls-tree", "-r", s.ID); !strings.Contains(out, "160000 commit") {
 		t.Errorf("nested repository not a gitlink:\n%s", out)
 	}
-	if _, err := os.Stat(f.snap.gitlinksMarker()); err != nil {
+	if _, err := os.Stat(f.local.gitlinksMarker()); err != nil {
 		t.Errorf("gitlinks marker missing: %v", err)
 	}
 	f.write(f.wt, "z.txt", "z\n")
 	f.take(ReasonInterval)
-	if err := f.snap.SeedIndex(filepath.Join(t.TempDir(), "missing")); err == nil {
+	if err := f.local.SeedIndex(filepath.Join(t.TempDir(), "missing"), ""); err == nil {
 		t.Error("seeding from a missing index succeeded")
 	}
 }
@@ -510,7 +492,7 @@ func TestPrune(t *testing.T) {
 func TestTakeWithQuarantinedNestedRepositories(t *testing.T) {
 	f := newFixture(t)
 	f.baseline()
-	f.snap.Quarantine = filepath.Join(filepath.Dir(f.snap.Index), "quarantine")
+	f.local.Quarantine = filepath.Join(filepath.Dir(f.local.Index), "quarantine")
 	f.git(f.wt, "init", "-q", "lib")
 	f.write(f.wt, "lib/one.txt", "one\n")
 	f.git(filepath.Join(f.wt, "lib"), "add", "one.txt")
@@ -524,11 +506,11 @@ func TestTakeWithQuarantinedNestedRepositories(t *testing.T) {
 	if !slices.Equal(running.Nested, []string{"lib", "nocommit"}) {
 		t.Errorf("nested = %v, want lib and nocommit", running.Nested)
 	}
-	links, err := f.snap.IndexedGitlinks(context.Background())
+	links, err := f.local.IndexedGitlinks(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := worktree.Quarantine(f.wt, f.snap.Quarantine, func(repo string) string { return links[repo] })
+	q, err := worktree.Quarantine(f.wt, f.local.Quarantine, func(repo string) string { return links[repo] })
 	if err != nil || len(q) != 3 {
 		t.Fatalf("quarantine: %v %v", q, err)
 	}
@@ -549,11 +531,53 @@ func TestTakeWithQuarantinedNestedRepositories(t *testing.T) {
 		t.Errorf("quarantined snapshot: nested %v skipped %v", stopped.Nested, stopped.Skipped)
 	}
 	// Restored, the next snapshot is the same tree.
-	if _, err := worktree.RestoreQuarantined(f.wt, f.snap.Quarantine); err != nil {
+	if _, err := worktree.RestoreQuarantined(f.wt, f.local.Quarantine); err != nil {
 		t.Fatal(err)
 	}
 	again := f.take(ReasonInterval)
 	if again.Tree != stopped.Tree {
 		t.Errorf("tree after restore %s, while quarantined %s", again.Tree, stopped.Tree)
+	}
+}
+
+// ReadTips reads the newest snapshot of every chain, with its facts, and
+// any other ref asked for.
+func TestReadTips(t *testing.T) {
+	f := newFixture(t)
+	base := f.take(ReasonStart)
+	f.snap.Baseline = base.ID
+	f.write(f.wt, "a.txt", "changed\n")
+	next := f.take(ReasonInterval)
+	tips := ReadTips(context.Background(), f.host, "refs/heads/main")
+	got := tips[Refs{"t1"}.Rescue()]
+	if got.ID != next.ID || got.Tree != next.Tree || got.Changes != 1 || got.Time.IsZero() {
+		t.Errorf("rescue tip %+v, want %s with 1 change", got, next.ID)
+	}
+	if b := tips[Refs{"t1"}.Baseline()]; b.ID != base.ID {
+		t.Errorf("baseline tip %+v", b)
+	}
+	if m := tips["refs/heads/main"]; m.ID != f.start || m.Tree == "" {
+		t.Errorf("main %+v, want %s", m, f.start)
+	}
+}
+
+// ReadTips reads a snapshot's too-large and nested trailers (quoted
+// paths, each a trailer of its own), and its change count, from one
+// process; a ref outside refs/sandbox gives only its change count.
+func TestReadTipsTrailers(t *testing.T) {
+	f := newFixture(t)
+	msg := "snapshot\n\nSandbox-Changes: 12\nSandbox-Too-Large: \"big one.bin\"\nSandbox-Too-Large: \"b\\tc\"\n" +
+		"Sandbox-Nested: \"vendor/lib\"\nSandbox-Nested: \"a b\"\n"
+	tree := f.git(f.repo, "rev-parse", "HEAD^{tree}")
+	snap := f.git(f.repo, "commit-tree", "-m", msg, tree)
+	f.git(f.repo, "update-ref", Refs{"t2"}.Rescue(), snap)
+	f.git(f.repo, "update-ref", "refs/heads/other", snap)
+	tips := ReadTips(context.Background(), f.host, "refs/heads/other")
+	got := tips[Refs{"t2"}.Rescue()]
+	if got.ID != snap || got.Tree != tree || got.Changes != 12 || got.TooLarge != 2 || !slices.Equal(got.Nested, []string{"vendor/lib", "a b"}) {
+		t.Errorf("tip %+v, want %s with 12 changes, 2 too large, nested vendor/lib and \"a b\"", got, snap)
+	}
+	if o := tips["refs/heads/other"]; o.ID != snap || o.Changes != 12 || o.TooLarge != 0 || o.Nested != nil {
+		t.Errorf("a branch's tip %+v, want only its change count", o)
 	}
 }

@@ -52,6 +52,26 @@ func (l Layout) ForecastCache() string { return filepath.Join(l.RepoDir(), ".for
 // name, like Trash, so no sandbox's directory can be it).
 func (l Layout) FleetDir() string { return filepath.Join(l.RepoDir(), ".fleet") }
 
+// WorktreeLock serialises the creation of the repository's linked
+// worktrees by git sandbox (see AddOptions.Lock).
+func (l Layout) WorktreeLock() string { return filepath.Join(l.RepoDir(), ".worktree.lock") }
+
+// LandLock serialises the lands onto one branch (full ref name) of the
+// repository: the lock of the base's compare-and-swap and its checkout's
+// update.
+func (l Layout) LandLock(ref string) string {
+	return filepath.Join(l.LandDir(), EscapeBranch(ref)+".lock")
+}
+
+// LandJournal is where a land writes down the move of the branch under
+// way (land's journal), beside its LandLock.
+func (l Layout) LandJournal(ref string) string {
+	return filepath.Join(l.LandDir(), EscapeBranch(ref)+".journal")
+}
+
+// LandDir holds the land locks and journals of the repository's branches.
+func (l Layout) LandDir() string { return filepath.Join(l.RepoDir(), ".land") }
+
 // VisibleStore holds the repository's visible store (internal/visible):
 // the objects its branches and tags reach, which every agent's repository
 // borrows from. Its objects directory is mounted read-only into agents'
@@ -142,6 +162,12 @@ func (l Layout) SnapshotUsage(branch string) string {
 	return filepath.Join(l.Dir(branch), "snapshot-bytes")
 }
 
+// WatchSocket is where the supervisor's watcher of the worktree answers
+// snapshots (bind mode).
+func (l Layout) WatchSocket(branch string) string {
+	return filepath.Join(l.Dir(branch), "watch.sock")
+}
+
 // SupervisorLog is where the detached supervisor writes.
 func (l Layout) SupervisorLog(branch string) string {
 	return filepath.Join(l.Dir(branch), "supervisor.log")
@@ -197,3 +223,13 @@ func EscapeBranch(b string) string {
 	b = strings.ReplaceAll(b, "%", "%25")
 	return strings.ReplaceAll(b, "/", "%2F")
 }
+
+// UnescapeBranch is EscapeBranch undone.
+func UnescapeBranch(s string) string {
+	return strings.NewReplacer("%2F", "/", "%25", "%").Replace(s)
+}
+
+// UsageArchive keeps the usage logs of removed sandboxes (git sandbox
+// usage reads them), one file per sandbox: BRANCH@START.jsonl with the
+// branch's slashes as %2F.
+func (l Layout) UsageArchive() string { return filepath.Join(l.RepoDir(), ".usage") }

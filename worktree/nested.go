@@ -1,6 +1,7 @@
 package worktree
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -127,14 +128,88 @@ func writeQuarantined(dir string, list []Nested) error {
 // not move because the worktree is on another file system than dir.
 var ErrCrossDevice = errors.New("the worktree is on another file system than the sandbox's state")
 
+// A Place is where a worktree's files are, for the quarantine: this
+// machine's directory (LocalPlace), or an engine's volume read and written
+// by a helper there. The quarantine's rules and its record (on this
+// machine, beside the sandbox's state) are the same for both.
+type Place interface {
+	// FindNested lists the worktree's nested repositories, as FindNested
+	// does.
+	FindNested(ctx context.Context) ([]Nested, error)
+	// KeptAt is where the quarantine's n-th entry is kept.
+	KeptAt(n int) string
+	// Move moves each entry out of the worktree to its Kept (back, from
+	// Kept to its Path). It returns one error per entry, nil for one
+	// moved: fs.ErrNotExist when there was nothing to move, fs.ErrExist
+	// when the place it goes to is taken (nothing is overwritten).
+	Move(ctx context.Context, list []Nested, back bool) []error
+}
+
+// LocalPlace is a worktree on this machine at Root, whose quarantined
+// entries are kept in Dir.
+type LocalPlace struct{ Root, Dir string }
+
+// FindNested walks the worktree.
+func (l LocalPlace) FindNested(context.Context) ([]Nested, error) { return FindNested(l.Root) }
+
+// KeptAt is a file of Dir.
+func (l LocalPlace) KeptAt(n int) string { return filepath.Join(l.Dir, strconv.Itoa(n)) }
+
+// Move renames each entry (a rename across file systems is
+// ErrCrossDevice).
+func (l LocalPlace) Move(_ context.Context, list []Nested, back bool) []error {
+	if !back {
+		if err := os.MkdirAll(l.Dir, 0o700); err != nil {
+			return repeat(err, len(list))
+		}
+	}
+	errs := make([]error, len(list))
+	for i, n := range list {
+		from, to := filepath.Join(l.Root, filepath.FromSlash(n.Path)), n.Kept
+		if back {
+			from, to = to, from
+		}
+		if _, err := os.Lstat(from); errors.Is(err, fs.ErrNotExist) {
+			errs[i] = fs.ErrNotExist
+			continue
+		}
+		if _, err := os.Lstat(to); err == nil {
+			errs[i] = fs.ErrExist
+			continue
+		}
+		if err := os.Rename(from, to); errors.Is(err, syscall.EXDEV) {
+			errs[i] = ErrCrossDevice
+		} else {
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// repeat is n times err.
+func repeat(err error, n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
 // Quarantine moves every nested repository's entry out of the worktree
-// into dir (a directory of the sandbox's state, outside the worktree), so
-// no git run in the worktree finds it, and records each in dir's record
-// before moving it: an interrupted quarantine loses nothing. gitlink
-// returns the commit snapshots recorded for a repository directory. It
-// returns every entry quarantined, the earlier ones included.
+// at root into dir (a directory of the sandbox's state, outside the
+// worktree): QuarantineIn for a worktree on this machine.
 func Quarantine(root, dir string, gitlink func(repo string) string) ([]Nested, error) {
-	found, err := FindNested(root)
+	return QuarantineIn(context.Background(), LocalPlace{Root: root, Dir: dir}, dir, gitlink)
+}
+
+// QuarantineIn moves every nested repository's entry out of the worktree
+// of p to where p keeps them, so no git run in the worktree finds it, and
+// records each in dir's record (QuarantineRecord, on this machine) before
+// moving it: an interrupted quarantine loses nothing. gitlink returns the
+// commit snapshots recorded for a repository directory. It returns every
+// entry quarantined, the earlier ones included.
+func QuarantineIn(ctx context.Context, p Place, dir string, gitlink func(repo string) string) ([]Nested, error) {
+	found, err := p.FindNested(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("find nested repositories: %w", err)
 	}
@@ -145,12 +220,9 @@ func Quarantine(root, dir string, gitlink func(repo string) string) ([]Nested, e
 	if len(found) == 0 {
 		return list, nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("quarantine: %w", err)
-	}
 	start := len(list)
 	for _, n := range found {
-		n.Kept = filepath.Join(dir, strconv.Itoa(len(list)))
+		n.Kept = p.KeptAt(len(list))
 		if !n.Bare && gitlink != nil {
 			n.Gitlink = gitlink(n.Repo())
 		}
@@ -161,13 +233,17 @@ func Quarantine(root, dir string, gitlink func(repo string) string) ([]Nested, e
 	}
 	var errs []error
 	kept := list[:start]
-	for _, n := range list[start:] {
-		err := os.Rename(filepath.Join(root, filepath.FromSlash(n.Path)), n.Kept)
+	for i, err := range p.Move(ctx, list[start:], false) {
+		n := list[start+i]
 		switch {
 		case err == nil:
 			kept = append(kept, n)
-		case errors.Is(err, syscall.EXDEV):
+		case errors.Is(err, ErrCrossDevice):
 			errs = append(errs, fmt.Errorf("%s: %w", n.Path, ErrCrossDevice))
+		case errors.Is(err, fs.ErrExist):
+			errs = append(errs, fmt.Errorf("quarantine %s: %s is taken", n.Path, n.Kept))
+		case errors.Is(err, fs.ErrNotExist):
+			// Gone since it was found: nothing to keep.
 		default:
 			errs = append(errs, fmt.Errorf("quarantine %s: %w", n.Path, err))
 		}
@@ -181,33 +257,36 @@ func Quarantine(root, dir string, gitlink func(repo string) string) ([]Nested, e
 }
 
 // RestoreQuarantined moves every quarantined entry back into the worktree
-// and removes the record. An entry whose place is taken is an error naming
-// both (nothing is overwritten, and it stays recorded). It returns the
-// entries restored.
+// at root: RestoreQuarantinedIn for a worktree on this machine.
 func RestoreQuarantined(root, dir string) ([]Nested, error) {
+	return RestoreQuarantinedIn(context.Background(), LocalPlace{Root: root, Dir: dir}, dir)
+}
+
+// RestoreQuarantinedIn moves every entry dir's record lists back into the
+// worktree of p and removes the record. An entry whose place is taken is
+// an error naming both (nothing is overwritten, and it stays recorded).
+// It returns the entries restored.
+func RestoreQuarantinedIn(ctx context.Context, p Place, dir string) ([]Nested, error) {
 	list, err := Quarantined(dir)
 	if err != nil || len(list) == 0 {
 		return nil, err
 	}
 	var restored, left []Nested
 	var errs []error
-	for _, n := range list {
-		dst := filepath.Join(root, filepath.FromSlash(n.Path))
-		if _, err := os.Lstat(n.Kept); errors.Is(err, fs.ErrNotExist) {
+	for i, err := range p.Move(ctx, list, true) {
+		n := list[i]
+		switch {
+		case err == nil:
+			restored = append(restored, n)
+		case errors.Is(err, fs.ErrNotExist):
 			// Recorded, never moved (an interrupted quarantine).
-			continue
-		}
-		if _, err := os.Lstat(dst); err == nil {
-			errs = append(errs, fmt.Errorf("%s exists, and the nested repository's %s kept at %s would replace it", dst, path.Base(n.Path), n.Kept))
+		case errors.Is(err, fs.ErrExist):
+			errs = append(errs, fmt.Errorf("%s exists, and the nested repository's %s kept at %s would replace it", n.Path, path.Base(n.Path), n.Kept))
 			left = append(left, n)
-			continue
-		}
-		if err := os.Rename(n.Kept, dst); err != nil {
+		default:
 			errs = append(errs, fmt.Errorf("restore %s: %w", n.Path, err))
 			left = append(left, n)
-			continue
 		}
-		restored = append(restored, n)
 	}
 	if err := writeQuarantined(dir, left); err != nil {
 		errs = append(errs, err)

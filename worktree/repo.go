@@ -314,3 +314,34 @@ func CurrentBranch(ctx context.Context, g *gitcmd.Runner) (string, error) {
 	}
 	return out, nil
 }
+
+// ExcludesFile returns the user's core.excludesFile (their own trusted
+// config), expanded, or "" when unset or missing.
+func (r *Repo) ExcludesFile() string {
+	out, err := r.Git().Output(context.Background(), "config", "--path", "--get", "core.excludesFile")
+	if err != nil || out == "" {
+		if xdg := os.Getenv("XDG_CONFIG_HOME"); xdg != "" {
+			out = filepath.Join(xdg, "git", "ignore")
+		} else if home, herr := os.UserHomeDir(); herr == nil {
+			out = filepath.Join(home, ".config", "git", "ignore")
+		}
+	}
+	if _, err := os.Stat(out); err != nil {
+		return ""
+	}
+	return out
+}
+
+// CheckCarry refuses --carry unless this checkout is at the base: its
+// uncommitted work only makes sense on the commit it was made on.
+func (r *Repo) CheckCarry(ctx context.Context, baseCommit string) error {
+	head, err := r.GitAt(r.GitDir, r.WorkTree).PeelToCommit(ctx, "HEAD")
+	if err != nil {
+		return fmt.Errorf("--carry: %w", err)
+	}
+	if head.String() != baseCommit {
+		return usererr.New("--carry copies the uncommitted work of this checkout, which is at %s, not at the base %s", head.Short(), gitcmd.Hash(baseCommit).Short()).
+			Hint("start from this checkout's branch (drop --base), or check out the base first")
+	}
+	return nil
+}

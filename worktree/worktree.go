@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 )
@@ -86,6 +87,11 @@ type AddOptions struct {
 	Branch string // the new branch
 	Start  string // the commit it starts at
 	Reason string // lock reason shown by git worktree list
+	// Lock, when set, is a file locked around git worktree add: it reads
+	// the administrative directories of the other worktrees, and one that
+	// another process is making at the same moment (no commondir yet)
+	// makes it fail.
+	Lock string
 }
 
 // Add creates a new branch at Start checked out in a new linked worktree,
@@ -94,6 +100,13 @@ type AddOptions struct {
 func Add(ctx context.Context, g *gitcmd.Runner, o AddOptions) error {
 	if err := os.MkdirAll(filepath.Dir(o.Path), 0o700); err != nil {
 		return fmt.Errorf("create worktree parent: %w", err)
+	}
+	if o.Lock != "" {
+		unlock, err := lockFile(o.Lock)
+		if err != nil {
+			return err
+		}
+		defer unlock()
 	}
 	args := []string{"worktree", "add", "--quiet", "--no-track", "--lock"}
 	if o.Reason != "" {
@@ -245,4 +258,27 @@ func StripGitlinks(ctx context.Context, g *gitcmd.Runner) error {
 		return fmt.Errorf("strip gitlinks: %w", err)
 	}
 	return nil
+}
+
+// lockFile takes an exclusive flock on path (created if missing), gone
+// with the process however it ends.
+func lockFile(path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
 }

@@ -13,8 +13,11 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/git-sandbox/git-sandbox/internal/agent"
+	"github.com/git-sandbox/git-sandbox/internal/cliparse"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/network"
+	"github.com/git-sandbox/git-sandbox/internal/proxyimage"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
@@ -43,7 +46,8 @@ const exitStatusHelp = `EXIT STATUS
 
 // CLI is the command line of git sandbox.
 type CLI struct {
-	Dir string `short:"C" placeholder:"PATH" help:"Run as if git sandbox was started in PATH."`
+	Dir         string           `short:"C" placeholder:"PATH" help:"Run as if git sandbox was started in PATH."`
+	ShowVersion kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
 	Start     StartCmd     `cmd:"" help:"Create a sandbox and run an agent in it (or resume one)."`
 	Ps        PsCmd        `cmd:"" help:"List this repository's sandboxes."`
@@ -53,6 +57,8 @@ type CLI struct {
 	Ports     PortsCmd     `cmd:"" help:"Show the ports a sandbox publishes on 127.0.0.1."`
 	Logs      LogsCmd      `cmd:"" help:"Show a sandbox's output."`
 	Net       NetCmd       `cmd:"" help:"Show what a sandbox's agent reached and was denied on the network."`
+	Usage     UsageCmd     `cmd:"" help:"What the agents spent on model calls, metered by the credential broker."`
+	Budget    BudgetCmd    `cmd:"" help:"Show or change what a sandbox may spend on model calls."`
 	Attach    AttachCmd    `cmd:"" help:"Connect your terminal to a running sandbox."`
 	Exec      ExecCmd      `cmd:"" help:"Run a command in a running sandbox."`
 	Stop      StopCmd      `cmd:"" help:"Stop a sandbox's agent (its work is kept)."`
@@ -69,6 +75,7 @@ type CLI struct {
 	Image     ImageCmd     `cmd:"" help:"Build the sandbox image."`
 	Config    ConfigCmd    `cmd:"" help:"Show the effective configuration."`
 	Doctor    DoctorCmd    `cmd:"" help:"Check git, Docker, the image and the configuration."`
+	MCP       MCPCmd       `cmd:"" name:"mcp" help:"Serve the Model Context Protocol: the agent you talk to hands tasks out to sandboxes."`
 
 	Version VersionCmd `cmd:"" help:"Print the version."`
 
@@ -76,6 +83,8 @@ type CLI struct {
 	Man       ManCmd       `cmd:"" name:"__man" hidden:"" help:"Print the man page."`
 	Purge     PurgeCmd     `cmd:"" name:"__purge" hidden:"" help:"Delete what removed sandboxes left."`
 	Proxy     ProxyCmd     `cmd:"" name:"__proxy" hidden:"" help:"Run a sandbox's egress proxy (started in its proxy container)."`
+	ProxyLoad ProxyLoadCmd `cmd:"" name:"__proxy-load" hidden:"" help:"Load a proxy's configuration into its volumes (started in the proxy's image)."`
+	NetProbe  NetProbeCmd  `cmd:"" name:"__netprobe" hidden:"" help:"One end of the probe of a cluster's NetworkPolicy (started in the proxy's image)."`
 	FleetRun  FleetRunCmd  `cmd:"" name:"__fleet-run" hidden:"" help:"Run a fleet's runner (started by fleet start)."`
 }
 
@@ -137,7 +146,26 @@ func (a *App) Env() (*sandbox.Env, error) {
 		a.UI.Warnf("%s", w)
 	}
 	a.env = sandbox.NewEnv(repo, cfg, root, a.UI)
+	if proxyBinary != nil {
+		a.env.ProxyBinary = sandbox.ProxyBinaryFunc(func() (proxyimage.Binary, error) { return proxyBinary(root) })
+	}
 	return a.env, nil
+}
+
+// proxyBinary, when set, returns the binary the egress proxy's image holds
+// instead of this one. Only this package's script tests set it, in their
+// test binary: that binary is linked dynamically, so it could not run
+// alone in the proxy's image, and their fake engine only acts the proxy
+// out. Nothing in the product sets it.
+var proxyBinary func(stateRoot string) (proxyimage.Binary, error)
+
+// selfProxyBinary is the binary the egress proxy's image holds: this one,
+// checked to run alone there.
+func selfProxyBinary(stateRoot string) (proxyimage.Binary, error) {
+	if proxyBinary != nil {
+		return proxyBinary(stateRoot)
+	}
+	return proxyimage.Self(network.ProxyBinaryCache(stateRoot))
 }
 
 // Find opens the environment and the sandbox of branch.
@@ -173,25 +201,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		})
 	}, syscall.SIGTERM)
 	defer func() { pop(); cancel() }()
-	var cli CLI
-	exit := -1
-	parser, err := kong.New(&cli,
-		kong.Name("git sandbox"),
-		kong.Description(description),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { exit = code }),
-		kong.ConfigureHelp(kong.HelpOptions{Compact: true, Summary: true}),
-		kong.Help(helpWithExitStatus),
-		helpVars(),
-		networkVars(),
-	)
-	if err != nil {
-		p.Error(err)
-		return 1
-	}
-	kctx, err := parser.Parse(args)
+	parser, kctx, dir, exit, err := parseArgs(args, stdout, stderr)
 	if exit >= 0 {
 		return exit
+	}
+	if parser == nil {
+		p.Error(err)
+		return 1
 	}
 	if err != nil {
 		p.Error(err)
@@ -201,7 +217,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return usererr.ExitUsage
 	}
-	app := &App{Ctx: ctx, Stdin: stdin, Stdout: stdout, Stderr: stderr, UI: p, Dir: cli.Dir, kong: parser}
+	app := &App{Ctx: ctx, Stdin: stdin, Stdout: stdout, Stderr: stderr, UI: p, Dir: dir, kong: parser}
 	defer func() {
 		if app.env != nil {
 			app.env.Close()
@@ -214,6 +230,33 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// parseArgs parses the command line, against kong's model of the one
+// command it names when it can (internal/cliparse); __man prints the
+// whole model. It returns the value of the global -C.
+func parseArgs(args []string, stdout, stderr io.Writer) (parser *kong.Kong, kctx *kong.Context, dir string, exit int, err error) {
+	var cli CLI
+	parser, kctx, target, exit, err := cliparse.Parse(&cli, args, stdout, stderr, kongOptions, "__man")
+	if target.IsValid() {
+		dir = target.FieldByName("Dir").String()
+	}
+	return parser, kctx, dir, exit, err
+}
+
+// kongOptions configures the parser: its name, help, streams and where an
+// exit (after help or the version) goes.
+func kongOptions(stdout, stderr io.Writer, exit *int) []kong.Option {
+	return []kong.Option{
+		kong.Name("git sandbox"),
+		kong.Description(description),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { *exit = code }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, Summary: true}),
+		kong.Help(helpWithExitStatus),
+		helpVars(),
+		networkVars(),
+	}
+}
+
 // helpVars are the values help texts interpolate (${name} in a help tag),
 // so they say what the code does: the agents are those registered.
 func helpVars() kong.Vars {
@@ -223,6 +266,7 @@ func helpVars() kong.Vars {
 		"default_image": config.DefaultImage(),
 		"default_base":  config.DefaultBaseImage,
 		"image_agents":  andList(agent.Installable()),
+		"version":       versionLine(),
 	}
 }
 

@@ -1,13 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/BurntSushi/toml"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/container/kube"
 	"github.com/git-sandbox/git-sandbox/internal/config"
-	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/network"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
@@ -32,8 +34,19 @@ func (c *ConfigShowCmd) Run(app *App) error {
 	}
 	fmt.Fprintf(app.Stdout, "# user config (trusted): %s\n", orNone(cfg.UserFile, config.UserPath()))
 	fmt.Fprintf(app.Stdout, "# repository config (may only choose agent, image, setup, setup_inputs, verify, its own caches, tighten limits, deny hosts or choose network none): %s\n\n", orNone(cfg.RepoFile, config.RepoFile))
-	if err := toml.NewEncoder(app.Stdout).Encode(cfg.Config); err != nil {
+	// A repository's setup, verify and image are its own text: escaped
+	// inside their strings, as JSON output is.
+	var b bytes.Buffer
+	if err := toml.NewEncoder(&b).Encode(cfg.Config); err != nil {
 		return err
+	}
+	if _, err := app.Stdout.Write(termsafe.TOML(b.Bytes())); err != nil {
+		return err
+	}
+	for _, e := range cfg.Engines {
+		if e.IsKubernetes() {
+			fmt.Fprintf(app.Stdout, "# engine %s: warm_pods = %d reserves %s\n", termsafe.String(e.Name), e.WarmPods, kube.PoolCost(e.WarmPods, e.VolumeSize))
+		}
 	}
 	return printAllowList(app, cfg)
 }
@@ -42,7 +55,7 @@ func (c *ConfigShowCmd) Run(app *App) error {
 // configured agent, each entry with where it came from, as TOML comments.
 func printAllowList(app *App, cfg *config.Loaded) error {
 	w := app.Stdout
-	pol, err := sandbox.EgressPolicy(cfg, cfg.Agent, nil)
+	pol, err := network.EgressPolicy(cfg, cfg.Agent, nil)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/internal/forecast"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
@@ -26,12 +26,6 @@ A running agent's newest snapshot is up to rescue.interval old (ps shows its
 age); git sandbox rescue snapshot BRANCH takes a fresh one.`
 }
 
-// conflictsRow is one sandbox in conflicts --json.
-type conflictsRow struct {
-	Branch string `json:"branch"`
-	*forecast.Result
-}
-
 // Run prints the forecast.
 func (c *ConflictsCmd) Run(app *App) error {
 	env, err := app.Env()
@@ -43,13 +37,9 @@ func (c *ConflictsCmd) Run(app *App) error {
 		return err
 	}
 	if c.JSON {
-		rows := []conflictsRow{}
-		for _, s := range list {
-			rows = append(rows, conflictsRow{Branch: s.Branch, Result: s.Forecast})
-		}
-		enc := json.NewEncoder(app.Stdout)
+		enc := termsafe.NewJSONEncoder(app.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return enc.Encode(sandbox.ForecastRows(list))
 	}
 	rows := [][]string{{"BRANCH", "CONFLICTS WITH", "PATHS"}}
 	unknown := 0

@@ -2,8 +2,11 @@ package main
 
 import (
 	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/dash"
+	"github.com/git-sandbox/git-sandbox/internal/egress/held"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -22,6 +25,10 @@ the tree shown), u update, s stop, x rm (asks first), e shell in the sandbox,
 r rescue list, c count the changes now (a snapshot), n new sandbox (branch, agent, prompt; detached), ? help,
 q quit. Each runs the same git sandbox command you would type.
 
+With network_prompt = true in your config, a connection held for your
+answer shows at once above the footer (HELD): o allows it once, a for the
+sandbox, A for the repository (your config), D denies it.
+
 Needs a terminal; git sandbox ps --watch is the plain live table. NO_COLOR
 turns colours off.`
 }
@@ -36,7 +43,10 @@ func (c *DashCmd) Run(app *App) error {
 	if err != nil {
 		return err
 	}
-	return dash.Run(app.Ctx, dash.Options{Backend: env, Dir: env.Repo.MainWorkTree, NoColor: dash.NoColor()})
+	readHeld := func(branch string) ([]held.Request, error) {
+		return held.Read(filepath.Join(env.Layout.NetLogDir(branch), held.File), time.Now())
+	}
+	return dash.Run(app.Ctx, dash.Options{Backend: env, Dir: env.Repo.MainWorkTree, NoColor: dash.NoColor(), Held: readHeld})
 }
 
 func isTerminalReader(r any) bool {

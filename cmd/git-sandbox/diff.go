@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -11,7 +10,9 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/ui"
 
 	"github.com/git-sandbox/git-sandbox/internal/review"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/land"
 	"github.com/git-sandbox/git-sandbox/rescue"
 )
 
@@ -54,28 +55,16 @@ func (c *DiffCmd) Run(app *App) error {
 	if err != nil {
 		return err
 	}
-	running, err := sb.Running(app.Ctx)
-	if err == nil && running {
-		app.UI.Warnf("%s is still running: its work may still change", sb.Display())
-	}
-	final, sync, err := sb.Final(app.Ctx, rescue.ReasonManual)
+	final, sync, err := takeFinal(app, sb)
 	if err != nil {
 		return err
 	}
-	if running {
-		sb.WarnNested(final.Nested)
-	}
-	warnNestedLost(app, final.Nested, "would not land")
 	g := env.Git()
 	changes, err := review.Changes(app.Ctx, g, sb.Baseline, final.ID, c.Paths...)
 	if err != nil {
 		return err
 	}
-	for _, p := range final.Skipped {
-		app.UI.Warnf("%s cannot be stored by git and would not land", termsafe.String(p))
-	}
-	warnTooLarge(app, final.TooLarge, "would not land")
-	warnInSubmodule(app, final.InSubmodule, "would not land")
+	warnLeftOut(app, final)
 	if len(changes) == 0 {
 		if len(c.Paths) > 0 {
 			app.UI.Infof("nothing to land at these paths: %s has no changes there since its baseline", sb.Display())
@@ -84,19 +73,10 @@ func (c *DiffCmd) Run(app *App) error {
 		app.UI.Infof("nothing to land: %s has no changes since its baseline", sb.Display())
 		return nil
 	}
-	flags := review.FlagsOf(app.Ctx, g, changes)
-	color := app.UI.Color(app.Stdout)
-	format := review.FormatPatch
-	switch {
-	case c.Stat:
-		format = review.FormatStat
-	case c.NameOnly:
-		format = review.FormatNameOnly
-	}
-	patch, err := review.Patch(app.Ctx, g, sb.Baseline, final.ID, review.PatchOptions{
-		Format: format, Paths: c.Paths, WordDiff: c.WordDiff, Porcelain: color, Text: c.Text,
-	})
-	if err != nil {
+	v := diffView{g: g, start: sb.Start, agentHead: sync.Head}
+	v.flags = review.FlagsOf(app.Ctx, g, changes)
+	v.color = app.UI.Color(app.Stdout)
+	if v.patch, err = c.patch(app, g, sb.Baseline, final.ID, v.color); err != nil {
 		return err
 	}
 	out := app.Stdout
@@ -108,23 +88,10 @@ func (c *DiffCmd) Run(app *App) error {
 	}
 	if c.NameOnly {
 		// The names alone go to stdout, for scripts; the flags to stderr.
-		printFlags(app.UI.Writer(), flags, false)
-		return review.Render(out, patch, false)
+		review.WriteFlags(app.UI.Writer(), v.flags, false)
+		return review.Render(out, v.patch, false)
 	}
-	printFlags(out, flags, color)
-	if sync.Head != "" {
-		commits, total, err := review.Commits(app.Ctx, g, sb.Start, sync.Head, maxListedCommits)
-		if err != nil {
-			return err
-		}
-		printCommits(out, commits, total)
-	}
-	if c.WordDiff && color {
-		err = review.RenderWords(out, patch)
-	} else {
-		err = review.Render(out, patch, color)
-	}
-	if err != nil {
+	if err := c.show(app, out, v); err != nil {
 		return err
 	}
 	// The tree shown, so land can refuse anything else: the agent may
@@ -132,6 +99,79 @@ func (c *DiffCmd) Run(app *App) error {
 	app.UI.Infof("this is tree %s", gitcmd.Hash(final.Tree).Short())
 	app.UI.Hintf("git sandbox land %s --expect %s lands exactly this", sb.Display(), gitcmd.Hash(final.Tree).Short())
 	return nil
+}
+
+// takeFinal takes the snapshot diff shows, as land would take it, and
+// warns when the sandbox is still running and about nested repositories.
+func takeFinal(app *App, sb *sandbox.Sandbox) (*rescue.Taken, *sandbox.SyncResult, error) {
+	running, err := sb.Running(app.Ctx)
+	if err == nil && running {
+		app.UI.Warnf("%s is still running: its work may still change", sb.Display())
+	}
+	final, sync, err := sb.Final(app.Ctx, rescue.ReasonManual)
+	if err != nil {
+		return nil, nil, err
+	}
+	if running {
+		sb.WarnNested(final.Nested)
+	}
+	warnNestedLost(app, final.Nested, "would not land")
+	return final, sync, nil
+}
+
+// warnLeftOut warns about the files the snapshot could not keep: they
+// would not land. Nested repositories were named already, with what
+// land does about them.
+func warnLeftOut(app *App, final *rescue.Taken) {
+	for _, p := range land.NotNested(final.Skipped, final.Nested) {
+		app.UI.Warnf("%s cannot be stored by git and would not land", termsafe.String(p))
+	}
+	warnTooLarge(app, final.TooLarge, "would not land")
+	warnInSubmodule(app, final.InSubmodule, "would not land")
+}
+
+// patch is the diff from baseline to final in the format the flags ask
+// for, the porcelain of a word diff when it will be coloured.
+func (c *DiffCmd) patch(app *App, g *gitcmd.Runner, baseline, final string, color bool) ([]byte, error) {
+	format := review.FormatPatch
+	switch {
+	case c.Stat:
+		format = review.FormatStat
+	case c.NameOnly:
+		format = review.FormatNameOnly
+	}
+	return review.Patch(app.Ctx, g, baseline, final, review.PatchOptions{
+		Format: format, Paths: c.Paths, WordDiff: c.WordDiff, Porcelain: color, Text: c.Text,
+	})
+}
+
+// diffView is what diff shows, bar the names-only form.
+type diffView struct {
+	// g is the user's repository.
+	g *gitcmd.Runner
+	// start and agentHead bound the agent's commits (agentHead is "" when
+	// it made none).
+	start, agentHead string
+	flags            []review.Flag
+	patch            []byte
+	color            bool
+}
+
+// show writes v to out: the paths to look at twice, the agent's commits,
+// then the patch (changed words highlighted when asked and coloured).
+func (c *DiffCmd) show(app *App, out io.Writer, v diffView) error {
+	review.WriteFlags(out, v.flags, v.color)
+	if v.agentHead != "" {
+		commits, total, err := review.Commits(app.Ctx, v.g, v.start, v.agentHead, maxListedCommits)
+		if err != nil {
+			return err
+		}
+		review.WriteCommits(out, commits, total)
+	}
+	if c.WordDiff && v.color {
+		return review.RenderWords(out, v.patch)
+	}
+	return review.Render(out, v.patch, v.color)
 }
 
 // startPager starts the user's pager when stdout is a terminal, chosen as
@@ -165,34 +205,3 @@ func startPager(app *App, g *gitcmd.Runner) *proc.Pager {
 
 // maxListedCommits is how many of the agent's commits diff names.
 const maxListedCommits = 50
-
-// printCommits lists the agent's commits: land --merge keeps each of
-// them, with every file it ever held, not only the change the diff shows.
-func printCommits(w io.Writer, commits []review.Commit, total int) {
-	if total == 0 {
-		return
-	}
-	fmt.Fprintf(w, "land --merge would also add the agent's %d commit(s):\n", total)
-	for _, c := range commits {
-		fmt.Fprintf(w, "  %s %s\n", termsafe.String(c.ID), termsafe.String(c.Subject))
-	}
-	if total > len(commits) {
-		fmt.Fprintf(w, "  … and %d more\n", total-len(commits))
-	}
-	fmt.Fprintln(w)
-}
-
-func printFlags(w io.Writer, flags []review.Flag, color bool) {
-	if len(flags) == 0 {
-		return
-	}
-	on, off := "", ""
-	if color {
-		on, off = "\x1b[1;33m", "\x1b[0m"
-	}
-	fmt.Fprintf(w, "%slook at these twice:%s\n", on, off)
-	for _, f := range flags {
-		fmt.Fprintf(w, "  %s! %s%s: %s\n", on, termsafe.String(f.Path), off, termsafe.String(f.Reason))
-	}
-	fmt.Fprintln(w)
-}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -63,7 +62,7 @@ the command line: its allow entries are --allow's.`
 
 // Run starts the fleet.
 func (c *FleetStartCmd) Run(app *App) error {
-	fl, env, err := app.fleets()
+	fl, _, err := app.fleets()
 	if err != nil {
 		return err
 	}
@@ -74,33 +73,22 @@ func (c *FleetStartCmd) Run(app *App) error {
 	if err := fleet.CheckName(name); err != nil {
 		return err
 	}
+	abs, _ := filepath.Abs(c.File)
 	f, err := fleet.Load(c.File, fl.SB)
+	var st *fleet.State
 	if err == nil {
-		err = fl.SB.Resolve(app.Ctx, c.File, f)
+		st, err = fl.Start(app.Ctx, name, abs, f)
 	}
 	if p, ok := errors.AsType[*fleet.Problems](err); ok {
 		return usererr.Wrap(p, "%s", p.Error()).Hint("fix the file (tasks.toml.example documents every key) and start it again")
 	}
 	if err != nil {
+		if _, ok := usererr.As(err); ok {
+			return err
+		}
 		return usererr.Wrap(err, "%v", err).Hint("nothing was started")
 	}
-	n, fromFile := f.MaxParallel, f.MaxParallel > 0
-	if !fromFile {
-		n = fleet.DefaultParallel(fleet.MemAvailable(), fleet.PerTaskMemory(f, env.Config), 0)
-	}
-	abs, _ := filepath.Abs(c.File)
-	st := &fleet.State{Name: name, File: abs, MaxParallel: n, Created: time.Now().UTC()}
-	for _, t := range f.Tasks {
-		st.Tasks = append(st.Tasks, fleet.TaskState{Task: t, Status: fleet.Queued})
-	}
-	if err := fl.Store.Create(st); err != nil {
-		return err
-	}
-	if err := fleet.SpawnRunner(env, fl.Store, name); err != nil {
-		_ = fl.Store.Remove(name)
-		return fmt.Errorf("start the fleet's runner: %w", err)
-	}
-	app.UI.Infof("fleet %s: %d task(s), %s", name, len(f.Tasks), fleet.Describe(n, fromFile))
+	app.UI.Infof("fleet %s: %d task(s), %s", name, len(f.Tasks), fleet.Describe(st.MaxParallel, f.MaxParallel > 0))
 	app.UI.Hintf("git sandbox fleet ps shows them; git sandbox fleet wait waits for them; git sandbox fleet land lands them")
 	return nil
 }
@@ -126,7 +114,7 @@ func (c *FleetRunCmd) Run(app *App) error {
 		return err
 	}
 	r := &fleet.Runner{
-		Store: fl.Store, Name: c.Name, Engine: d, RepoID: env.Repo.ID, Start: fl.SB.Start,
+		Store: fl.Store, Name: c.Name, Engine: d, RepoID: env.Repo.ID, Start: fl.SB.Start, Spent: fl.SB.Spent,
 		Logf: func(format string, args ...any) {
 			app.UI.Infof("%s %s", time.Now().Format(time.RFC3339), fmt.Sprintf(format, args...))
 		},
@@ -185,7 +173,7 @@ func (c *FleetPsCmd) Run(app *App) error {
 		reps = append(reps, rep)
 	}
 	if c.JSON {
-		enc := json.NewEncoder(app.Stdout)
+		enc := termsafe.NewJSONEncoder(app.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(reps)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +10,8 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/verify"
+	"github.com/git-sandbox/git-sandbox/internal/workspace"
 	"github.com/git-sandbox/git-sandbox/worktree"
 
 	"github.com/git-sandbox/git-sandbox/hooks"
@@ -88,6 +92,12 @@ func (c *HooksInstallCmd) Run(app *App) error {
 	}
 	if _, err := proc.LookPath("git-sandbox"); err != nil {
 		app.UI.Warnf("git-sandbox is not on PATH, so the hook will refuse pushes until it is")
+	}
+	// The store agents read is made now rather than by the first start.
+	if res, err := workspace.FillVisible(app.Ctx, env.Repo, env.Layout); err != nil {
+		app.UI.Warnf("the store of what agents may read was not made ahead (the first start makes it): %v", err)
+	} else if res.Objects > 0 {
+		app.UI.Infof("made the store of what agents may read (%d objects your branches and tags reach), so the first start does not wait for it", res.Objects)
 	}
 	return nil
 }
@@ -202,15 +212,34 @@ func (c *HookPrePushCmd) Run(app *App) error {
 	if err != nil {
 		return err
 	}
-	if refused := hooks.Check(ctx, env, updates); len(refused) > 0 {
+	repo := pushRepo{env}
+	if refused := hooks.Check(ctx, repo, updates); len(refused) > 0 {
 		return hooks.RefusalError(refused)
 	}
 	if !env.Config.VerifyBeforePush {
 		return nil
 	}
-	refused, err := hooks.VerifyPushed(ctx, env, updates, hooks.VerifyOptions{Config: env.Config, Remote: c.Remote, UI: app.UI})
+	refused, err := hooks.VerifyPushed(ctx, repo, updates, hooks.VerifyOptions{Config: env.Config, Remote: c.Remote, UI: app.UI})
 	if err != nil {
 		return err
 	}
 	return hooks.RefusalError(refused)
+}
+
+// pushRepo is the repository as the pre-push hook sees it.
+type pushRepo struct{ *sandbox.Env }
+
+func (r pushRepo) Sandbox(branch string) (hooks.Sandbox, bool, error) {
+	sb, err := r.Find(branch)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return sb, true, nil
+}
+
+func (r pushRepo) PrepareVerify(ctx context.Context, run hooks.PushRun) (verify.Options, func(), error) {
+	return r.PushVerify(ctx, run.Ref, run.Commit, run.Out)
 }

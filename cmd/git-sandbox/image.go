@@ -8,16 +8,67 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/config"
-	"github.com/git-sandbox/git-sandbox/internal/devcontainer"
-	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/engines"
+	"github.com/git-sandbox/git-sandbox/internal/network"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/toolchain"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
 // ImageCmd groups the image commands.
 type ImageCmd struct {
 	Build ImageBuildCmd `cmd:"" help:"Build the default sandbox image."`
 	Prune ImagePruneCmd `cmd:"" help:"Remove this repository's unused and old images (and caches)."`
+	Proxy ImageProxyCmd `cmd:"" help:"Make the egress proxy's image (git-sandbox alone) and print its tag."`
+}
+
+// ImageProxyCmd is git sandbox image proxy.
+type ImageProxyCmd struct {
+	Engine string `help:"Make it on this Docker engine of your config ([[engine]] name) instead of the default one." placeholder:"NAME"`
+}
+
+// Help is image proxy's long help.
+func (c *ImageProxyCmd) Help() string {
+	return `Makes the image the egress proxy of allowlist sandboxes runs from, unless the
+engine has it, and prints its tag. The image holds this git-sandbox binary and
+nothing else; its tag names the binary's version and content. start makes it
+by itself the first time a Docker engine needs it. A Kubernetes engine's
+nodes pull it from where you push it (proxy_image of its [[engine]]) or have
+it loaded into their runtime: make it here, then push it or load it there.`
+}
+
+// Run makes the image.
+func (c *ImageProxyCmd) Run(app *App) error {
+	cfg, err := config.Load("")
+	if err != nil {
+		return err
+	}
+	root, err := worktree.StateRoot()
+	if err != nil {
+		return err
+	}
+	b, err := selfProxyBinary(root)
+	if err != nil {
+		return err
+	}
+	d, err := engines.Connect(app.Ctx, cfg, c.Engine)
+	if err != nil {
+		return err
+	}
+	if !d.Abilities().MoveImages {
+		d.Close()
+		return usererr.New("engine %s does not load images: git sandbox cannot make the proxy's image there", termsafe.String(c.Engine)).
+			Hint("make it on a local Docker engine (git sandbox image proxy), push %s to a registry the nodes pull from and set proxy_image in [[engine]] %s", b.Tag(), termsafe.String(c.Engine))
+	}
+	defer d.Close()
+	tag, err := network.EnsureProxyImage(app.Ctx, d, b, app.UI)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(app.Stdout, tag)
+	return nil
 }
 
 // ImagePruneCmd is git sandbox image prune.
@@ -34,118 +85,39 @@ warm images (setup's kept result) but the newest, except those a sandbox's
 container still uses. With --caches, also the
 repository's cache volumes no sandbox uses: the next sandbox starts with empty
 caches. Your default image (git sandbox image build) and other images are never
-touched.`
+touched. It prunes the engine the environment names and every engine of your
+config that keeps images (a Kubernetes cluster keeps none), naming the engine.`
 }
 
-// Run prunes.
+// Run prunes, on the engine the environment names and on every engine of
+// the user's config that keeps images (a cluster keeps none of git
+// sandbox's).
 func (c *ImagePruneCmd) Run(app *App) error {
 	env, err := app.Env()
 	if err != nil {
 		return err
 	}
-	d, err := container.Connect(app.Ctx)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	removed, kept := 0, 0
-	remove := func(ref, what, user string) error {
-		switch err := d.RemoveImage(app.Ctx, ref); {
-		case container.IsConflict(err):
-			kept++
-			app.UI.Infof("kept %s: %s uses it", termsafe.String(what), user)
-		case err != nil:
-			return err
-		default:
-			removed++
-			app.UI.Infof("removed image %s", termsafe.String(what))
-		}
-		return nil
-	}
-	// Warm images first: a devcontainer image they were made from is
-	// their parent, and goes only after them.
-	warm, err := d.ListImages(app.Ctx, sandbox.LabelWarm+"=1", sandbox.LabelWarmRepo+"="+env.Repo.ID)
-	if err != nil {
-		return err
-	}
-	stale := sandbox.StaleWarmImages(warm)
-	gone := map[string]bool{}
-	for _, img := range stale {
-		before := removed
-		if err := remove(img.ID, warmName(img), "a sandbox"); err != nil {
-			return err
-		}
-		gone[img.ID] = removed > before
-	}
-	// The images the remaining warm images were made on stay: removing
-	// their tag would free nothing.
-	parentOf := map[string]string{}
-	for _, img := range warm {
-		if !gone[img.ID] {
-			parentOf[img.Labels[sandbox.LabelWarmBase]] = warmName(img)
-		}
-	}
-	imgs, err := d.ListImages(app.Ctx, devcontainer.LabelRepo+"="+env.Repo.ID)
-	if err != nil {
-		return err
-	}
-	for _, img := range imgs {
-		if img.Labels[sandbox.LabelWarm] != "" {
-			continue // a warm image inherits its devcontainer image's labels
-		}
-		if child, ok := parentOf[img.ID]; ok {
-			for _, tag := range img.Tags {
-				kept++
-				app.UI.Infof("kept %s: the warm image %s is made from it", termsafe.String(tag), termsafe.String(child))
+	p := &toolchain.Pruner{Env: env.Toolchain(), Caches: c.Caches}
+	for _, n := range engines.All(env.Config) {
+		d, err := env.EngineNamed(app.Ctx, n.Name)
+		if err != nil {
+			if n.Name == "" {
+				return err
 			}
+			app.UI.Warnf("engine %s: not pruned: %v", termsafe.String(n.Name), err)
 			continue
 		}
-		for _, tag := range img.Tags {
-			if err := remove(tag, tag, "a sandbox"); err != nil {
-				return err
-			}
-		}
-	}
-	if c.Caches {
-		caches, err := env.Caches(app.Ctx)
-		if err != nil {
+		if err := p.On(app.Ctx, d, n.Name); err != nil {
 			return err
 		}
-		for _, cc := range caches {
-			switch err := d.RemoveVolume(app.Ctx, cc.Volume); {
-			case container.IsConflict(err):
-				kept++
-				app.UI.Infof("kept cache %s (%s): a sandbox uses it", cc.Volume, termsafe.String(cc.Target))
-			case err != nil:
-				return err
-			default:
-				removed++
-				app.UI.Infof("removed cache %s (%s)", cc.Volume, termsafe.String(cc.Target))
-			}
-		}
 	}
-	if removed == 0 && kept == 0 {
+	if p.Removed == 0 && p.Kept == 0 {
 		app.UI.Infof("nothing to remove")
 	}
-	if kept > 0 {
+	if p.Kept > 0 {
 		app.UI.Hintf("git sandbox rm BRANCH removes a sandbox you no longer need; prune again then")
 	}
 	return nil
-}
-
-// warmName is how a warm image is named in messages: its tag, or its
-// short id once a newer image took the tag.
-func warmName(img container.Image) string {
-	for _, t := range img.Tags {
-		if t != "<none>:<none>" {
-			return t
-		}
-	}
-	id := strings.TrimPrefix(img.ID, "sha256:")
-	if len(id) > 12 {
-		id = id[:12]
-	}
-	return "(untagged) " + id
 }
 
 // ImageBuildCmd is git sandbox image build.
@@ -173,19 +145,12 @@ func (c *ImageBuildCmd) Run(app *App) error {
 	}
 	base := firstSet(c.Base, cfg.BaseImage)
 	tag := firstSet(c.Tag, cfg.Image)
-	var d *container.Docker
 	where := ""
 	if c.Engine != "" {
-		e, err := cfg.EngineNamed(c.Engine)
-		if err != nil {
-			return err
-		}
-		d, err = container.ConnectTo(app.Ctx, container.Endpoint{Name: e.Name, Host: e.Host, CertPath: e.CertPath, Context: e.Context})
-		if err != nil {
-			return err
-		}
-		where = " on engine " + termsafe.String(e.Name)
-	} else if d, err = container.Connect(app.Ctx); err != nil {
+		where = " on engine " + termsafe.String(c.Engine)
+	}
+	d, err := engines.Connect(app.Ctx, cfg, c.Engine)
+	if err != nil {
 		return err
 	}
 	defer d.Close()
@@ -195,13 +160,13 @@ func (c *ImageBuildCmd) Run(app *App) error {
 	if f := app.UI.File(); f != nil && ui.IsTerminal(f) {
 		o.TerminalFd, o.IsTerminal = f.Fd(), true
 	}
-	if err := d.Build(app.Ctx, o); err != nil {
+	if err := d.Images().Build(app.Ctx, o); err != nil {
 		return err
 	}
 	app.UI.Infof("built %s", name)
 	// Read from the image itself, so it is also true when every step came
 	// from the build cache.
-	have, err := d.ImageAgents(app.Ctx, tag)
+	have, err := d.Images().Agents(app.Ctx, tag)
 	if err != nil {
 		app.UI.Warnf("cannot tell which agent CLIs %s has: %v", name, err)
 		return nil

@@ -8,9 +8,10 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/review"
-	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/land"
+	"github.com/git-sandbox/git-sandbox/rescue"
 )
 
 // LandCmd is git sandbox land.
@@ -19,7 +20,7 @@ type LandCmd struct {
 	Message  string `short:"m" help:"Commit message (default: the prompt, else the agent's last commit subject)." placeholder:"MSG"`
 	Onto     string `help:"Land on this branch instead of the sandbox's base." placeholder:"REF"`
 	Merge    bool   `help:"Keep the agent's commits, under a merge commit."`
-	Keep     bool   `help:"Keep the sandbox after landing (the next land starts from here)."`
+	Keep     bool   `help:"Keep the sandbox after landing (the next land starts from here, on the branch landed on)."`
 	Force    bool   `help:"Land although verify failed or ran on other work."`
 	DryRun   bool   `help:"Show what would land and change nothing."`
 	Expect   string `help:"Land only if the work is this tree (as git sandbox diff printed it)." placeholder:"TREE"`
@@ -35,6 +36,10 @@ lands too and work present at start does not — onto the base branch's current
 tip with a 3-way merge, as one commit with trailers naming the sandbox, the
 agent and the baseline. The base ref moves by compare-and-swap; when the base is
 checked out, its files and index follow, and local changes elsewhere stay.
+Lands onto one branch take turns for that move: one whose base another land
+moved meanwhile merges again onto the new tip (your hooks run again on the new
+tree). A land that was killed is finished or undone by the next land onto the
+branch, or by git sandbox doctor.
 The trailers join the message's own trailer block (Signed-off-by …); a land
 --force past a failed verify says so in a Sandbox-Forced trailer. With
 commit.gpgSign set the commit is signed as git commit signs (user.signingKey,
@@ -54,17 +59,20 @@ it, and work that changed since (an agent that noticed the review) is refused.
 Land prints the diffstat of what it applies.
 
 Refuses while the agent runs, when verify failed or ran on other work (--force
-overrides that), when the worktree holds a nested git repository whose files
-are in no snapshot (--force lands the rest and deletes it; --keep deletes
-nothing), and when the base's checkout has local changes where the change
+overrides that), when the worktree holds files in no snapshot that removing it
+would lose — a nested git repository, an untracked file over
+rescue.max_file_size, files written inside a submodule (--force lands the rest
+and deletes them; --keep deletes nothing) — and when the base's checkout has local changes where the change
 writes. A conflict changes nothing and exits with status 3: bring the
 base into the sandbox with git sandbox update, resolve, and land again (land
 refuses while files the update left conflicted still hold markers; --force
 overrides). The message is -m, else the task's prompt, else the subject of the
 agent's last commit.
 
-Afterwards the container, worktree, branch and agent repository are removed
-(unless --keep); the snapshots stay.`
+Afterwards the container, worktree, branch and agent repository are removed;
+the snapshots stay. With --keep the sandbox stays and the next land starts
+from here: its baseline is what landed, and the branch it landed on (--onto)
+is its base from now on, for land, update, diff and ps.`
 }
 
 // Run lands.
@@ -78,21 +86,22 @@ func (c *LandCmd) Run(app *App) error {
 	if err != nil {
 		return err
 	}
-	baseline := sb.Baseline
-	res, err := sb.Land(app.Ctx, sandbox.LandOptions{
-		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, Expect: c.Expect, Update: c.Update, NoSign: c.NoSign, NoVerify: c.NoVerify, IO: app.IO(),
+	res, err := land.Land(app.Ctx, sb, land.Request{
+		Onto: c.Onto, Message: c.Message, Merge: c.Merge, Keep: c.Keep, Force: c.Force, DryRun: c.DryRun, Expect: c.Expect, Update: c.Update, NoSign: c.NoSign, NoVerify: c.NoVerify, Out: app.IO().Stderr,
 	})
 	if err != nil {
 		return err
 	}
 	p := res.Plan
 	onto := termsafe.String(strings.TrimPrefix(p.Ref, "refs/heads/"))
-	if c.DryRun || p.Empty {
-		warnTooLarge(app, res.Final.TooLarge, "would not land")
-		warnInSubmodule(app, res.Final.InSubmodule, "would not land")
-	} else {
-		warnTooLarge(app, res.Final.TooLarge, "was not landed")
-		warnInSubmodule(app, res.Final.InSubmodule, "were not landed")
+	warnNotLanded(app, res.Final, c.DryRun || p.Empty)
+	if res.Already {
+		app.UI.Infof("%s had landed on %s as %s by a land that was interrupted; finished it", sb.Display(), onto, res.Commit.Short())
+		if res.Cleaned {
+			app.UI.Infof("removed the sandbox; its snapshots stay (git sandbox rescue list %s)", sb.Display())
+		}
+		fmt.Fprintln(app.Stdout, res.Commit)
+		return nil
 	}
 	if p.Empty {
 		app.UI.Infof("nothing to land: %s changes nothing on %s", sb.Display(), onto)
@@ -116,12 +125,7 @@ func (c *LandCmd) Run(app *App) error {
 		app.UI.Infof("your %s hook(s) would run on the tree in a container", strings.Join(res.Hooks, " and "))
 	}
 	if c.DryRun {
-		fmt.Fprintf(app.Stdout, "%s\n", termsafe.Text(strings.TrimRight(p.Message, "\n")))
-		fmt.Fprintln(app.Stdout)
-		for _, ch := range p.Changes {
-			fmt.Fprintf(app.Stdout, "%c\t%s\n", ch.Status, termsafe.String(ch.Path))
-		}
-		app.UI.Infof("%s %s on %s (%s): %d file(s); nothing was changed", verb, sb.Display(), onto, p.Tip.Short(), len(p.Changes))
+		printDryRun(app, sb.Display(), onto, p)
 		return nil
 	}
 	signed := ""
@@ -129,7 +133,10 @@ func (c *LandCmd) Run(app *App) error {
 		signed = ", signed"
 	}
 	app.UI.Infof("%s %s (tree %s) on %s as %s: %d file(s)%s", verb, sb.Display(), gitcmd.Hash(res.Final.Tree).Short(), onto, res.Commit.Short(), len(p.Changes), signed)
-	if stat, err := review.Patch(app.Ctx, env.Git(), baseline, res.Final.ID, review.PatchOptions{Format: review.FormatStat}); err == nil {
+	// What the commit changed on the base: with --update the baseline
+	// moved to the base during the land, so the sandbox's old baseline
+	// would count the base's own new files as landed.
+	if stat, err := review.Patch(app.Ctx, env.Git(), p.Tip.String(), res.Commit.String(), review.PatchOptions{Format: review.FormatStat}); err == nil {
 		_ = review.Render(app.UI.Writer(), stat, false)
 	} else {
 		app.UI.Warnf("cannot show the diffstat: %v", err)
@@ -137,9 +144,34 @@ func (c *LandCmd) Run(app *App) error {
 	if p.Checkout != nil {
 		app.UI.Infof("updated the checkout %s", p.Checkout.Path)
 	}
+	if res.Rebased != "" {
+		app.UI.Infof("the base of %s is now %s: the next land, update and diff follow it", sb.Display(), termsafe.String(res.Rebased))
+	}
 	if res.Cleaned {
 		app.UI.Infof("removed the sandbox; its snapshots stay (git sandbox rescue list %s)", sb.Display())
 	}
 	fmt.Fprintln(app.Stdout, res.Commit)
 	return nil
+}
+
+// printDryRun prints the commit land would make: its message, its files
+// and where it would go.
+func printDryRun(app *App, name, onto string, p *land.Plan) {
+	fmt.Fprintf(app.Stdout, "%s\n", termsafe.Text(strings.TrimRight(p.Message, "\n")))
+	fmt.Fprintln(app.Stdout)
+	for _, ch := range p.Changes {
+		fmt.Fprintf(app.Stdout, "%c\t%s\n", ch.Status, termsafe.String(ch.Path))
+	}
+	app.UI.Infof("would land %s on %s (%s): %d file(s); nothing was changed", name, onto, p.Tip.Short(), len(p.Changes))
+}
+
+// warnNotLanded names the files the snapshot that lands (or would) left out.
+func warnNotLanded(app *App, final *rescue.Taken, would bool) {
+	if would {
+		warnTooLarge(app, final.TooLarge, "would not land")
+		warnInSubmodule(app, final.InSubmodule, "would not land")
+		return
+	}
+	warnTooLarge(app, final.TooLarge, "was not landed")
+	warnInSubmodule(app, final.InSubmodule, "were not landed")
 }

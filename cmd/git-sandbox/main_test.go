@@ -3,15 +3,19 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/git-sandbox/git-sandbox/internal/proxyimage"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected output in testdata/script/*.txt")
@@ -19,9 +23,28 @@ var update = flag.Bool("update", false, "rewrite the expected output in testdata
 // TestMain lets scripts run this package's main as git-sandbox: on PATH,
 // `exec git sandbox …` reaches it through git, as a user's would.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
-		"git-sandbox": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+	testscript.Main(scriptsM{m}, map[string]func(){
+		"git-sandbox": func() {
+			installFakeEngine()
+			os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		},
 	})
+}
+
+// scriptsM runs the tests with more scripts at once than the default
+// (GOMAXPROCS) unless -parallel says otherwise: a script spends most of
+// its time waiting for the processes it starts, not computing.
+type scriptsM struct{ m *testing.M }
+
+// Run implements testscript.TestingM.
+func (s scriptsM) Run() int {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(4, runtime.GOMAXPROCS(0))))
+	}
+	return s.m.Run()
 }
 
 // TestScripts runs testdata/script/*.txt: the parse-and-print layer, end
@@ -38,11 +61,30 @@ func TestScripts(t *testing.T) {
 		UpdateScripts:       *update,
 		RequireExplicitExec: true,
 		Setup:               setupScript,
+		Condition:           scriptCondition,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exits":     cmdExits,
-			"normalize": cmdNormalize,
+			"exits":      cmdExits,
+			"normalize":  cmdNormalize,
+			"fakeengine": cmdFakeEngine,
+			"settle":     cmdSettle,
+			"grab":       cmdGrab,
 		},
 	})
+}
+
+// scriptCondition knows [proxyable]: the test binary, which the scripts
+// run as git-sandbox, can be the egress proxy (it is static; built with
+// cgo, as under -race, it is not, and allowlist starts refuse it).
+func scriptCondition(cond string) (bool, error) {
+	if cond != "proxyable" {
+		return false, fmt.Errorf("unknown condition %q", cond)
+	}
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	return proxyimage.CheckStatic(f, "test binary") == nil, nil
 }
 
 // setupScript gives each script a world of its own: a home, config and
@@ -70,9 +112,14 @@ func setupScript(env *testscript.Env) error {
 		"LANG":                "C.UTF-8",
 		"TERM":                "dumb",
 		"UID_GID":             strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid()),
+		engineVar:             filepath.Join(env.WorkDir, ".engine"),
+		// A binary built with -race (make check) sleeps a second before
+		// it exits unless told not to; scripts run hundreds of them.
+		"GORACE": strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0"),
 	} {
 		env.Setenv(k, v)
 	}
+	env.Defer(func() { killLeftovers(engineVar+"="+env.Getenv(engineVar), env.Getenv(engineVar)) })
 	return nil
 }
 
@@ -100,6 +147,24 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Fatalf("%s exited with status %d, want %d", strings.Join(args[1:], " "), got, want)
 	}
+}
+
+// cmdGrab sets a variable to what the first group of a regexp matched
+// first in the last command's stdout or stderr (or a file), for the ids
+// that differ between runs (snapshots, commits).
+//
+//	grab SNAP stderr 'its work is in snapshot ([0-9a-f]{12})'
+func cmdGrab(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: grab VAR stdout|stderr|FILE REGEXP")
+	}
+	re, err := regexp.Compile(`(?m)` + args[2])
+	ts.Check(err)
+	m := re.FindStringSubmatch(ts.ReadFile(args[1]))
+	if len(m) < 2 {
+		ts.Fatalf("grab: no match for %s in %s", args[2], args[1])
+	}
+	ts.Setenv(args[0], m[1])
 }
 
 // cmdNormalize writes a file with what differs between runs replaced by

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,35 +13,53 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
-	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/netlog"
+	"github.com/git-sandbox/git-sandbox/internal/network"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
-// NetCmd is git sandbox net.
+// NetCmd is git sandbox net: the decision log (net BRANCH, the default),
+// live changes to the allow list and a suggested one.
 type NetCmd struct {
+	Show    NetShowCmd    `cmd:"" default:"withargs" help:"Show what a sandbox's agent reached and was denied (the default: git sandbox net BRANCH)."`
+	Allow   NetAllowCmd   `cmd:"" help:"Allow hosts on a sandbox's proxy now, without restarting its agent."`
+	Deny    NetDenyCmd    `cmd:"" help:"Deny hosts on a sandbox's proxy now, whoever allowed them."`
+	Suggest NetSuggestCmd `cmd:"" help:"Print the smallest allow list the logs of sandboxes needed (TOML)."`
+	Pending NetPendingCmd `cmd:"" help:"List the connections held for your answer (network_prompt)."`
+}
+
+// NetShowCmd is git sandbox net [show] BRANCH.
+type NetShowCmd struct {
 	Branch string `arg:"" help:"The sandbox."`
-	JSON   bool   `help:"Print the decision log as it is: one JSON object a line."`
+	JSON   bool   `help:"Print the decision log as it is: one JSON object a line (with --policy: the list)."`
 	Follow bool   `short:"f" help:"Print every decision as a line, and keep printing new ones until interrupted."`
+	Policy bool   `help:"Print the sandbox's effective allow list, with where each entry came from."`
 }
 
 // Help is net's long help.
-func (c *NetCmd) Help() string {
+func (c *NetShowCmd) Help() string {
 	return `Shows what the sandbox's agent tried to reach through its egress proxy
 (network = "allowlist"): the hosts it was allowed and denied, how often, and
 how many bytes went each way. Host names come from the agent and are shown
 escaped.
 
 --json prints the decision log itself: one JSON object a line, with the time,
-kind (connect, http, intercept), host, port, decision (allowed, denied, leak),
-reason, status and bytes. -f prints each decision as it is made.
+kind (connect, http, intercept), host, port, decision (allowed, denied, leak,
+or policy for a live change), reason, status and bytes. -f prints each
+decision as it is made.
 
-A host the agent needs and was denied is allowed with --allow HOST[:PORT] on
-start, or allow = ["HOST"] in your config.`
+--policy prints the allow list the sandbox's proxy applies, each entry with
+its source: the agent's adapter, a secret, your config, --allow, the
+repository's deny list, or a live change (git sandbox net allow, deny).
+
+A host the agent needs and was denied is allowed at once with git sandbox
+net allow BRANCH HOST[:PORT], for a new sandbox with --allow HOST[:PORT] on
+start, or for every sandbox with allow = ["HOST"] in your config.`
 }
 
 // Run prints the log.
-func (c *NetCmd) Run(app *App) error {
+func (c *NetShowCmd) Run(app *App) error {
 	_, sb, err := app.Find(c.Branch)
 	if err != nil {
 		return err
@@ -54,11 +73,14 @@ func (c *NetCmd) Run(app *App) error {
 		return usererr.New("sandbox %s has no egress proxy: its network is %s", name, network).
 			Hint("the decision log exists in allowlist mode, the default for new sandboxes")
 	}
+	if c.Policy {
+		return printPolicy(app, sb.Record, c.JSON)
+	}
 	path := sb.NetLog()
 	if c.Follow || c.JSON {
 		return followLog(app, path, c.JSON, c.Follow)
 	}
-	s, err := egress.SummarizeFile(path)
+	s, err := netlog.SummarizeFile(path)
 	if err != nil {
 		return err
 	}
@@ -80,9 +102,9 @@ func (c *NetCmd) Run(app *App) error {
 	table(app.Stdout, rows)
 	fmt.Fprintf(app.Stdout, "%d allowed, %d denied, %d leaks\n", s.Allowed, s.Denied, s.Leaks)
 	if d := sb.CLIDenials(); len(d) > 0 {
-		sandbox.HintCLIDenials(app.UI, d)
+		network.HintCLIDenials(app.UI, d)
 	} else if s.Denied > 0 {
-		app.UI.Hintf("git sandbox start --allow HOST[:PORT] (or allow in your config) lets a needed host through")
+		app.UI.Hintf("git sandbox net allow %s HOST[:PORT] lets a needed host through at once", name)
 	}
 	return nil
 }
@@ -148,7 +170,13 @@ func printFrom(w io.Writer, path string, off int64, asJSON bool) (int64, error) 
 			continue
 		}
 		if asJSON {
-			if _, err := w.Write(line); err != nil {
+			// As it is, but in one line and escaped (a log written by an
+			// older proxy, or by hand, may hold raw controls).
+			var b bytes.Buffer
+			if json.Compact(&b, line) != nil {
+				continue
+			}
+			if _, err := w.Write(append(termsafe.JSON(b.Bytes()), '\n')); err != nil {
 				return off, err
 			}
 			continue
@@ -168,6 +196,9 @@ func formatRecord(r egress.Record) string {
 	}
 	if r.BytesUp != 0 || r.BytesDown != 0 {
 		s += fmt.Sprintf(" up %d down %d", r.BytesUp, r.BytesDown)
+	}
+	if r.Decision == egress.PolicyChange {
+		return fmt.Sprintf("%s policy  %-9s %s (%s)", r.Time.Local().Format(time.TimeOnly), r.Kind, termsafe.String(r.Host), termsafe.String(r.Reason))
 	}
 	if r.Reason != "" {
 		s += ": " + termsafe.String(r.Reason)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"strconv"
@@ -21,7 +20,9 @@ func (c *PortsCmd) Help() string {
 	return `Prints the container ports the sandbox publishes (start --publish, and the
 devcontainer's forwardPorts), one per line: the container's port, then the
 host address that reaches it. Ports are published on 127.0.0.1 only, and the
-mapping is fixed when the sandbox is created.`
+mapping is fixed when the sandbox is created. In allowlist mode the sandbox's
+proxy publishes them and carries each connection to the agent's port; they
+answer while the sandbox runs (stop takes them away, start brings them back).`
 }
 
 // Run prints the mapping.
@@ -35,7 +36,7 @@ func (c *PortsCmd) Run(app *App) error {
 		if ports == nil {
 			ports = []container.Port{}
 		}
-		enc := json.NewEncoder(app.Stdout)
+		enc := termsafe.NewJSONEncoder(app.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(ports)
 	}

@@ -1,18 +1,25 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/netprobe"
+	"github.com/git-sandbox/git-sandbox/internal/portfwd"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
-// ProxyCmd runs a sandbox's egress proxy. start runs it as the command of
-// the sandbox's proxy container, with this binary mounted read-only; it
-// serves until SIGTERM or SIGINT.
+// ProxyCmd runs a sandbox's egress proxy. start runs it as the entrypoint
+// of the sandbox's proxy container, an image holding this binary alone; it
+// serves until SIGTERM or SIGINT. With --forward it also carries the
+// sandbox's published ports to the agent (internal/portfwd).
 type ProxyCmd struct {
-	Config string `required:"" placeholder:"FILE" help:"The proxy's configuration (JSON, mode 0600)."`
+	Config  string `required:"" placeholder:"FILE" help:"The proxy's configuration (JSON, mode 0600)."`
+	Forward string `placeholder:"FILE" help:"The published ports to carry to the agent (JSON)."`
 }
 
 // Run serves until the process is told to stop.
@@ -23,7 +30,65 @@ func (c *ProxyCmd) Run(app *App) error {
 	}
 	ctx, stop := sigstack.NotifyContext(app.Ctx, os.Interrupt)
 	defer stop()
+	if c.Forward != "" {
+		fc, err := portfwd.Load(c.Forward)
+		if err != nil {
+			return err
+		}
+		gate, err := portfwd.LocalGate()
+		if err != nil {
+			return err
+		}
+		f, err := portfwd.Listen(fc, gate, app.Stderr)
+		if err != nil {
+			return err
+		}
+		go f.Serve(ctx)
+	}
 	return egress.Run(ctx, cfg, app.Stderr, func(a net.Addr) {
 		app.UI.Infof("proxy listening on %s", a)
 	})
+}
+
+// ProxyLoadCmd loads a copy-mode proxy's configuration into its volumes:
+// start runs it in the proxy's own image, with the configuration as a tar
+// on stdin.
+type ProxyLoadCmd struct {
+	ConfigDir string `required:"" placeholder:"DIR" help:"Where the configuration's files go."`
+	LogDir    string `required:"" placeholder:"DIR" help:"The decision log's directory, opened to the proxy's user."`
+}
+
+// Run reads the tar and writes its files.
+func (c *ProxyLoadCmd) Run(app *App) error {
+	return egress.LoadConfigFiles(app.Stdin, c.ConfigDir, c.LogDir)
+}
+
+// NetProbeCmd is one end of the probe by which a Kubernetes engine finds
+// out whether its cluster enforces NetworkPolicy (container/kube): with
+// --listen it accepts connections until stopped; with --connect it tries
+// to reach the listener and says by its exit code whether it could
+// (netprobe.ExitConnected) or was blocked (netprobe.ExitBlocked).
+type NetProbeCmd struct {
+	Listen  string        `xor:"end" placeholder:"ADDR" help:"Accept connections on ADDR (:PORT)."`
+	Connect string        `xor:"end" placeholder:"HOST:PORT" help:"Try to connect to HOST:PORT."`
+	Window  time.Duration `default:"5s" help:"How long the tries go on while they connect."`
+}
+
+// Run runs the end asked for.
+func (c *NetProbeCmd) Run(app *App) error {
+	ctx, stop := sigstack.NotifyContext(app.Ctx, os.Interrupt)
+	defer stop()
+	switch {
+	case c.Listen != "":
+		return netprobe.Listen(ctx, c.Listen)
+	case c.Connect != "":
+		connected, open := netprobe.Reach(ctx, c.Connect, c.Window, 2*time.Second)
+		if connected {
+			fmt.Fprintf(app.Stdout, "connected to %s for %s\n", c.Connect, open.Round(time.Millisecond))
+			return usererr.ExitStatus(netprobe.ExitConnected)
+		}
+		fmt.Fprintln(app.Stdout, netprobe.BlockedLine(c.Connect, open))
+		return usererr.ExitStatus(netprobe.ExitBlocked)
+	}
+	return usererr.New("__netprobe needs --listen or --connect")
 }

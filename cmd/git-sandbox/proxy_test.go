@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/netlog"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
 )
 
@@ -95,7 +96,7 @@ func TestProxyCommand(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	s, err := egress.SummarizeFile(logPath)
+	s, err := netlog.SummarizeFile(logPath)
 	if err != nil || s.Allowed != 1 || s.Denied != 1 {
 		t.Fatalf("log summary %+v %v", s, err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/docker/go-units"
 
+	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/engines"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
@@ -23,6 +24,7 @@ import (
 // PsCmd is git sandbox ps.
 type PsCmd struct {
 	JSON  bool `help:"Print a JSON array."`
+	Wide  bool `help:"Add the WORKTREE column (--json always has it)."`
 	Watch bool `short:"w" help:"Print the table again whenever a sandbox's container changes state (from Docker's events), until interrupted; with --json, one array per line."`
 }
 
@@ -33,7 +35,9 @@ code, stopped, container missing, lost when a Kubernetes engine lost its Pod;
 unknown while Docker is unreachable), agent,
 base branch, age, files changed since the baseline and how old the snapshot
 that count comes from is (a running agent is snapshotted every
-rescue.interval), denied egress, the conflict forecast, and worktree. A
+rescue.interval), denied egress, spend, the conflict forecast, published
+ports (PORTS, when a sandbox has any: host port -> the agent's), and with
+--wide the worktree. A
 sandbox whose last git sandbox update left files with conflict markers says
 how many in its state ("exited (0), 2 conflicted"), and the paths are named
 below the table (and in --json as "conflicts").
@@ -55,10 +59,21 @@ are listed as unreachable, with its error.`
 
 // Run lists sandboxes.
 func (c *PsCmd) Run(app *App) error {
+	// ps always asks the environment's engine: it is reached while git
+	// finds the repository.
+	early := engines.ConnectEarly(app.Ctx)
 	env, err := app.Env()
 	if err != nil {
+		early.Discard()
 		return err
 	}
+	others := env.Engines
+	env.Engines = sandbox.ConnectorFunc(early.Connector(func(ctx context.Context, name string) (sandbox.Engine, error) {
+		if others != nil {
+			return others.Connect(ctx, name)
+		}
+		return engines.Connect(ctx, env.Config, name)
+	}))
 	if c.Watch {
 		return c.watch(app, env)
 	}
@@ -67,7 +82,7 @@ func (c *PsCmd) Run(app *App) error {
 		return err
 	}
 	if c.JSON {
-		enc := json.NewEncoder(app.Stdout)
+		enc := termsafe.NewJSONEncoder(app.Stdout)
 		enc.SetIndent("", "  ")
 		if list == nil {
 			list = []sandbox.Status{}
@@ -79,7 +94,7 @@ func (c *PsCmd) Run(app *App) error {
 		app.UI.Hintf("git sandbox start BRANCH -p \"TASK\" creates one")
 		return nil
 	}
-	psTable(app.Stdout, list, showEngine(env, list))
+	psTable(app.Stdout, list, showEngine(env, list), c.Wide)
 	for _, s := range list {
 		if len(s.Conflicts) > 0 {
 			app.UI.Warnf("%s: git sandbox update left conflict markers in %s", termsafe.String(s.Branch), strings.Join(escaped(s.Conflicts), ", "))
@@ -89,7 +104,9 @@ func (c *PsCmd) Run(app *App) error {
 			app.UI.Warnf("%s: engine %s lost its container while it ran (its Pod was deleted or evicted, or its node is gone)", termsafe.String(s.Branch), termsafe.String(s.Engine))
 			app.UI.Hintf("its last snapshot is on this machine: git sandbox rescue list %s; git sandbox start %s -p \"...\" continues in a new Pod", termsafe.String(s.Branch), termsafe.String(s.Branch))
 		}
-		if s.State == sandbox.StateRunning || s.State == sandbox.StatePaused {
+		if (s.State == sandbox.StateRunning || s.State == sandbox.StatePaused) && filepath.IsAbs(s.Worktree) {
+			// (A worktree on an engine is not a path here: no git of this
+			// machine runs in it.)
 			for _, p := range s.Nested {
 				app.UI.Warnf("%s is a nested git repository: while %s runs, git run in it on the host runs configuration the agent wrote", termsafe.String(filepath.Join(s.Worktree, p)), termsafe.String(s.Branch))
 			}
@@ -133,7 +150,7 @@ func (c *PsCmd) watch(app *App, env *sandbox.Env) error {
 			if list == nil {
 				list = []sandbox.Status{}
 			}
-			j, err := json.Marshal(list)
+			j, err := termsafe.MarshalJSON(list)
 			if err != nil {
 				return err
 			}
@@ -142,7 +159,7 @@ func (c *PsCmd) watch(app *App, env *sandbox.Env) error {
 		case len(list) == 0:
 			b.WriteString("no sandboxes in this repository\n")
 		default:
-			psTable(&b, list, showEngine(env, list))
+			psTable(&b, list, showEngine(env, list), c.Wide)
 		}
 		if b.String() == last {
 			return nil
@@ -181,8 +198,15 @@ func (c *PsCmd) watch(app *App, env *sandbox.Env) error {
 }
 
 // psTable writes ps's table.
-func psTable(w io.Writer, list []sandbox.Status, engines bool) {
-	head := []string{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "SNAPSHOT", "DENIED", "CONFLICTS", "WORKTREE"}
+func psTable(w io.Writer, list []sandbox.Status, engines, wide bool) {
+	head := []string{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "SNAPSHOT", "DENIED", "SPEND", "CONFLICTS"}
+	ports := slices.ContainsFunc(list, func(s sandbox.Status) bool { return len(s.Ports) > 0 })
+	if ports {
+		head = append(head, "PORTS")
+	}
+	if wide {
+		head = append(head, "WORKTREE")
+	}
 	if engines {
 		head = slices.Insert(head, 2, "ENGINE")
 	}
@@ -192,12 +216,21 @@ func psTable(w io.Writer, list []sandbox.Status, engines bool) {
 		if s.State == sandbox.StateExited && s.ExitCode != nil {
 			state = "exited (" + strconv.Itoa(*s.ExitCode) + ")"
 		}
+		if s.Spend != nil && s.Spend.Over && s.State == sandbox.StateRunning {
+			state = "budget"
+		}
 		if len(s.Conflicts) > 0 {
 			state += ", " + strconv.Itoa(len(s.Conflicts)) + " conflicted"
 		}
 		row := []string{
 			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
-			age(time.Since(s.Created)), strconv.Itoa(s.Changes), snapshotAge(s), denied(s), conflictNames(s), s.Worktree,
+			age(time.Since(s.Created)), strconv.Itoa(s.Changes), snapshotAge(s), denied(s), s.Spend.Column(), s.Forecast.Column(),
+		}
+		if ports {
+			row = append(row, portsColumn(s.Ports))
+		}
+		if wide {
+			row = append(row, s.Worktree)
 		}
 		if engines {
 			eng := s.Engine
@@ -209,6 +242,19 @@ func psTable(w io.Writer, list []sandbox.Status, engines bool) {
 		rows = append(rows, row)
 	}
 	table(w, rows)
+}
+
+// portsColumn is ps's PORTS: each published port as host port -> the
+// agent's ("-" for none).
+func portsColumn(ports []container.Port) string {
+	if len(ports) == 0 {
+		return "-"
+	}
+	out := make([]string, len(ports))
+	for i, p := range ports {
+		out[i] = strconv.Itoa(p.HostPort) + "->" + strconv.Itoa(p.Port)
+	}
+	return strings.Join(out, ",")
 }
 
 // showEngine says whether ps shows the ENGINE column: once there is more
@@ -231,22 +277,6 @@ func snapshotAge(s sandbox.Status) string {
 		return "-"
 	}
 	return age(time.Since(s.SnapshotTime))
-}
-
-// conflictNames is ps's CONFLICTS: "base" and the other sandboxes, "-"
-// for none, "?" when no forecast could be made.
-func conflictNames(s sandbox.Status) string {
-	if s.Forecast == nil {
-		return "?"
-	}
-	names := s.Forecast.Names()
-	if len(names) == 0 {
-		return "-"
-	}
-	for i, n := range names {
-		names[i] = termsafe.String(n)
-	}
-	return strings.Join(names, ",")
 }
 
 // denied is ps's count of egress refusals, "-" without a proxy.

@@ -1,6 +1,6 @@
 package main
 
-import "github.com/git-sandbox/git-sandbox/internal/sandbox"
+import "github.com/git-sandbox/git-sandbox/internal/workspace"
 
 // PurgeCmd deletes what removed sandboxes left (spawned by rm and land).
 type PurgeCmd struct {
@@ -8,4 +8,4 @@ type PurgeCmd struct {
 }
 
 // Run deletes the trash directory's entries.
-func (c *PurgeCmd) Run(app *App) error { return sandbox.Purge(c.Trash) }
+func (c *PurgeCmd) Run(app *App) error { return workspace.Purge(c.Trash) }

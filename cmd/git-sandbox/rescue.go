@@ -1,12 +1,12 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"github.com/docker/go-units"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/docker/go-units"
 
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/review"
@@ -63,7 +63,7 @@ func (c *RescueListCmd) Run(app *App) error {
 		if list == nil {
 			list = []rescue.Snapshot{}
 		}
-		enc := json.NewEncoder(app.Stdout)
+		enc := termsafe.NewJSONEncoder(app.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/alecthomas/kong"
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/network"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -27,9 +28,10 @@ type StartCmd struct {
 	Env     []string `short:"e" sep:"none" help:"Pass an environment variable: KEY (the host's value) or KEY=VALUE (passed unchanged, commas included)." placeholder:"KEY[=VAL]"`
 	Image   string   `help:"Container image (default from config: ${default_image})."`
 	Network string   `help:"Container network: ${network_modes} (default from config: ${network_default})." enum:",${network_enum}" default:""`
-	Allow   []string `help:"Let the agent reach HOST[:PORT] (or *.SUFFIX) through the proxy, on top of the allow list (allowlist mode; repeatable)." placeholder:"HOST[:PORT]"`
+	Allow   []string `sep:"none" help:"Let the agent reach HOST[:PORT] (or *.SUFFIX) through the proxy, on top of the allow list (allowlist mode; repeatable, or HOST,HOST); methods and path prefixes may follow a host: \"HOST GET,HEAD /PATH/\"." placeholder:"HOST[:PORT],..."`
 	Runtime string   `help:"OCI runtime, such as runsc or kata-runtime."`
 	Engine  string   `help:"Container engine from your config ([[engine]] name), or auto: the one with the most memory left." placeholder:"NAME"`
+	Budget  string   `help:"Dollars the agent may spend on model calls, metered by the credential broker (default: budget.model)." placeholder:"DOLLARS"`
 	Memory  string   `help:"Memory limit, such as 4g."`
 	CPUs    float64  `name:"cpus" help:"CPU limit, such as 1.5."`
 	Pids    int64    `help:"Process limit."`
@@ -76,6 +78,9 @@ an egress proxy; git sandbox net shows what it tried), none, or open (a network
 of its own: any host and this machine's ports, but no other sandbox; your config
 or --network only).
 git sandbox config show prints the allow list and where each entry came from.
+--publish (and a devcontainer's forwardPorts) puts a server of the agent's on
+127.0.0.1 of this machine: in allowlist mode through the sandbox's proxy, which
+carries connections in to the agent's port and nothing out; not with none.
 A host the agent's own CLI needs and was denied is named after an attached run,
 with a hint naming --allow.
 
@@ -129,8 +134,8 @@ func (c *StartCmd) Run(app *App) error {
 	res, err := env.Start(app.Ctx, sandbox.StartOptions{
 		Branch: c.Branch, Base: c.Base, Carry: c.Carry, Agent: c.Agent, Prompt: c.Prompt,
 		Verify: c.Verify, Args: c.Command, Detach: c.Detach, DryRun: c.DryRun, Env: c.Env,
-		Image: c.Image, Network: c.Network, Allow: c.Allow, Runtime: c.Runtime, Memory: c.Memory, CPUs: c.CPUs,
-		Pids: c.Pids, Rerun: c.Rerun, Publish: c.Publish, Engine: c.Engine, IO: app.IO(),
+		Image: c.Image, Network: c.Network, Allow: splitAllow(c.Allow), Runtime: c.Runtime, Memory: c.Memory, CPUs: c.CPUs,
+		Pids: c.Pids, Rerun: c.Rerun, Publish: c.Publish, Engine: c.Engine, Budget: c.Budget, IO: app.IO(),
 	})
 	if err != nil {
 		return err
@@ -151,7 +156,12 @@ func (c *StartCmd) Run(app *App) error {
 		app.UI.Hintf("git sandbox logs -f %s follows it; git sandbox wait %s waits for it", name, name)
 		return nil
 	}
-	app.UI.Infof("agent in %s exited with code %d", name, res.ExitCode)
+	if oom := res.Sandbox.OutOfMemory(app.Ctx, res.ExitCode); oom != "" {
+		app.UI.Infof("agent in %s exited with code %d: %s", name, res.ExitCode, oom)
+		app.UI.Hintf("git sandbox start %s --memory SIZE runs it again with more (limits.memory in your config sets it for new sandboxes)", name)
+	} else {
+		app.UI.Infof("agent in %s exited with code %d", name, res.ExitCode)
+	}
 	app.UI.Hintf("git sandbox diff %s shows the change; git sandbox land %s lands it", name, name)
 	if res.ExitCode != 0 {
 		return usererr.ExitStatus(res.ExitCode)
@@ -163,25 +173,30 @@ func (c *StartCmd) Run(app *App) error {
 // the values of passed-through variables are never in it.
 func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(app.Stdout)
+		enc := termsafe.NewJSONEncoder(app.Stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
 		return enc.Encode(p)
 	}
 	w := app.Stdout
-	s := p.Container
+	printPlanSandbox(w, p)
+	printPlanContainer(w, p.Container)
+	if p.Egress != nil {
+		printPlanEgress(w, p.Egress)
+	}
+	return nil
+}
+
+// printPlanSandbox prints what the plan says of the sandbox itself: its
+// branch, base, engine, workspace, record and the work it runs.
+func printPlanSandbox(w io.Writer, p *sandbox.Plan) {
 	fmt.Fprintf(w, "sandbox   %s\n", termsafe.String(p.Branch))
 	fmt.Fprintf(w, "base      %s (%s)\n", termsafe.String(p.Base), p.BaseCommit)
 	if p.Engine != "" {
 		fmt.Fprintf(w, "engine    %s\n", termsafe.String(p.Engine))
 	}
-	if p.Copy != nil {
-		fmt.Fprintf(w, "worktree  volume %s on the engine (copy mode)\n", p.Copy.Workspace)
-		fmt.Fprintf(w, "agent git volume %s on the engine\n", p.Copy.GitDir)
-		fmt.Fprintf(w, "helper    %s (volume %s)\n", p.Copy.Helper, p.Copy.State)
-	} else {
-		fmt.Fprintf(w, "worktree  %s\n", p.Worktree)
-		fmt.Fprintf(w, "agent git %s\n", p.PrivateGitDir)
+	for _, l := range p.WorkspaceLines() {
+		fmt.Fprintf(w, "%-9s %s\n", l.Label, l.Text)
 	}
 	fmt.Fprintf(w, "record    %s\n", p.Record)
 	fmt.Fprintf(w, "carry     %v\n", p.Carry)
@@ -193,6 +208,10 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 		fmt.Fprintf(w, "verify    %s\n", termsafe.String(p.Verify))
 	}
 	fmt.Fprintf(w, "snapshots every %s\n", p.Interval)
+}
+
+// printPlanContainer prints the agent's container as it would be created.
+func printPlanContainer(w io.Writer, s *container.Spec) {
 	fmt.Fprintf(w, "\ncontainer %s\n", s.Name)
 	fmt.Fprintf(w, "  image    %s\n", termsafe.String(s.Image))
 	fmt.Fprintf(w, "  argv     %s\n", termsafe.String(fmt.Sprintf("%q", s.Argv)))
@@ -210,14 +229,7 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	for _, p := range s.Ports {
 		fmt.Fprintf(w, "  publish  %s\n", p)
 	}
-	fmt.Fprintf(w, "  mounts\n")
-	for _, m := range s.Mounts {
-		mode := "rw"
-		if m.ReadOnly {
-			mode = "ro"
-		}
-		fmt.Fprintf(w, "    %s %s -> %s  (%s)\n", mode, m.Source, m.Target, m.Why)
-	}
+	printPlanMounts(w, s.Mounts)
 	fmt.Fprintf(w, "  env\n")
 	for _, e := range s.Env {
 		fmt.Fprintf(w, "    %s\n", termsafe.String(e))
@@ -226,27 +238,37 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	for _, k := range container.SortedLabels(s.Labels) {
 		fmt.Fprintf(w, "    %s=%s\n", k, termsafe.String(s.Labels[k]))
 	}
-	if eg := p.Egress; eg != nil {
-		fmt.Fprintf(w, "\negress proxy %s (%s)\n", eg.Proxy.Name, eg.ProxyURL)
-		fmt.Fprintf(w, "  networks  %s (internal, the agent's), %s (the proxy's way out)\n", eg.InternalNetwork, eg.EgressNetwork)
-		fmt.Fprintf(w, "  log       %s\n", eg.Log)
-		fmt.Fprintf(w, "  allow\n")
-		for _, r := range eg.Allow {
-			fmt.Fprintf(w, "    %-32s %s\n", termsafe.String(r.Entry), r.Source)
+}
+
+// printPlanMounts prints a container's mounts, each with why it is there.
+func printPlanMounts(w io.Writer, mounts []container.Mount) {
+	fmt.Fprintf(w, "  mounts\n")
+	for _, m := range mounts {
+		mode := "rw"
+		if m.ReadOnly {
+			mode = "ro"
 		}
-		for _, r := range eg.Remove {
-			fmt.Fprintf(w, "    -%-31s %s\n", termsafe.String(r.Entry), r.Source)
-		}
-		fmt.Fprintf(w, "  mounts\n")
-		for _, m := range eg.Proxy.Mounts {
-			mode := "rw"
-			if m.ReadOnly {
-				mode = "ro"
-			}
-			fmt.Fprintf(w, "    %s %s -> %s  (%s)\n", mode, m.Source, m.Target, m.Why)
-		}
+		fmt.Fprintf(w, "    %s %s -> %s  (%s)\n", mode, m.Source, m.Target, m.Why)
 	}
-	return nil
+}
+
+// printPlanEgress prints allowlist mode's proxy, networks and policy.
+func printPlanEgress(w io.Writer, eg *network.EgressPlan) {
+	fmt.Fprintf(w, "\negress proxy %s (%s)\n", eg.Proxy.Name, eg.ProxyURL)
+	fmt.Fprintf(w, "  image     %s (git sandbox's own: this binary alone; entrypoint %s, no healthcheck)\n", eg.Proxy.Image, strings.Join(eg.Proxy.Entrypoint, " "))
+	fmt.Fprintf(w, "  networks  %s (internal, the agent's), %s (the proxy's way out)\n", eg.InternalNetwork, eg.EgressNetwork)
+	fmt.Fprintf(w, "  log       %s\n", eg.Log)
+	for _, p := range eg.Forward {
+		fmt.Fprintf(w, "  publish   %s (carried to the agent, %s)\n", p, network.AgentAlias)
+	}
+	fmt.Fprintf(w, "  allow\n")
+	for _, r := range eg.Allow {
+		fmt.Fprintf(w, "    %-32s %s\n", termsafe.String(r.Entry), r.Source)
+	}
+	for _, r := range eg.Remove {
+		fmt.Fprintf(w, "    -%-31s %s\n", termsafe.String(r.Entry), r.Source)
+	}
+	printPlanMounts(w, eg.Proxy.Mounts)
 }
 
 // networkVars names the network modes in start's help and its flag's enum,
@@ -261,4 +283,19 @@ func networkVars() kong.Vars {
 		"network_default": string(config.Defaults().Network),
 		"network_enum":    strings.Join(names, ","),
 	}
+}
+
+// splitAllow splits --allow's values at commas, as it always took
+// HOST,HOST, except a value with rules ("HOST GET,HEAD /PATH/"), whose
+// commas separate methods.
+func splitAllow(values []string) []string {
+	var out []string
+	for _, v := range values {
+		if strings.ContainsAny(strings.TrimSpace(v), " \t") {
+			out = append(out, v)
+			continue
+		}
+		out = append(out, strings.Split(v, ",")...)
+	}
+	return out
 }

@@ -12,6 +12,11 @@ type VersionCmd struct{}
 
 // Run prints the version.
 func (c *VersionCmd) Run(app *App) error {
-	fmt.Fprintf(app.Stdout, "git sandbox %s (%s, %s/%s)\n", version.String(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintln(app.Stdout, versionLine())
 	return nil
+}
+
+// versionLine is what version and --version print.
+func versionLine() string {
+	return fmt.Sprintf("git sandbox %s (%s, %s/%s)", version.String(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

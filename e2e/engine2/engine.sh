@@ -5,6 +5,10 @@
 #   engine.sh start  DIR   start it (idempotent); prints DOCKER_HOST=unix://DIR/docker.sock
 #   engine.sh stop   DIR   stop it and remove everything it made (idempotent)
 #   engine.sh status DIR   exit 0 and print DOCKER_HOST when it answers, 1 otherwise
+#   engine.sh restart DIR  stop its dockerd (SIGTERM, as a service manager
+#                          does) and start it again on the same data-root;
+#                          needs ENGINE2_DATA_TMPFS=no at start (a tmpfs
+#                          data-root goes with the dockerd that mounted it)
 #
 # Everything the engine owns is its own: config file, socket, data-root,
 # exec-root (so dockerd starts its own managed containerd under it), pidfile,
@@ -39,7 +43,7 @@
 set -euo pipefail
 
 usage() {
-	echo "usage: $0 start|stop|status DIR" >&2
+	echo "usage: $0 start|stop|status|restart DIR" >&2
 	exit 2
 }
 [ $# -eq 2 ] || usage
@@ -224,6 +228,7 @@ launch() {
 	fi
 	local hide data=${ENGINE2_DATA_TMPFS-8g}
 	[ "$data" != no ] || data=
+	[ -n "$data" ] || echo "DATA=disk" >>"$state"
 	mkdir -p "$dir/data"
 	hide=$(hidden_paths | tr '\n' ' ')
 	if [ -z "$hide" ]; then
@@ -432,6 +437,29 @@ print_hosts() {
 	fi
 }
 
+restart() {
+	local pid i launched=
+	need_root
+	pid=$(engine_pid)
+	[ -n "$pid" ] || die "not running ($dir)"
+	grep -q '^DATA=disk$' "$state" || die "started with its data-root on a tmpfs, which would not survive; start it with ENGINE2_DATA_TMPFS=no"
+	kill -TERM "$pid"
+	for i in $(seq 1 400); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$pid" 2>/dev/null && die "dockerd $pid did not stop"
+	ENGINE2_DATA_TMPFS=no
+	launch
+	for i in $(seq 1 300); do
+		answers && break
+		kill -0 "$launched" 2>/dev/null || break
+		sleep 0.1
+	done
+	answers || die "dockerd did not come up again (log: $dir/dockerd.log)"
+	log "restarted"
+}
+
 status() {
 	if alive && answers; then
 		print_hosts
@@ -444,6 +472,7 @@ status() {
 case $cmd in
 start) start ;;
 stop) stop ;;
+restart) restart ;;
 status) status ;;
 *) usage ;;
 esac

@@ -8,6 +8,8 @@
 #   cluster.sh status             say whether it runs; exit 0 only if it does
 #   cluster.sh env                print the env file of a running cluster
 #   cluster.sh load-image TAG...  copy images from the Docker daemon into it
+#   cluster.sh remove-image TAG... remove images load-image copied in
+#   cluster.sh restart-containerd stop the cluster's containerd and start it again
 #
 # No registry is reachable, so everything comes from source through the Go
 # module proxy, and from Debian packages: kube-apiserver,
@@ -15,6 +17,16 @@
 # k8s.io/kubernetes, etcd from go.etcd.io/etcd, containerd and the CNI plugins
 # from Debian, and a pause image built here. The binaries are cached under
 # ${XDG_CACHE_HOME:-~/.cache}/git-sandbox-test/k8s/<version>/.
+#
+# NetworkPolicy: the bridge plugin enforces none, so kube-router's network
+# policy controller (github.com/cloudnativelabs/kube-router/v2, built from
+# its module and cached beside the Kubernetes binaries, by its own version)
+# runs beside it as the enforcer, and nothing else of kube-router: no
+# routing, no service proxy. It programs iptables and ipset; it is given
+# the legacy iptables commands, so that its rules live in tables of their
+# own and its rewrites of the whole filter table (iptables-restore) never
+# touch the rules Docker keeps in the nftables ones. It programs the rules
+# of a new Pod within about a second, usually before its container starts.
 #
 # Storage: the StorageClass git-sandbox-test (the default) is served by a
 # small provisioner of this repository (e2e/k8s/provisioner, built at start
@@ -37,12 +49,14 @@
 # Settings (environment; start records them, stop reads the record):
 #   GIT_SANDBOX_K8S_DIR        run directory (/var/lib/git-sandbox-test-k8s)
 #   GIT_SANDBOX_K8S_SUBNET     pod subnet, a /24 given as its first three octets (10.203.0)
+#   GIT_SANDBOX_K8S_KUBE_ROUTER_VERSION  kube-router's version (v2.1.0)
 #   GIT_SANDBOX_K8S_IMAGES     images copied from Docker at start
 #                              ($GIT_SANDBOX_TEST_BASE_IMAGE or git-sandbox-test-base:bookworm)
 set -euo pipefail
 
 k8s_version=${GIT_SANDBOX_K8S_VERSION:-v1.37.2}
 etcd_version=${GIT_SANDBOX_K8S_ETCD_VERSION:-v3.7.3}
+kube_router_version=${GIT_SANDBOX_K8S_KUBE_ROUTER_VERSION:-v2.1.0}
 # Part of the cache stamp: bump it when the build recipe or the pause
 # binary changes.
 recipe=1
@@ -50,6 +64,11 @@ recipe=1
 cache_root=${XDG_CACHE_HOME:-$HOME/.cache}/git-sandbox-test/k8s
 cache=$cache_root/$k8s_version
 bin=$cache/bin
+# kube-router has a cache of its own: a new version of it does not cost a
+# new build of Kubernetes.
+kr_recipe=1
+kr_cache=$cache_root/kube-router-$kube_router_version
+kr_bin=$kr_cache/bin/kube-router
 
 run=${GIT_SANDBOX_K8S_DIR:-/var/lib/git-sandbox-test-k8s}
 lockfile=$run.lock
@@ -69,6 +88,12 @@ die() {
 
 stamp() {
 	printf 'kubernetes %s\netcd %s\nrecipe %s\n' "$k8s_version" "$etcd_version" "$recipe"
+}
+
+kr_stamp() { printf 'kube-router %s\nrecipe %s\n' "$kube_router_version" "$kr_recipe"; }
+
+kube_router_built() {
+	[ -f "$kr_cache/STAMP" ] && [ "$(cat "$kr_cache/STAMP")" = "$(kr_stamp)" ] && [ -x "$kr_bin" ]
 }
 
 built() {
@@ -94,10 +119,48 @@ quiet() {
 	return $rc
 }
 
-# cmd_build compiles every binary into a temporary directory next to the
-# cache and moves it into place only when all of them built, so an
-# interrupted build leaves nothing that looks finished.
 cmd_build() {
+	build_kubernetes
+	build_kube_router
+}
+
+# build_kube_router builds kube-router's command (only its network policy
+# controller runs) as build_kubernetes builds the rest: in a scratch module,
+# moved into the cache when it is whole.
+build_kube_router() {
+	if kube_router_built; then
+		log "kube-router $kube_router_version: cached in $kr_cache"
+		return 0
+	fi
+	command -v go >/dev/null 2>&1 || die "go is missing" "install Go (the version go.mod names) and run again"
+	mkdir -p "$cache_root"
+	local out work start=$SECONDS
+	out=$(mktemp -d "$cache_root/.build-kube-router-$kube_router_version.XXXXXX")
+	work=$(mktemp -d "${TMPDIR:-/tmp}/git-sandbox-kube-router-build.XXXXXX")
+	# shellcheck disable=SC2064 # expand now: the trap removes these exact paths
+	trap "rm -rf '$out' '$work'" EXIT
+	log "building kube-router $kube_router_version (the NetworkPolicy enforcer): a few minutes, once"
+	(
+		export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
+		cd "$work"
+		quiet go mod init git-sandbox-test/kube-router
+		quiet go get "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$kube_router_version"
+		go build -trimpath -ldflags "-s -w" -o "$out/bin/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+	) || die "building kube-router $kube_router_version failed (output above)" "the Go module proxy must be reachable (go env GOPROXY)"
+	kr_stamp >"$out/STAMP"
+	rm -rf "$kr_cache.old"
+	[ ! -e "$kr_cache" ] || mv "$kr_cache" "$kr_cache.old"
+	mv "$out" "$kr_cache"
+	rm -rf "$kr_cache.old"
+	trap - EXIT
+	rm -rf "$work"
+	log "kube-router built in $((SECONDS - start)) s: $kr_cache"
+}
+
+# build_kubernetes compiles every binary into a temporary directory next to
+# the cache and moves it into place only when all of them built, so an
+# interrupted build leaves nothing that looks finished.
+build_kubernetes() {
 	if built; then
 		log "binaries $k8s_version (etcd $etcd_version): cached in $cache"
 		return 0
@@ -227,6 +290,7 @@ storage_class=$storage_class
 provisioner_name=$provisioner_name
 runtime_class=$runtime_class
 bin=$bin
+kr_bin=$kr_bin
 EOF
 }
 
@@ -282,11 +346,24 @@ check_prereqs() {
 		apt_install containernetworking-plugins ||
 			die "the CNI plugins are missing from $cni_bin" "install Debian's containernetworking-plugins package (sudo apt-get install containernetworking-plugins) and run again"
 	fi
+	check_firewall_prereqs
 	docker info >/dev/null 2>&1 ||
 		die "the Docker daemon is unreachable" "the cluster's images are copied from Docker; start it and run again"
 }
 
 cni_bin=/usr/lib/cni
+
+# check_firewall_prereqs: kube-router needs ipset and the legacy iptables
+# commands (Debian's iptables package has them).
+check_firewall_prereqs() {
+	if ! command -v ipset >/dev/null 2>&1; then
+		apt_install ipset || die "ipset is missing (kube-router, the cluster's NetworkPolicy enforcer, needs it)" "install Debian's ipset package (sudo apt-get install ipset) and run again"
+	fi
+	local c
+	for c in iptables-legacy iptables-legacy-save iptables-legacy-restore; do
+		command -v "$c" >/dev/null 2>&1 || die "$c is missing (kube-router, the cluster's NetworkPolicy enforcer, runs the legacy iptables)" "install Debian's iptables package and run again"
+	done
+}
 
 # ---------------------------------------------------------------- processes
 
@@ -697,6 +774,99 @@ load_images() {
 	done
 }
 
+# remove_images removes images from the cluster's containerd, by the name
+# an import of `docker save TAG` gives them (docker.io/library/ added to a
+# name without a registry); one that is not there is not an error.
+remove_images() {
+	local tag name
+	for tag in "$@"; do
+		name=$tag
+		case $tag in
+		*/*) case ${tag%%/*} in *.* | *:* | localhost) ;; *) name=docker.io/$tag ;; esac ;;
+		*) name=docker.io/library/$tag ;;
+		esac
+		ctr_ images rm "$name" >/dev/null 2>&1 || true
+	done
+}
+
+# ---------------------------------------------------------------- NetworkPolicy
+
+# Only kube-router's chains and sets are ever removed: its chains are
+# named KUBE-ROUTER-*, KUBE-POD-FW-* and KUBE-NWPLCY-*, its sets KUBE-SRC-*
+# and KUBE-DST-* (and TMP-* while it swaps one).
+kr_chains='KUBE-ROUTER-|KUBE-POD-FW-|KUBE-NWPLCY-'
+
+# firewall_manifest is what kube-router may read: the objects its
+# controllers watch, nothing to write.
+firewall_manifest() {
+	cat <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: git-sandbox-test-kube-router
+rules:
+- apiGroups: [""]
+  resources: [pods, namespaces, nodes, services, endpoints]
+  verbs: [get, list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: git-sandbox-test-kube-router
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: git-sandbox-test-kube-router
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: User
+  name: git-sandbox-test-kube-router
+EOF
+}
+
+# start_firewall starts kube-router's network policy controller once the
+# node is registered (it finds its node's address there), with the legacy
+# iptables commands first on its PATH.
+start_firewall() {
+	if [ ! -f "$run/kube-router.kubeconfig" ]; then
+		cert kube-router "/CN=git-sandbox-test-kube-router" clientAuth
+		kubeconfig "$run/kube-router.kubeconfig" kube-router
+	fi
+	firewall_manifest | quiet kubectl_ apply -f - ||
+		die "adding kube-router's permissions failed (output above)"
+	local c
+	mkdir -p "$run/kube-router/bin"
+	for c in iptables iptables-save iptables-restore; do
+		ln -sfn "$(command -v "${c/iptables/iptables-legacy}")" "$run/kube-router/bin/$c"
+	done
+	touch "$run/state/kube-router"
+	spawn kube-router env PATH="$run/kube-router/bin:$PATH" "$kr_bin" \
+		--kubeconfig "$run/kube-router.kubeconfig" --hostname-override "$node" \
+		--run-firewall=true --run-router=false --run-service-proxy=false --run-loadbalancer=false \
+		--enable-cni=false --enable-pod-egress=false --enable-ipv4=true --enable-ipv6=false \
+		--service-cluster-ip-range "$service_range" --health-port 0 --metrics-port 0
+	wait_for "the NetworkPolicy enforcer (kube-router)" kube-router 60 iptables-legacy -S KUBE-ROUTER-FORWARD
+}
+
+# remove_firewall removes kube-router's rules and sets once it is stopped.
+remove_firewall() {
+	[ -f "$run/state/kube-router" ] || return 0
+	command -v iptables-legacy-save >/dev/null 2>&1 || return 0
+	iptables-legacy-save -t filter | grep -Ev -e "^:($kr_chains)" -e "^-A ($kr_chains)" -e "-j ($kr_chains)" |
+		iptables-legacy-restore -T filter || { log "could not remove kube-router's rules"; return 1; }
+	local set
+	for set in $(ipset list -n 2>/dev/null | grep -E '^(KUBE-SRC-|KUBE-DST-|TMP-)'); do
+		ipset destroy "$set" 2>/dev/null || log "could not remove the ipset $set"
+	done
+	rm -f "$run/state/kube-router"
+}
+
 # ---------------------------------------------------------------- storage
 
 # The provisioner is built from this repository's module (it uses
@@ -802,7 +972,7 @@ core_running() {
 	kubectl_ get --raw /readyz >/dev/null 2>&1
 }
 
-running() { core_running && ours provisioner >/dev/null; }
+running() { core_running && ours provisioner >/dev/null && ours kube-router >/dev/null; }
 
 write_env() {
 	cat >"$run/env.tmp" <<EOF
@@ -816,6 +986,9 @@ GIT_SANDBOX_K8S_CONTAINERD_NAMESPACE=k8s.io
 GIT_SANDBOX_K8S_STORAGE_CLASS=$storage_class
 GIT_SANDBOX_K8S_VOLUMES=$run/volumes
 GIT_SANDBOX_K8S_RUNTIME_CLASS=$runtime_class
+GIT_SANDBOX_K8S_NODE_IP=$node_ip
+GIT_SANDBOX_K8S_KUBELET_PORT=$kubelet_port
+GIT_SANDBOX_K8S_NETWORK_POLICY=kube-router
 EOF
 	mv "$run/env.tmp" "$run/env"
 }
@@ -833,12 +1006,24 @@ cmd_start() {
 			return 0
 		fi
 		if core_running; then
-			# Started by an older cluster.sh, or the provisioner died:
-			# (re)start only that, the cluster may be in use.
-			log "running without its volume provisioner; starting it"
-			halt provisioner
-			build_provisioner
-			start_storage
+			# Started by an older cluster.sh, or the provisioner or the
+			# enforcer died: (re)start only that, the cluster may be in use.
+			if ! ours provisioner >/dev/null; then
+				log "running without its volume provisioner; starting it"
+				halt provisioner
+				build_provisioner
+				start_storage
+			fi
+			if ! ours kube-router >/dev/null; then
+				log "running without its NetworkPolicy enforcer; starting it"
+				check_firewall_prereqs
+				build_kube_router
+				# The record of an older start may name no kube-router.
+				kr_bin=$kr_cache/bin/kube-router
+				save_settings
+				halt kube-router
+				start_firewall
+			fi
 			write_env
 			log "running; KUBECONFIG=$run/kubeconfig, kubectl: $bin/kubectl"
 			return 0
@@ -937,6 +1122,7 @@ cmd_start() {
 	wait_for "the node controller to lift the node's not-ready taint" kube-controller-manager 60 untainted
 	restore_sysctls
 	wait_for "the default service account" kube-controller-manager 60 kubectl_ get serviceaccount default --namespace default
+	start_firewall
 
 	write_env
 	if [ -n "${GIT_SANDBOX_K8S_OWNER_PID:-}" ]; then
@@ -1068,6 +1254,8 @@ teardown() {
 	local failed=0
 	halt watchdog 2
 	halt provisioner
+	halt kube-router
+	remove_firewall || failed=1
 	halt kubelet 15
 	halt kube-scheduler
 	halt kube-controller-manager
@@ -1146,6 +1334,31 @@ cmd_load_image() {
 	load_images "$@"
 }
 
+cmd_remove_image() {
+	need_root remove-image
+	[ $# -gt 0 ] || die "remove-image needs image tags"
+	load_settings
+	running || die "the cluster is not running" "start it: $0 start"
+	remove_images "$@"
+}
+
+# restart-containerd stops the cluster's containerd with SIGTERM, as a
+# service manager does, and starts it again with the same configuration:
+# the Pods' containers belong to their shims, which outlive it, and it
+# finds them again; the kubelet reconnects. For the runtime-restart fault
+# test: every exec or Pod start on the cluster fails while it is down.
+cmd_restart_containerd() {
+	need_root restart-containerd
+	load_settings
+	running || die "the cluster is not running" "start it: $0 start"
+	exec 9>"$lockfile"
+	flock 9
+	halt containerd 30 || die "containerd did not stop"
+	spawn containerd containerd --config "$run/containerd/config.toml"
+	wait_for "containerd" containerd 30 ctr_ version
+	exec 9>&-
+}
+
 main() {
 	local cmd=${1:-}
 	[ $# -eq 0 ] || shift
@@ -1156,9 +1369,11 @@ main() {
 	status) cmd_status "$@" ;;
 	env) cmd_env "$@" ;;
 	load-image) cmd_load_image "$@" ;;
+	remove-image) cmd_remove_image "$@" ;;
+	restart-containerd) cmd_restart_containerd "$@" ;;
 	__watch) cmd_watch "$@" ;;
 	*)
-		echo "usage: $0 build|start|stop|status|env|load-image TAG..." >&2
+		echo "usage: $0 build|start|stop|status|env|load-image TAG...|remove-image TAG...|restart-containerd" >&2
 		exit 2
 		;;
 	esac

@@ -5,17 +5,28 @@
 // tunnel is blind, so the bytes need not be TLS). With UPSTREAM_TLS_CERT
 // and UPSTREAM_TLS_KEY it also serves HTTPS on :8443, printing each
 // request's credential headers to stdout (the test reads them with docker
-// logs) and echoing them in the response.
+// logs) and echoing them in the response. With UPSTREAM_RECORD=1 it prints
+// every plain HTTP request it gets, body included (an exfiltration
+// listener).
+//
+// /echo/MODE on :8443 (and :8444, HTTP/1.1 only) is a careless API: it
+// sends the credential headers it received back in the way MODE names
+// (echo), as error pages and debugging endpoints do.
+//
+// /model/SHAPE/... on :8443 is a fake model API with known usage (model).
 //
 // "testupstream client URL [NAME: VALUE]..." is the client the tests run
-// inside a sandbox (the test image has no curl): a GET through the proxy
-// the environment names, trusting what Go's crypto/x509 trusts there
-// (SSL_CERT_FILE, else the system bundle). It prints the status and body.
+// inside a sandbox (the test image has no curl): a GET (or CLIENT_METHOD)
+// through the proxy the environment names, trusting what Go's crypto/x509
+// trusts there (SSL_CERT_FILE, else the system bundle). It prints the status and body.
+// "testupstream show URL [NAME: VALUE]..." prints all an agent could see
+// of the answer (show).
 package main
 
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log"
@@ -32,6 +43,9 @@ import (
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == "client" {
 		os.Exit(client(os.Args[2], os.Args[3:]))
+	}
+	if len(os.Args) > 2 && os.Args[1] == "show" {
+		os.Exit(show(os.Args[2], os.Args[3:]))
 	}
 	if len(os.Args) == 5 && os.Args[1] == "fetch" {
 		n, _ := strconv.Atoi(os.Args[4])
@@ -56,21 +70,36 @@ func main() {
 		}
 	}()
 	if cert, key := os.Getenv("UPSTREAM_TLS_CERT"), os.Getenv("UPSTREAM_TLS_KEY"); cert != "" {
-		go func() {
-			log.Fatal(http.ListenAndServeTLS(":8443", cert, key, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				var got []string
-				for _, h := range []string{"Authorization", "X-Api-Key"} {
-					if v := r.Header.Get(h); v != "" {
-						got = append(got, strings.ToLower(h)+"="+v)
-					}
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var got []string
+			for _, h := range []string{"Authorization", "X-Api-Key"} {
+				if v := r.Header.Get(h); v != "" {
+					got = append(got, strings.ToLower(h)+"="+v)
 				}
-				fmt.Printf("tls request %s %s %s\n", r.Host, r.URL.Path, strings.Join(got, " "))
-				fmt.Fprintf(w, "hello over TLS from %s (%s) %s\n", name, r.Host, strings.Join(got, " "))
-			})))
-		}()
+			}
+			fmt.Printf("tls request %s %s %s\n", r.Host, r.URL.Path, strings.Join(got, " "))
+			if shape, ok := strings.CutPrefix(r.URL.Path, "/model/"); ok {
+				model(w, shape)
+				return
+			}
+			if mode, ok := strings.CutPrefix(r.URL.Path, "/echo/"); ok {
+				echo(w, r, mode, strings.Join(got, " "))
+				return
+			}
+			fmt.Fprintf(w, "hello over TLS from %s (%s) %s\n", name, r.Host, strings.Join(got, " "))
+		})
+		go func() { log.Fatal(http.ListenAndServeTLS(":8443", cert, key, h)) }()
+		// HTTP/1.1 only, for answers HTTP/2 does not have (101).
+		h1 := &http.Server{Addr: ":8444", Handler: h, TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){}}
+		go func() { log.Fatal(h1.ListenAndServeTLS(cert, key)) }()
 	}
 	zeros := make([]byte, 256<<10)
+	record := os.Getenv("UPSTREAM_RECORD") == "1"
 	log.Fatal(http.ListenAndServe(":80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if record {
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			fmt.Printf("recorded %s %s %s %q\n", r.Method, r.Host, r.URL.Path, body)
+		}
 		if n, ok := strings.CutPrefix(r.URL.Path, "/bytes/"); ok {
 			size, _ := strconv.ParseInt(n, 10, 64)
 			w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
@@ -170,7 +199,11 @@ func drain(r io.Reader, buf []byte) (int64, error) {
 }
 
 func client(url string, headers []string) int {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	method := os.Getenv("CLIENT_METHOD") // GET unless set
+	if method == "" {
+		method = http.MethodGet
+	}
+	req, err := http.NewRequest(method, url, nil)
 	if err != nil {
 		fmt.Println("error:", err)
 		return 1

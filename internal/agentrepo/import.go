@@ -61,14 +61,7 @@ func ImportTree(ctx context.Context, o ImportOptions) error {
 		Env:    []string{"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + objects},
 		Config: []string{"core.bigFileThreshold=16m"},
 	}
-	src := o.Pack
-	if o.Budget.MaxTotal > 0 {
-		src = &limitReader{r: o.Pack, left: o.Budget.MaxTotal}
-	}
-	if _, err := q.Run(ctx, src, "index-pack", "--stdin", "--strict"); err != nil {
-		if l, ok := src.(*limitReader); ok && l.over {
-			return refuseTree(&budgetError{msg: fmt.Sprintf("the snapshot's new files are more than %d bytes", o.Budget.MaxTotal), setting: o.Budget.TotalSetting})
-		}
+	if err := IndexGuarded(ctx, q, o.Pack, o.Budget, "the snapshot's new files"); err != nil {
 		return refuseTree(err)
 	}
 	if err := checkImportedTree(ctx, q, o); err != nil {
@@ -252,21 +245,22 @@ func migrate(quarantine, objects string) error {
 	return nil
 }
 
-// limitReader fails once more than left bytes are read.
-type limitReader struct {
-	r    io.Reader
-	left int64
-	over bool
-}
-
-func (l *limitReader) Read(b []byte) (int, error) {
-	n, err := l.r.Read(b)
-	l.left -= int64(n)
-	if l.left < 0 {
-		l.over = true
-		return n, errors.New("over budget")
+// IndexGuarded runs index-pack --strict in q's object directory on a
+// pack from an untrusted source, through a PackGuard: what breaks b stops
+// the stream before index-pack reads it, and the error says which budget
+// (IsBudget). what names the pack's content in messages.
+func IndexGuarded(ctx context.Context, q *gitcmd.Runner, pack io.Reader, b Budget, what string) error {
+	g := GuardPack(pack, b, what)
+	_, err := q.Run(ctx, g, "index-pack", "--stdin", "--strict")
+	// Asked before Close: a guard that cut the stream said why before
+	// index-pack saw it end; one still going when index-pack failed on
+	// its own has nothing to say.
+	gerr := g.Err()
+	g.Close()
+	if gerr != nil {
+		return gerr
 	}
-	return n, err
+	return err
 }
 
 // refuseTree is the user's error for a snapshot that was not taken in.

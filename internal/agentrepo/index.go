@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
@@ -65,4 +66,34 @@ func Index(gitDir string) ([]IndexEntry, error) {
 		out = append(out, IndexEntry{Path: e.Name, Mode: fmt.Sprintf("%06o", uint32(e.Mode)), ID: e.Hash.String()})
 	}
 	return out, nil
+}
+
+// IndexStamp returns a stamp of the agent's index file that changes
+// whenever the file does: its device, inode, size, and modification and
+// change times, read from the opened file (confined beneath gitDir, as
+// Index reads it). The change time cannot be set by the agent, so a
+// rewritten index always gets a new stamp. A missing index is "none".
+func IndexStamp(gitDir string) (string, error) {
+	root, err := os.OpenRoot(gitDir)
+	if err != nil {
+		return "", fmt.Errorf("open agent repository: %w", err)
+	}
+	defer root.Close()
+	f, err := root.Open("index")
+	if errors.Is(err, os.ErrNotExist) {
+		return "none", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read agent index: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("read agent index: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", fmt.Errorf("read agent index: no stat data")
+	}
+	return fmt.Sprintf("%d:%d:%d:%d.%d:%d.%d", st.Dev, st.Ino, st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec), nil
 }

@@ -455,26 +455,14 @@ func packEntryHeader(t plumbing.ObjectType, size int64) []byte {
 
 // batchCheck asks the user's repository whether objects exist, through one
 // long-running git cat-file --batch-check.
-type batchCheck struct {
-	in   io.WriteCloser
-	out  *bufio.Reader
-	wait func() error
-}
+type batchCheck struct{ *gitcmd.Batch }
 
 func newBatchCheck(ctx context.Context, host *gitcmd.Runner) (*batchCheck, error) {
-	cmd := host.Command(ctx, "cat-file", "--batch-check=%(objectname) %(objectsize)")
-	in, err := cmd.StdinPipe()
+	b, err := host.StartBatch(ctx, "cat-file", "--batch-check=%(objectname) %(objectsize)")
 	if err != nil {
 		return nil, err
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("git cat-file: %w", err)
-	}
-	return &batchCheck{in: in, out: bufio.NewReader(out), wait: cmd.Wait}, nil
+	return &batchCheck{b}, nil
 }
 
 func (b *batchCheck) has(id string) (bool, error) {
@@ -485,10 +473,10 @@ func (b *batchCheck) has(id string) (bool, error) {
 // size returns the size of an object of the user's store, and whether it
 // is there.
 func (b *batchCheck) size(id string) (int64, bool, error) {
-	if _, err := io.WriteString(b.in, id+"\n"); err != nil {
+	if _, err := io.WriteString(b.In, id+"\n"); err != nil {
 		return 0, false, fmt.Errorf("git cat-file: %w", err)
 	}
-	line, err := b.out.ReadString('\n')
+	line, err := b.Out.ReadString('\n')
 	if err != nil {
 		return 0, false, fmt.Errorf("git cat-file: %w", err)
 	}
@@ -504,10 +492,7 @@ func (b *batchCheck) size(id string) (int64, bool, error) {
 	return size, true, nil
 }
 
-func (b *batchCheck) close() {
-	b.in.Close()
-	_ = b.wait()
-}
+func (b *batchCheck) close() { _ = b.Close() }
 
 // checkHistory refuses agent history that does not descend from the
 // sandbox's start commit, or that takes in a commit of the user's store

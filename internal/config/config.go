@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/meter"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -84,9 +84,19 @@ type Config struct {
 	Allow []string `toml:"allow"`
 	// Deny removes hosts from the allow list, whoever added them.
 	Deny []string `toml:"deny"`
+	// Repositories are allow and deny entries of the user's for one
+	// repository only (user config only; git sandbox net allow --repo
+	// appends them).
+	Repositories []RepoEgress `toml:"repository"`
 	// EgressNetwork is the engine network egress proxies leave by (user
 	// config only); empty means git sandbox's own shared one.
 	EgressNetwork string `toml:"egress_network"`
+	// NetworkPrompt holds a connection to a host off the allow list until
+	// the user answers (git sandbox dash, net pending / net allow) or
+	// NetworkPromptTimeout passes, instead of refusing it at once (user
+	// config only: a repository must not be able to turn it on).
+	NetworkPrompt        bool     `toml:"network_prompt"`
+	NetworkPromptTimeout Duration `toml:"network_prompt_timeout"`
 	// VerifyAllow gives the verify container an allow list of its own;
 	// without it verify runs with no network.
 	VerifyAllow []string `toml:"verify_allow"`
@@ -124,8 +134,11 @@ type Config struct {
 	// (user config only): any other image it names needs the user's yes.
 	AllowedImages []string `toml:"allowed_images"`
 	// Budget bounds the host memory and disk spent on what an agent hands
-	// back.
+	// back, and what a sandbox may spend on model calls.
 	Budget Budget `toml:"budget"`
+	// Prices are the user's prices of models (user config only), before
+	// the built-in table.
+	Prices []meter.Price `toml:"price,omitempty"`
 	// AgentHome says where an agent's login persists: AgentHomePerAgent
 	// (one login per agent, shared by every repository) or
 	// AgentHomePerRepo (one per agent and repository). User config only.
@@ -140,6 +153,20 @@ type Config struct {
 	// "" for the environment's, an engine's name, or "auto" for the one
 	// with the most memory left (user config only).
 	DefaultEngine string `toml:"default_engine,omitempty"`
+	// MCP is what git sandbox mcp lets the agent you talk to do (user
+	// config only).
+	MCP MCP `toml:"mcp"`
+}
+
+// MCP configures git sandbox mcp, the server a lead agent on this machine
+// hands out tasks through. Only the user's own config sets it: a
+// repository must not be able to let an agent land.
+type MCP struct {
+	// AllowLand lets the sandbox_land tool land; without it the tool
+	// answers with the git sandbox land command for the user to run.
+	AllowLand bool `toml:"allow_land"`
+	// Tools, when set, are the only tools the server offers.
+	Tools []string `toml:"tools,omitempty"`
 }
 
 // Values of agent_home.
@@ -162,6 +189,11 @@ type Budget struct {
 	// write into the object store; once spent, interval snapshots stop
 	// (those of exit, stop, land, rm and the user's own still run).
 	Snapshots string `toml:"snapshots"`
+	// Model is the dollars each sandbox may spend on model calls through
+	// the credential broker ("5.00"); ModelTokens the tokens. Unset: no
+	// bound.
+	Model       string `toml:"model,omitempty"`
+	ModelTokens int64  `toml:"model_tokens,omitzero"`
 }
 
 // Secret is a credential given to the agent as a placeholder: the real
@@ -282,9 +314,11 @@ func Defaults() Config {
 			CPUs:   float64(runtime.NumCPU()),
 			Pids:   4096,
 		},
-		Rescue:    Rescue{Interval: Duration{2 * time.Minute}, MaxFileSize: "50m"},
-		Budget:    Budget{SyncObject: "100m", Sync: "2g", Export: "2g", Snapshots: "2g"},
-		AgentHome: AgentHomePerAgent,
+		Rescue: Rescue{Interval: Duration{2 * time.Minute}, MaxFileSize: "50m"},
+
+		NetworkPromptTimeout: Duration{DefaultPromptTimeout},
+		Budget:               Budget{SyncObject: "100m", Sync: "2g", Export: "2g", Snapshots: "2g"},
+		AgentHome:            AgentHomePerAgent,
 	}
 }
 
@@ -298,14 +332,13 @@ type Loaded struct {
 	// RepoImage is the image the repository's .sandbox.toml chose over
 	// the user's ("" when it chose none, or the same).
 	RepoImage string
+	// UserImage is the image setting before the repository's file was
+	// read: the user's own, or the default.
+	UserImage string
+	// repoImageLine is the line of .sandbox.toml that chose RepoImage.
+	repoImageLine int
 	// RepoDeny is the repository's deny list (Deny is the user's).
 	RepoDeny []string
-}
-
-// ImageAllowed reports whether the user allowed image to be chosen by a
-// repository: named in allowed_images, or the default image.
-func (l *Loaded) ImageAllowed(image string) bool {
-	return image == DefaultImage() || slices.Contains(l.AllowedImages, image)
 }
 
 // UserPath is the user's config file: $GIT_SANDBOX_CONFIG, else
@@ -338,13 +371,16 @@ func Load(repoDir string) (*Loaded, error) {
 			l.UserFile = p
 		}
 	}
+	l.UserImage = l.Image
 	if len(l.RepoCaches) > 0 {
 		return nil, usererr.New("%s sets \"repo_cache\": that key is for a repository's %s", l.UserFile, RepoFile).
 			Hint("a cache of your own is a [[cache]] with a target")
 	}
+	l.applyRepoEgress(repoDir)
 	if err := l.validate(l.UserFile); err != nil {
 		return nil, err
 	}
+	fillKubernetesDefaults(l.Engines)
 	if repoDir == "" {
 		return l, nil
 	}
@@ -368,6 +404,7 @@ func Load(repoDir string) (*Loaded, error) {
 		l.applyRepo(repo)
 		if repo.Image != "" && repo.Image != userImage {
 			l.RepoImage = repo.Image
+			l.repoImageLine = imageKeyLine(p)
 		}
 		if err := l.validate(p); err != nil {
 			return nil, err
@@ -412,31 +449,36 @@ func decodeFile(path string, c *Config, check func(path string, md toml.MetaData
 
 // repoRefused are keys a repository's config may never set, with why.
 var repoRefused = map[string]string{
-	"allow":              "hosts on the network allow list (it may remove them with deny)",
-	"verify_allow":       "network access for verify",
-	"secret":             "credentials (a secret and the hosts it may go to are yours to name)",
-	"upstream_ca":        "certificate authorities the egress proxy trusts",
-	"agent_home":         "where agent logins are kept",
-	"egress_network":     "the network the egress proxies leave by",
-	"mount":              "mounts of host paths",
-	"env":                "passing host environment variables",
-	"runtime":            "choosing the container runtime",
-	"base_image":         "choosing what the shared default image is built from",
-	"worktrees_dir":      "choosing where worktrees are created on the host",
-	"hooks":              "pre-push hook settings",
-	"verify_before_push": "pre-push settings",
-	"allowed_images":     "allowing images",
-	"budget":             "the host's memory and disk budgets",
-	"notify":             "running a command on the host when a sandbox's state changes",
-	"engine":             "container engines",
-	"default_engine":     "choosing the container engine",
-	"privileged":         "privileged containers (never allowed anywhere)",
-	"cap_add":            "adding capabilities (never allowed anywhere)",
-	"devices":            "host devices",
-	"volumes":            "volumes",
-	"cache":              "your cache volumes (it names caches of its own with [[repo_cache]])",
-	"user":               "the container user",
-	"security_opt":       "security options",
+	"allow":                  "hosts on the network allow list (it may remove them with deny)",
+	"verify_allow":           "network access for verify",
+	"network_prompt":         "holding unlisted connections for your approval",
+	"network_prompt_timeout": "holding unlisted connections for your approval",
+	"repository":             "hosts on the network allow list (the user's [[repository]] tables)",
+	"secret":                 "credentials (a secret and the hosts it may go to are yours to name)",
+	"upstream_ca":            "certificate authorities the egress proxy trusts",
+	"agent_home":             "where agent logins are kept",
+	"egress_network":         "the network the egress proxies leave by",
+	"mount":                  "mounts of host paths",
+	"env":                    "passing host environment variables",
+	"runtime":                "choosing the container runtime",
+	"base_image":             "choosing what the shared default image is built from",
+	"worktrees_dir":          "choosing where worktrees are created on the host",
+	"hooks":                  "pre-push hook settings",
+	"verify_before_push":     "pre-push settings",
+	"allowed_images":         "allowing images",
+	"budget":                 "the host's memory and disk budgets, or what a sandbox may spend on models",
+	"price":                  "the prices of models (what a sandbox's spend and budget are counted in)",
+	"notify":                 "running a command on the host when a sandbox's state changes",
+	"engine":                 "container engines",
+	"default_engine":         "choosing the container engine",
+	"mcp":                    "what an agent may do through git sandbox mcp (landing, its tools)",
+	"privileged":             "privileged containers (never allowed anywhere)",
+	"cap_add":                "adding capabilities (never allowed anywhere)",
+	"devices":                "host devices",
+	"volumes":                "volumes",
+	"cache":                  "your cache volumes (it names caches of its own with [[repo_cache]])",
+	"user":                   "the container user",
+	"security_opt":           "security options",
 }
 
 func checkRepoKeys(path string, md toml.MetaData) error {
@@ -535,11 +577,37 @@ func MemoryBytes(s string) (int64, error) {
 	return units.RAMInBytes(s)
 }
 
+// validate checks the configuration as merged so far; errors name file,
+// the one merged last ("configuration" when there is none).
 func (l *Loaded) validate(file string) error {
 	where := file
 	if where == "" {
 		where = "configuration"
 	}
+	if err := l.validateRuntime(where); err != nil {
+		return err
+	}
+	if err := l.validateEgress(where); err != nil {
+		return err
+	}
+	if l.AgentHome != AgentHomePerAgent && l.AgentHome != AgentHomePerRepo {
+		return usererr.New("%s: agent_home = %q: must be %q or %q", where, l.AgentHome, AgentHomePerAgent, AgentHomePerRepo)
+	}
+	if err := checkSecrets(where, l.Secrets); err != nil {
+		return err
+	}
+	if err := l.validateSpend(where); err != nil {
+		return err
+	}
+	if l.UpstreamCA != "" && !filepath.IsAbs(l.UpstreamCA) {
+		return usererr.New("%s: upstream_ca %q must be an absolute path", where, l.UpstreamCA)
+	}
+	return l.validateMounts(where)
+}
+
+// validateRuntime checks what a sandbox runs with: its network, its
+// memory limit, the engines and the budget's sizes.
+func (l *Loaded) validateRuntime(where string) error {
 	if err := l.Network.Validate(); err != nil {
 		return usererr.New("%s: %v", where, err).
 			Hint("host networking is never offered: it would give the agent the host's services")
@@ -555,9 +623,19 @@ func (l *Loaded) validate(file string) error {
 			return usererr.New("%s: budget.%s = %q: %v", where, key, v, err).Hint("give a size such as \"2g\", or \"0\" for no bound")
 		}
 	}
+	return nil
+}
+
+// validateEgress checks the entries of the egress lists: the user's
+// allow, deny and verify_allow, and the repository's deny.
+func (l *Loaded) validateEgress(where string) error {
 	for key, list := range map[string][]string{"allow": l.Allow, "deny": l.Deny, "verify_allow": l.VerifyAllow} {
+		parse := egress.ParseEntry // a removal, and verify's list, name hosts only
+		if key == "allow" {
+			parse = egress.ParseAllowEntry
+		}
 		for _, entry := range list {
-			if _, err := egress.ParseEntry(entry, egress.FromUser); err != nil {
+			if _, err := parse(entry, egress.FromUser); err != nil {
 				return usererr.Wrap(err, "%s: %s: %v", where, key, err).Hint("entries look like api.example.com, *.example.com, example.com:8443 or 192.0.2.7")
 			}
 		}
@@ -567,35 +645,21 @@ func (l *Loaded) validate(file string) error {
 			return usererr.Wrap(err, "%s: deny: %v", where, err).Hint("entries look like api.example.com, *.example.com, example.com:8443 or 192.0.2.7")
 		}
 	}
-	if l.AgentHome != AgentHomePerAgent && l.AgentHome != AgentHomePerRepo {
-		return usererr.New("%s: agent_home = %q: must be %q or %q", where, l.AgentHome, AgentHomePerAgent, AgentHomePerRepo)
-	}
-	if err := checkSecrets(where, l.Secrets); err != nil {
-		return err
-	}
-	if l.UpstreamCA != "" && !filepath.IsAbs(l.UpstreamCA) {
-		return usererr.New("%s: upstream_ca %q must be an absolute path", where, l.UpstreamCA)
-	}
+	return nil
+}
+
+// validateMounts checks what is mounted into a sandbox or fills it: the
+// mounts, the caches, the setup inputs and the repository's caches, no
+// two caches on one target.
+func (l *Loaded) validateMounts(where string) error {
 	for _, m := range l.Mounts {
 		if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Target) {
 			return usererr.New("%s: mount %q -> %q: source and target must be absolute paths", where, m.Source, m.Target)
 		}
 	}
-	seen := map[string]bool{}
-	for _, c := range l.Caches {
-		t := path.Clean(c.Target)
-		switch {
-		case !path.IsAbs(c.Target):
-			return usererr.New("%s: cache target %q must be an absolute path in the container", where, c.Target)
-		case t == "/" || t == container.Home || t == container.Workspace || strings.HasPrefix(t, container.Workspace+"/"):
-			return usererr.New("%s: cache target %q: a cache cannot be /, the home directory or in /workspace", where, c.Target).
-				Hint("name the cache's own directory, such as %s/go/pkg/mod", container.Home)
-		case strings.ContainsAny(t, ",\x00\n"):
-			return usererr.New("%s: cache target %q: commas and control characters are not supported", where, c.Target)
-		case seen[t]:
-			return usererr.New("%s: cache target %q is listed twice", where, c.Target)
-		}
-		seen[t] = true
+	seen, err := l.validateCaches(where)
+	if err != nil {
+		return err
 	}
 	if len(l.SetupInputs) > maxSetupInputs {
 		return usererr.New("%s: setup_inputs lists %d paths; at most %d", where, len(l.SetupInputs), maxSetupInputs).
@@ -607,6 +671,35 @@ func (l *Loaded) validate(file string) error {
 				Hint("name files of the repository by their path from its root, such as go.sum or web/package-lock.json")
 		}
 	}
+	return l.validateRepoCaches(where, seen)
+}
+
+// validateCaches checks the user's caches' targets and returns them,
+// cleaned.
+func (l *Loaded) validateCaches(where string) (map[string]bool, error) {
+	seen := map[string]bool{}
+	for _, c := range l.Caches {
+		t := path.Clean(c.Target)
+		switch {
+		case !path.IsAbs(c.Target):
+			return nil, usererr.New("%s: cache target %q must be an absolute path in the container", where, c.Target)
+		case t == "/" || t == container.Home || t == container.Workspace || strings.HasPrefix(t, container.Workspace+"/"):
+			return nil, usererr.New("%s: cache target %q: a cache cannot be /, the home directory or in /workspace", where, c.Target).
+				Hint("name the cache's own directory, such as %s/go/pkg/mod", container.Home)
+		case strings.ContainsAny(t, ",\x00\n"):
+			return nil, usererr.New("%s: cache target %q: commas and control characters are not supported", where, c.Target)
+		case seen[t]:
+			return nil, usererr.New("%s: cache target %q is listed twice", where, c.Target)
+		}
+		seen[t] = true
+	}
+	return seen, nil
+}
+
+// validateRepoCaches checks the repository's caches: each well formed,
+// named once, and on a target no other cache has (seen holds the user's
+// caches' targets; the repository's are added).
+func (l *Loaded) validateRepoCaches(where string, seen map[string]bool) error {
 	names := map[string]bool{}
 	for _, c := range l.RepoCaches {
 		if err := CheckRepoCache(c); err != nil {
@@ -847,6 +940,7 @@ func checkValues(path string, c *Config, md toml.MetaData, repo bool) error {
 		{[]string{"rescue", "interval"}, func() error { return CheckInterval(path, "rescue.interval", c.Rescue.Interval.Duration, repo) }},
 		{[]string{"rescue", "max_file_size"}, func() error { return CheckFileSize(path, "rescue.max_file_size", c.Rescue.MaxFileSize) }},
 		{[]string{"image"}, func() error { return checkImage(path, "image", c.Image) }},
+		{[]string{"network_prompt_timeout"}, func() error { return CheckPromptTimeout(path, c.NetworkPromptTimeout.Duration) }},
 		{[]string{"base_image"}, func() error { return checkImage(path, "base_image", c.BaseImage) }},
 	}
 	for _, ch := range checks {
@@ -857,6 +951,29 @@ func checkValues(path string, c *Config, md toml.MetaData, repo bool) error {
 		}
 	}
 	return nil
+}
+
+// DefaultPromptTimeout is how long a held connection waits for an answer
+// when network_prompt_timeout is not set.
+const DefaultPromptTimeout = 30 * time.Second
+
+// CheckPromptTimeout refuses a network_prompt_timeout outside 1s to 10m:
+// an agent's client gives up on a connection that waits longer.
+func CheckPromptTimeout(path string, d time.Duration) error {
+	if d < time.Second || d > 10*time.Minute {
+		return usererr.New("%s: network_prompt_timeout %s is outside 1s to 10m", path, d).
+			Hint("the default is %s; a held connection is refused when it passes", shortDuration(DefaultPromptTimeout))
+	}
+	return nil
+}
+
+// PromptTimeout is how long a held connection waits: the user's
+// network_prompt_timeout, or the default.
+func (c *Config) PromptTimeout() time.Duration {
+	if c.NetworkPromptTimeout.Duration > 0 {
+		return c.NetworkPromptTimeout.Duration
+	}
+	return DefaultPromptTimeout
 }
 
 // shortDuration writes 24h, 2m or 10s rather than 24h0m0s.

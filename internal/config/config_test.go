@@ -81,6 +81,9 @@ func TestRepoConfigRefusals(t *testing.T) {
 		{"cache", "[[cache]]\ntarget = \"/home/sandbox/.npm\"\n", "cache"},
 		{"secret", "[[secret]]\nname = \"GH_TOKEN\"\nhosts = [\"evil.example\"]\nfrom_env = \"GH_TOKEN\"\n", "secret"},
 		{"upstream_ca", "upstream_ca = \"/tmp/evil.pem\"\n", "upstream_ca"},
+		{"mcp", "[mcp]\nallow_land = true\n", "mcp"},
+		{"mcp tools", "[mcp]\ntools = [\"sandbox_land\"]\n", "mcp"},
+		{"mcp dotted", "mcp.allow_land = true\n", "mcp"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,6 +95,25 @@ func TestRepoConfigRefusals(t *testing.T) {
 				t.Errorf("error does not name the key %q: %v", tt.key, err)
 			}
 		})
+	}
+}
+
+// TestMCPIsTheUsers: landing through git sandbox mcp is off unless the
+// user's own config turns it on, and tools narrows the tool list.
+func TestMCPIsTheUsers(t *testing.T) {
+	l, err := Load(setup(t, "", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.MCP.AllowLand || l.MCP.Tools != nil {
+		t.Errorf("mcp defaults = %+v, want landing off and every tool", l.MCP)
+	}
+	l, err = Load(setup(t, "[mcp]\nallow_land = true\ntools = [\"sandbox_list\", \"sandbox_land\"]\n", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.MCP.AllowLand || strings.Join(l.MCP.Tools, ",") != "sandbox_list,sandbox_land" {
+		t.Errorf("mcp = %+v", l.MCP)
 	}
 }
 

@@ -35,6 +35,11 @@ type Engine struct {
 	// Image is the image a Kubernetes engine's Pods run: a reference its
 	// nodes can pull or already have (git sandbox does not push images).
 	Image string `toml:"image"`
+	// ProxyImage is where a Kubernetes engine's nodes pull git sandbox's
+	// egress proxy image from: the image git sandbox image proxy makes,
+	// pushed by you to a registry they reach. Without it the nodes must
+	// have the image under its own tag (loaded into their runtime).
+	ProxyImage string `toml:"proxy_image"`
 	// RuntimeClass is the RuntimeClass of a Kubernetes engine's Pods
 	// (gVisor, Kata, …).
 	RuntimeClass string `toml:"runtime_class"`
@@ -43,6 +48,30 @@ type Engine struct {
 	StorageClass string `toml:"storage_class"`
 	// VolumeSize is the size each claim asks for (default 10Gi).
 	VolumeSize string `toml:"volume_size"`
+	// MemoryRequest and CPURequest are what a Kubernetes engine's Pods
+	// of a sandbox's own work (its agent, verify, commit hooks) ask the
+	// scheduler to reserve on a node: default 256m and 0.1, never more
+	// than the limits ([limits]), which stay what they are. The helper and
+	// the egress proxy, which mostly wait, ask for a little of their own.
+	MemoryRequest string  `toml:"memory_request"`
+	CPURequest    float64 `toml:"cpu_request"`
+	// RunAsUser and RunAsGroup are the uid and gid every Pod of a
+	// Kubernetes engine runs as (default 1000, the group the uid): the
+	// files of a sandbox on a cluster belong to no user of this machine,
+	// so no Pod runs as the caller's uid, nor as root.
+	RunAsUser  *int64 `toml:"run_as_user"`
+	RunAsGroup *int64 `toml:"run_as_group"`
+	// NetworkPolicy is a Kubernetes engine's stance on a cluster that
+	// does not enforce NetworkPolicy: "" refuses allowlist sandboxes there
+	// (git sandbox probes the cluster at the first one), "unenforced-ok"
+	// runs them with a warning at every start. Only the user's config sets
+	// it: a repository's config has no [[engine]].
+	NetworkPolicy string `toml:"network_policy"`
+	// WarmPods is how many copy-mode helpers a Kubernetes engine keeps
+	// ready (scheduled, image pulled, claims bound and empty) for the
+	// next starts, which then only ship their files (0, the default:
+	// none). Each costs its Pod's requests and four claims.
+	WarmPods int `toml:"warm_pods"`
 	// MaxSandboxes caps the sandboxes placed on the engine (0: no cap).
 	MaxSandboxes int `toml:"max_sandboxes"`
 	// Mode is how the sandbox's files reach the engine: "bind" mounts
@@ -58,8 +87,68 @@ const (
 	EngineKindKubernetes = "kubernetes"
 )
 
+// NetworkPolicyUnenforcedOK is network_policy = "unenforced-ok".
+const NetworkPolicyUnenforcedOK = "unenforced-ok"
+
 // IsKubernetes reports whether the engine is a Kubernetes cluster.
 func (e *Engine) IsKubernetes() bool { return e.Kind == EngineKindKubernetes }
+
+// A Kubernetes engine's defaults for its Pods.
+const (
+	// DefaultRunAsUser is the uid (and gid) of every Pod.
+	DefaultRunAsUser = 1000
+	// DefaultMemoryRequest and DefaultCPURequest are what a sandbox's
+	// agent Pod asks the scheduler to reserve.
+	DefaultMemoryRequest = "256m"
+	DefaultCPURequest    = 0.1
+)
+
+// RunAs is the uid and gid a Kubernetes engine's Pods run as.
+func (e *Engine) RunAs() (uid, gid int64) {
+	uid = DefaultRunAsUser
+	if e.RunAsUser != nil {
+		uid = *e.RunAsUser
+	}
+	gid = uid
+	if e.RunAsGroup != nil {
+		gid = *e.RunAsGroup
+	}
+	return uid, gid
+}
+
+// Requests are the memory (bytes) and CPUs a Kubernetes engine's agent
+// Pods ask the scheduler to reserve.
+func (e *Engine) Requests() (memoryBytes int64, cpus float64) {
+	mem := e.MemoryRequest
+	if mem == "" {
+		mem = DefaultMemoryRequest
+	}
+	memoryBytes, _ = MemoryBytes(mem) // checked when the config was read
+	cpus = e.CPURequest
+	if cpus == 0 {
+		cpus = DefaultCPURequest
+	}
+	return memoryBytes, cpus
+}
+
+// fillKubernetesDefaults writes the defaults of the Kubernetes engines'
+// Pod settings into the config, so that config show prints what applies.
+func fillKubernetesDefaults(engines []Engine) {
+	for i := range engines {
+		e := &engines[i]
+		if !e.IsKubernetes() {
+			continue
+		}
+		if e.MemoryRequest == "" {
+			e.MemoryRequest = DefaultMemoryRequest
+		}
+		if e.CPURequest == 0 {
+			e.CPURequest = DefaultCPURequest
+		}
+		uid, gid := e.RunAs()
+		e.RunAsUser, e.RunAsGroup = &uid, &gid
+	}
+}
 
 // Engine modes.
 const (
@@ -126,8 +215,10 @@ func validateEngines(where string, engines []Engine, def string) error {
 			}
 			seen[e.Name] = true
 			continue
-		case e.Kubeconfig != "" || e.Namespace != "" || e.Image != "" || e.RuntimeClass != "" || e.StorageClass != "" || e.VolumeSize != "":
-			return bad("kubeconfig, namespace, image, runtime_class, storage_class and volume_size are for kind = \"kubernetes\"")
+		case e.Kubeconfig != "" || e.Namespace != "" || e.Image != "" || e.ProxyImage != "" || e.RuntimeClass != "" || e.StorageClass != "" || e.VolumeSize != "" || e.NetworkPolicy != "":
+			return bad("kubeconfig, namespace, image, proxy_image, runtime_class, storage_class, volume_size and network_policy are for kind = \"kubernetes\" (a Docker engine gets the proxy's image from git sandbox itself)")
+		case e.MemoryRequest != "" || e.CPURequest != 0 || e.RunAsUser != nil || e.RunAsGroup != nil || e.WarmPods != 0:
+			return bad("memory_request, cpu_request, run_as_user, run_as_group and warm_pods are for kind = \"kubernetes\" (a Docker engine's containers reserve nothing, and run as your uid)")
 		case (e.Host == "") == (e.Context == ""):
 			return bad("needs exactly one of host and context")
 		case e.Host != "" && !hasAnyPrefix(e.Host, "unix://", "tcp://", "ssh://"):
@@ -172,6 +263,17 @@ func validateKubernetes(where string, e Engine) error {
 		return bad("storage_class %q is not a Kubernetes object name", e.StorageClass)
 	case e.VolumeSize != "" && !volumeSize.MatchString(e.VolumeSize):
 		return bad("volume_size %q is not a size such as 10Gi or 500Mi", e.VolumeSize)
+	case e.NetworkPolicy != "" && e.NetworkPolicy != NetworkPolicyUnenforcedOK:
+		return bad("network_policy %q: the one setting is %q (allowlist sandboxes on a cluster that does not enforce NetworkPolicy); leave it out to refuse them there", e.NetworkPolicy, NetworkPolicyUnenforcedOK)
+	case e.WarmPods < 0 || e.WarmPods > 100:
+		return bad("warm_pods %d: give how many ready helpers to keep, 0 to 100", e.WarmPods)
+	case e.CPURequest < 0:
+		return bad("cpu_request %g: give a number of CPUs such as 0.1", e.CPURequest)
+	case e.RunAsUser != nil && *e.RunAsUser < 1, e.RunAsGroup != nil && *e.RunAsGroup < 1:
+		return bad("run_as_user and run_as_group must be a uid and gid above 0: a Pod never runs as root")
+	}
+	if _, err := MemoryBytes(e.MemoryRequest); e.MemoryRequest != "" && err != nil {
+		return bad("memory_request %q: %v", e.MemoryRequest, err)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/git-sandbox/git-sandbox/internal/forecast"
+	"github.com/git-sandbox/git-sandbox/internal/egress/held"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
@@ -44,6 +44,9 @@ type Options struct {
 	NoColor bool
 	// Tick refreshes the ages this often (default 5s).
 	Tick time.Duration
+	// Held reads the connections a sandbox's proxy holds for an answer
+	// (network_prompt); nil shows none.
+	Held func(branch string) ([]held.Request, error)
 }
 
 // Run shows the dashboard until the user quits or ctx ends.
@@ -106,6 +109,9 @@ type model struct {
 	inputs []field
 	field  int
 
+	held     []question      // held connections' questions, oldest first
+	answered map[string]bool // the questions answered, by id
+
 	// execing is set while an interactive action has the terminal.
 	execing atomic.Bool
 
@@ -153,7 +159,7 @@ func newModel(ctx context.Context, o Options) *model {
 func (m *model) Init() tea.Cmd {
 	m.changes, m.errc = m.o.Backend.Changes(m.ctx)
 	m.loading = true
-	return tea.Batch(m.load(), m.waitChange(), m.tick())
+	return tea.Batch(m.load(), m.waitChange(), m.tick(), m.heldTick())
 }
 
 func (m *model) load() tea.Cmd {
@@ -211,10 +217,21 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case tickMsg:
 		return m, tea.Batch(m.refresh(), m.tick())
+	case heldTickMsg:
+		return m, tea.Batch(m.loadHeld(), m.heldTick())
+	case heldMsg:
+		m.showHeld(msg.qs)
+		return m, nil
 	case doneMsg:
 		m.finish(msg)
 		return m, m.refresh()
 	case tea.KeyMsg:
+		if m.mode != modeList {
+			return m.key(msg)
+		}
+		if cmd, ok := m.heldKey(msg.String()); ok {
+			return m, cmd
+		}
 		return m.key(msg)
 	}
 	return m, nil
@@ -222,9 +239,15 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 // finish shows an action's outcome.
 func (m *model) finish(d doneMsg) {
-	out := strings.TrimRight(termsafe.String(d.output), "\n")
+	// Split first, then escape each line: escaped whole, the output would
+	// be one line with its newlines shown as \x0a.
+	out := strings.TrimRight(d.output, "\n")
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		lines[i] = termsafe.String(l)
+	}
 	if d.page {
-		m.showText("git sandbox "+strings.Join(d.args, " "), strings.Split(out, "\n"))
+		m.showText("git sandbox "+termsafe.String(strings.Join(d.args, " ")), lines)
 		return
 	}
 	// "land d1", not "land --expect …".
@@ -234,7 +257,6 @@ func (m *model) finish(d doneMsg) {
 	}
 	switch {
 	case d.err != nil && out != "":
-		lines := strings.Split(out, "\n")
 		if len(lines) > 1 {
 			m.showText(name+" failed", lines)
 			return
@@ -244,7 +266,7 @@ func (m *model) finish(d doneMsg) {
 		m.status = name + ": " + d.err.Error()
 	default:
 		m.status = name + ": done"
-		if lines := strings.Split(out, "\n"); out != "" {
+		if out != "" {
 			m.status = name + ": " + lines[len(lines)-1]
 		}
 	}
@@ -456,6 +478,10 @@ var helpLines = []string{
 	"n      new sandbox (branch, agent, prompt; runs detached)",
 	"j/k    move; ?  this help; q  quit",
 	"",
+	"HELD (network_prompt): a connection waits for your answer:",
+	"o  allow once   a  allow for the sandbox",
+	"A  allow for the repository (your config)   D  deny",
+	"",
 	"STATE !N: an update left N files with conflict markers.",
 	"CONFLICTS: base = landing now conflicts with the base branch;",
 	"names = the sandboxes it would conflict with if both landed.",
@@ -515,7 +541,11 @@ func (m *model) View() string {
 	for i := max(1, len(m.list)); i < body; i++ {
 		b.WriteString("\n")
 	}
-	b.WriteString(m.style(dim, fit(m.detail(), w)) + "\n")
+	if len(m.held) > 0 {
+		b.WriteString(m.style(bold, fit(m.heldLine(), w)) + "\n")
+	} else {
+		b.WriteString(m.style(dim, fit(m.detail(), w)) + "\n")
+	}
 	footer := "enter attach  d diff  l land  u update  s stop  x rm  e shell  r rescue  n new  ? help  q quit"
 	switch {
 	case m.mode == modeConfirm:
@@ -548,11 +578,14 @@ func (m *model) detail() string {
 
 // rows is the header and one row per sandbox, every cell escaped.
 func (m *model) rows() [][]string {
-	rows := [][]string{{"BRANCH", "STATE", "AGENT", "AGE", "CHG", "SNAP", "VERIFY", "DENY", "CONFLICTS"}}
+	rows := [][]string{{"BRANCH", "STATE", "AGENT", "AGE", "CHG", "SNAP", "VERIFY", "DENY", "SPEND", "CONFLICTS"}}
 	for _, s := range m.list {
 		state := s.State
 		if s.State == sandbox.StateExited && s.ExitCode != nil {
 			state = "exited(" + strconv.Itoa(*s.ExitCode) + ")"
+		}
+		if s.Spend != nil && s.Spend.Over && s.State == sandbox.StateRunning {
+			state = "budget"
 		}
 		if len(s.Conflicts) > 0 {
 			// An update left conflict markers (ps names the paths).
@@ -572,24 +605,10 @@ func (m *model) rows() [][]string {
 		}
 		rows = append(rows, []string{
 			termsafe.String(s.Branch), state, termsafe.String(s.Agent), Age(time.Since(s.Created)),
-			strconv.Itoa(s.Changes), snap, verdict, deny, conflicts(s.Forecast),
+			strconv.Itoa(s.Changes), snap, verdict, deny, s.Spend.Short(), s.Forecast.Column(),
 		})
 	}
 	return rows
-}
-
-func conflicts(r *forecast.Result) string {
-	if r == nil {
-		return "?"
-	}
-	names := r.Names()
-	if len(names) == 0 {
-		return "-"
-	}
-	for i, n := range names {
-		names[i] = termsafe.String(n)
-	}
-	return strings.Join(names, ",")
 }
 
 // columnWidths fits the columns into width: the branch and the conflicts

@@ -17,9 +17,11 @@
 //
 // How start uses it (internal/sandbox, plan.go): when neither --image nor the user's config
 // nor .sandbox.toml picks an image, Load the devcontainer of the base commit;
-// if there is one with a base, print every Ignored entry, PlanImage and
-// EnsureImage (which builds only when no image has the planned tag; the
-// agent CLIs are tried only when the sandbox's agent needs one), then
+// if there is one with a base, print every Ignored entry, pass
+// ImageChoices through the user's image policy (config.Loaded.RefusedImages)
+// before anything is built, PlanImage and EnsureImage (which builds only when
+// no image has the planned tag, on the sandbox's network; the agent CLIs are
+// tried only when the sandbox's agent needs one), then
 // run the sandbox on Image.Tag with Config.SetupCommand() as setup (unless
 // the repository's .sandbox.toml sets one) and Config.Environ(Image.Env)
 // before the agent's and the user's variables (theirs win). A devcontainer
@@ -53,8 +55,9 @@ type Config struct {
 	// Path is where the file was found, relative to the repository root.
 	Path string `json:"path"`
 	// Image is the base image's reference, when the file names one (and
-	// builds none).
-	Image string `json:"image,omitempty"`
+	// builds none); ImageLine is the line of the file that names it.
+	Image     string `json:"image,omitempty"`
+	ImageLine int    `json:"image_line,omitempty"`
 	// Build is set when the base is built from the repository's Dockerfile.
 	Build *Build `json:"build,omitempty"`
 	// Setup holds the creation commands (onCreateCommand,
@@ -291,110 +294,161 @@ func parse(file string, data []byte) (*Config, error) {
 		return nil, usererr.New("%s: not a JSON object", file).
 			Hint("fix the file, or pick an image with --image")
 	}
-	c := &Config{Path: file}
-	ignore := func(key, reason string) { c.Ignored = append(c.Ignored, Ignored{Key: key, Reason: reason}) }
-	invalid := func(key, format string, args ...any) error {
-		return usererr.New("%s: %s %s", file, termsafe.String(key), fmt.Sprintf(format, args...)).
-			Hint("fix the file, or pick an image with --image")
-	}
-	setup := map[string]json.RawMessage{}
-	var topDockerfile, topContext *member
-	var build *member
-	for i, m := range ms {
-		switch m.Key {
-		case "image":
-			s, ok := jsonString(m.Value)
-			if !ok || strings.TrimSpace(s) == "" {
-				return nil, invalid("image", "must be an image reference")
-			}
-			if strings.Contains(s, "${") {
-				return nil, invalid("image", "uses a ${…} variable, which git sandbox does not expand")
-			}
-			c.Image = s
-		case "build":
-			build = &ms[i]
-		case "dockerFile":
-			topDockerfile = &ms[i]
-		case "context":
-			topContext = &ms[i]
-		case "onCreateCommand", "updateContentCommand", "postCreateCommand":
-			setup[m.Key] = m.Value
-		case "containerEnv", "remoteEnv":
-			vars, ign := parseEnv(m.Key, m.Value)
-			c.Env = append(c.Env, vars...)
-			c.Ignored = append(c.Ignored, ign...)
-		case "forwardPorts":
-			ports, ign := parsePorts(m.Value)
-			c.Ports = append(c.Ports, ports...)
-			c.Ignored = append(c.Ignored, ign...)
-		case "features":
-			if fs, ok, _ := members(m.Value); ok && len(fs) > 0 {
-				for _, f := range fs {
-					ignore("features."+f.Key, ignoredKeys["features"])
-				}
-			} else if !ok {
-				ignore("features", ignoredKeys["features"])
-			}
-		default:
-			switch reason, listed := ignoredKeys[m.Key]; {
-			case editorOnly[m.Key]:
-			case listed:
-				ignore(m.Key, reason)
-			default:
-				ignore(m.Key, "not understood by git sandbox")
-			}
-		}
-	}
-	for _, k := range setupKeys {
-		if raw, ok := setup[k]; ok {
-			steps, ign := parseCommand(k, raw)
-			c.Setup = append(c.Setup, steps...)
-			c.Ignored = append(c.Ignored, ign...)
-		}
-	}
-
-	switch {
-	case build != nil:
-		b, ign, err := parseBuild(file, build.Value)
-		if err != nil {
+	ps := &parsing{c: &Config{Path: file}, std: std, setup: map[string]json.RawMessage{}}
+	for i := range ms {
+		if err := ps.member(&ms[i]); err != nil {
 			return nil, err
+		}
+	}
+	ps.setupSteps()
+	if err := ps.pickBuild(); err != nil {
+		return nil, err
+	}
+	return ps.c, nil
+}
+
+// parsing is one devcontainer.json being read: the members seen so far
+// that are only understood together.
+type parsing struct {
+	c     *Config
+	std   []byte
+	setup map[string]json.RawMessage
+	// build, topDockerfile and topContext are the two spellings of what
+	// to build.
+	build, topDockerfile, topContext *member
+}
+
+func (ps *parsing) ignore(key, reason string) {
+	ps.c.Ignored = append(ps.c.Ignored, Ignored{Key: key, Reason: reason})
+}
+
+func (ps *parsing) invalid(key, format string, args ...any) error {
+	return usererr.New("%s: %s %s", ps.c.Path, termsafe.String(key), fmt.Sprintf(format, args...)).
+		Hint("fix the file, or pick an image with --image")
+}
+
+// member reads one top-level member.
+func (ps *parsing) member(m *member) error {
+	c := ps.c
+	switch m.Key {
+	case "image":
+		s, ok := jsonString(m.Value)
+		if !ok || strings.TrimSpace(s) == "" {
+			return ps.invalid("image", "must be an image reference")
+		}
+		if strings.Contains(s, "${") {
+			return ps.invalid("image", "uses a ${…} variable, which git sandbox does not expand")
+		}
+		c.Image = s
+		c.ImageLine, _ = position(ps.std, m.Offset)
+	case "build":
+		ps.build = m
+	case "dockerFile":
+		ps.topDockerfile = m
+	case "context":
+		ps.topContext = m
+	case "onCreateCommand", "updateContentCommand", "postCreateCommand":
+		ps.setup[m.Key] = m.Value
+	case "containerEnv", "remoteEnv":
+		vars, ign := parseEnv(m.Key, m.Value)
+		c.Env = append(c.Env, vars...)
+		c.Ignored = append(c.Ignored, ign...)
+	case "forwardPorts":
+		ports, ign := parsePorts(m.Value)
+		c.Ports = append(c.Ports, ports...)
+		c.Ignored = append(c.Ignored, ign...)
+	case "features":
+		ps.features(m.Value)
+	default:
+		switch reason, listed := ignoredKeys[m.Key]; {
+		case editorOnly[m.Key]:
+		case listed:
+			ps.ignore(m.Key, reason)
+		default:
+			ps.ignore(m.Key, "not understood by git sandbox")
+		}
+	}
+	return nil
+}
+
+// features are passed over, each by name.
+func (ps *parsing) features(raw json.RawMessage) {
+	fs, ok, _ := members(raw)
+	if !ok {
+		ps.ignore("features", ignoredKeys["features"])
+	}
+	for _, f := range fs {
+		ps.ignore("features."+f.Key, ignoredKeys["features"])
+	}
+}
+
+// setupSteps are the creation commands, in the order they run.
+func (ps *parsing) setupSteps() {
+	for _, k := range setupKeys {
+		if raw, ok := ps.setup[k]; ok {
+			steps, ign := parseCommand(k, raw)
+			ps.c.Setup = append(ps.c.Setup, steps...)
+			ps.c.Ignored = append(ps.c.Ignored, ign...)
+		}
+	}
+}
+
+// pickBuild is what the file builds: build, or the older top-level
+// dockerFile and context; a built image is used over image.
+func (ps *parsing) pickBuild() error {
+	c := ps.c
+	switch {
+	case ps.build != nil:
+		b, ign, err := parseBuild(c.Path, ps.build.Value)
+		if err != nil {
+			return err
 		}
 		c.Build = b
 		c.Ignored = append(c.Ignored, ign...)
-		if topDockerfile != nil {
-			ignore("dockerFile", "build.dockerfile is used")
+		if ps.topDockerfile != nil {
+			ps.ignore("dockerFile", "build.dockerfile is used")
 		}
-		if topContext != nil {
-			ignore("context", "build.context is used")
+		if ps.topContext != nil {
+			ps.ignore("context", "build.context is used")
 		}
-	case topDockerfile != nil:
-		// The older spelling: dockerFile and context at the top level.
-		df, ok := jsonString(topDockerfile.Value)
-		if !ok || df == "" {
-			return nil, invalid("dockerFile", "must be a path")
-		}
-		b := &Build{rawDockerfile: df, rawContext: "."}
-		if topContext != nil {
-			cx, ok := jsonString(topContext.Value)
-			if !ok {
-				return nil, invalid("context", "must be a path")
-			}
-			b.rawContext = cx
+	case ps.topDockerfile != nil:
+		b, err := ps.topLevelBuild()
+		if err != nil {
+			return err
 		}
 		c.Build = b
-	case topContext != nil:
-		ignore("context", "there is no Dockerfile to build it with")
+	case ps.topContext != nil:
+		ps.ignore("context", "there is no Dockerfile to build it with")
 	}
-	if c.Build != nil {
-		if err := checkBuildPaths(file, c.Build); err != nil {
-			return nil, err
-		}
-		if c.Image != "" {
-			ignore("image", "the file also builds an image (build), which is used")
-			c.Image = ""
-		}
+	if c.Build == nil {
+		return nil
 	}
-	return c, nil
+	if err := checkBuildPaths(c.Path, c.Build); err != nil {
+		return err
+	}
+	if c.Image != "" {
+		ps.ignore("image", "the file also builds an image (build), which is used")
+		c.Image = ""
+	}
+	return nil
+}
+
+// topLevelBuild is the older spelling: dockerFile and context at the top
+// level.
+func (ps *parsing) topLevelBuild() (*Build, error) {
+	df, ok := jsonString(ps.topDockerfile.Value)
+	if !ok || df == "" {
+		return nil, ps.invalid("dockerFile", "must be a path")
+	}
+	b := &Build{rawDockerfile: df, rawContext: "."}
+	if ps.topContext != nil {
+		cx, ok := jsonString(ps.topContext.Value)
+		if !ok {
+			return nil, ps.invalid("context", "must be a path")
+		}
+		b.rawContext = cx
+	}
+	return b, nil
 }
 
 func jsonString(raw json.RawMessage) (string, bool) {

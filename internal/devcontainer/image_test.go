@@ -35,7 +35,7 @@ func newFakeEngine() *fakeEngine {
 	return &fakeEngine{images: map[string]container.ImageInfo{}}
 }
 
-func (f *fakeEngine) InspectImage(_ context.Context, ref string) (container.ImageInfo, bool, error) {
+func (f *fakeEngine) Inspect(_ context.Context, ref string) (container.ImageInfo, bool, error) {
 	info, ok := f.images[ref]
 	return info, ok, nil
 }
@@ -72,13 +72,13 @@ func (f *fakeEngine) BuildContext(_ context.Context, o container.ContextBuild) (
 	return id, nil
 }
 
-func (f *fakeEngine) ImageAgents(_ context.Context, image string) ([]string, error) {
+func (f *fakeEngine) Agents(_ context.Context, image string) ([]string, error) {
 	f.probes = append(f.probes, image)
 	return f.agents, nil
 }
 
 func (f *fakeEngine) ProbeAgents(ctx context.Context, image string) ([]string, error) {
-	return f.ImageAgents(ctx, image)
+	return f.Agents(ctx, image)
 }
 
 func planOf(t *testing.T, r *testRepo, eng Engine, commit string, o ImageOptions) *Plan {
@@ -234,7 +234,8 @@ func TestEnsureImageBuildsBaseLayerAndLabels(t *testing.T) {
 	commit := r.commit(buildRepo)
 	p := planOf(t, r, eng, commit, ImageOptions{RepoName: "demo", RepoID: "demo-123"})
 	var out strings.Builder
-	img, err := EnsureImage(context.Background(), eng, Source{Git: r.g, Commit: commit}, p, BuildOptions{Out: &out})
+	proxy := map[string]string{"HTTP_PROXY": "http://proxy:3128", "V": "the proxy's"}
+	img, err := EnsureImage(context.Background(), eng, Source{Git: r.g, Commit: commit}, p, BuildOptions{Out: &out, Network: "sbx-net", ProxyArgs: proxy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,6 +243,22 @@ func TestEnsureImageBuildsBaseLayerAndLabels(t *testing.T) {
 		t.Fatalf("%d builds, want base, layer, labels", len(eng.builds))
 	}
 	base, layer, stamp := eng.builds[0], eng.builds[1], eng.builds[2]
+
+	// Every step runs on the sandbox's network; the steps that run
+	// programs get the proxy's arguments, which win over the file's.
+	for i, b := range eng.builds {
+		if b.opts.Network != "sbx-net" {
+			t.Errorf("build %d on network %q, want the sandbox's", i, b.opts.Network)
+		}
+	}
+	for i, b := range []fakeBuild{base, layer} {
+		if b.opts.Args["HTTP_PROXY"] != "http://proxy:3128" || b.opts.Args["V"] != "the proxy's" {
+			t.Errorf("build %d args %v lack the proxy's", i, b.opts.Args)
+		}
+	}
+	if p.cfg.Build.Args["V"] != "1" {
+		t.Errorf("the proxy's arguments changed the file's: %v", p.cfg.Build.Args)
+	}
 
 	// The base: the repository's Dockerfile and its context as committed,
 	// less what .dockerignore excludes.
@@ -258,8 +275,8 @@ func TestEnsureImageBuildsBaseLayerAndLabels(t *testing.T) {
 	if base.files["link"] != "-> src/main.go" {
 		t.Errorf("link: %q", base.files["link"])
 	}
-	if base.opts.Args["V"] != "1" || len(base.opts.Tags) != 0 {
-		t.Errorf("base args %v tags %v", base.opts.Args, base.opts.Tags)
+	if len(base.opts.Tags) != 0 {
+		t.Errorf("base tags %v", base.opts.Tags)
 	}
 
 	// git sandbox's layer, on the base by id.
@@ -311,7 +328,7 @@ func TestEnsureImageOnANamedImage(t *testing.T) {
 	eng.images["proj:dev"] = container.ImageInfo{ID: "sha256:proj"}
 	commit := r.commit(map[string]string{".devcontainer.json": `{"image": "proj:dev"}`})
 	p := planOf(t, r, eng, commit, ImageOptions{NoAgents: true})
-	img, err := EnsureImage(context.Background(), eng, Source{Git: r.g, Commit: commit}, p, BuildOptions{})
+	img, err := EnsureImage(context.Background(), eng, Source{Git: r.g, Commit: commit}, p, BuildOptions{Network: "none"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,12 +353,27 @@ func TestEnsureImageFailureTagsNothing(t *testing.T) {
 	eng.fail = 1
 	commit := r.commit(buildRepo)
 	p := planOf(t, r, eng, commit, ImageOptions{})
-	_, err := EnsureImage(context.Background(), eng, Source{Git: r.g, Commit: commit}, p, BuildOptions{})
+	_, err := EnsureImage(context.Background(), eng, Source{Git: r.g, Commit: commit}, p, BuildOptions{Network: "none"})
 	if err == nil || !strings.Contains(err.Error(), "the base image of .devcontainer/devcontainer.json did not build") {
 		t.Fatalf("error %v", err)
 	}
 	if _, ok := eng.images[p.Tag]; ok || len(eng.builds) != 1 {
 		t.Errorf("a failed base build went on (%d builds) or tagged", len(eng.builds))
+	}
+}
+
+// A repository's build never runs on the engine's default network: a
+// build without the sandbox's network is refused before anything is built.
+func TestEnsureImageNeedsTheSandboxsNetwork(t *testing.T) {
+	t.Parallel()
+	r := newRepo(t)
+	commit := r.commit(buildRepo)
+	for _, network := range []string{"", "default", "bridge", "host"} {
+		eng := newFakeEngine()
+		p := planOf(t, r, eng, commit, ImageOptions{})
+		if _, err := EnsureImage(context.Background(), eng, Source{Git: r.g, Commit: commit}, p, BuildOptions{Network: network}); err == nil || len(eng.builds) != 0 {
+			t.Errorf("network %q: %v, %d builds", network, err, len(eng.builds))
+		}
 	}
 }
 

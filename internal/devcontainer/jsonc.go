@@ -113,6 +113,8 @@ func decodeError(data []byte, err error) error {
 type member struct {
 	Key   string
 	Value json.RawMessage
+	// Offset is where the key ends in raw.
+	Offset int64
 }
 
 // members decodes a JSON object keeping the order of its keys; a repeated
@@ -134,6 +136,7 @@ func members(raw json.RawMessage) (ms []member, ok bool, err error) {
 			return nil, true, err
 		}
 		key, _ := tok.(string)
+		off := dec.InputOffset()
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return nil, true, err
@@ -143,7 +146,7 @@ func members(raw json.RawMessage) (ms []member, ok bool, err error) {
 			continue
 		}
 		seen[key] = len(ms)
-		ms = append(ms, member{Key: key, Value: v})
+		ms = append(ms, member{Key: key, Value: v, Offset: off})
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, true, err

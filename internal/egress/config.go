@@ -11,6 +11,11 @@ import (
 	"net/netip"
 	"os"
 	"time"
+
+	"github.com/git-sandbox/git-sandbox/internal/atomicfile"
+	"github.com/git-sandbox/git-sandbox/internal/egress/held"
+	"github.com/git-sandbox/git-sandbox/internal/egress/sandboxca"
+	"github.com/git-sandbox/git-sandbox/internal/meter"
 )
 
 // DefaultListen is the address the proxy listens on inside its container.
@@ -27,6 +32,9 @@ type ProxyConfig struct {
 	// Allow and Remove are the policy's entries with their sources.
 	Allow  []Rule `json:"allow"`
 	Remove []Rule `json:"remove,omitempty"`
+	// Live is the live changes' file (LiveFile), read again whenever it
+	// changes.
+	Live string `json:"live,omitempty"`
 	// HostAddrs are the Docker host's addresses, refused like private ones.
 	HostAddrs []string `json:"host_addrs,omitempty"`
 	// Secrets are the credentials the proxy swaps in.
@@ -44,6 +52,9 @@ type ProxyConfig struct {
 	// long. Zero means the defaults.
 	DialTimeout Duration `json:"dial_timeout,omitzero"`
 	IdleTimeout Duration `json:"idle_timeout,omitzero"`
+	// Prompt, when set, holds connections off the list (network_prompt).
+	Prompt *held.Config `json:"prompt,omitempty"`
+	Meter  *meter.Files `json:"meter,omitempty"` // the broker's meter (internal/meter), if any
 }
 
 // Rule is an entry as written with where it came from.
@@ -108,7 +119,7 @@ func WriteConfig(path string, c *ProxyConfig) error {
 	if err != nil {
 		return fmt.Errorf("write proxy config: %w", err)
 	}
-	if err := WriteFileAtomic(path, append(b, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(path, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("write proxy config: %w", err)
 	}
 	return nil
@@ -144,7 +155,7 @@ func (c *ProxyConfig) Options() (Options, error) {
 	var o Options
 	p := &Policy{}
 	for _, r := range c.Allow {
-		e, err := ParseEntry(r.Entry, r.Source)
+		e, err := ParseAllowEntry(r.Entry, r.Source)
 		if err != nil {
 			return o, err
 		}
@@ -165,6 +176,7 @@ func (c *ProxyConfig) Options() (Options, error) {
 		p.HostAddrs = append(p.HostAddrs, a)
 	}
 	o.Policy = p
+	o.Live = c.Live
 	for _, sc := range c.Secrets {
 		s := Secret{Name: sc.Name, Placeholder: sc.Placeholder, Value: sc.Value}
 		for _, h := range sc.Hosts {
@@ -180,7 +192,7 @@ func (c *ProxyConfig) Options() (Options, error) {
 		if c.CACert == "" || c.CAKey == "" {
 			return o, errors.New("proxy config: secrets need ca_cert and ca_key")
 		}
-		ca, err := LoadCA(c.CACert, c.CAKey)
+		ca, err := sandboxca.LoadCA(c.CACert, c.CAKey)
 		if err != nil {
 			return o, err
 		}
@@ -202,6 +214,11 @@ func (c *ProxyConfig) Options() (Options, error) {
 	o.UpstreamRoots = roots
 	o.DialTimeout = time.Duration(c.DialTimeout)
 	o.IdleTimeout = time.Duration(c.IdleTimeout)
+	if c.Prompt != nil {
+		if o.Prompt, err = c.Prompt.Options(); err != nil {
+			return o, err
+		}
+	}
 	return o, nil
 }
 
@@ -222,6 +239,9 @@ func Run(ctx context.Context, c *ProxyConfig, errs io.Writer, ready func(net.Add
 		o.Log = l
 	}
 	o.Errors = errs
+	if o.Meter, err = meter.OpenFiles(c.Meter, errs); err != nil {
+		return err // (its log is closed with the process: each line is written whole)
+	}
 	p, err := New(o)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -21,7 +22,7 @@ type Resolver interface {
 // entry reach, and connects to one of those very addresses, so a name cannot
 // resolve to something else between the check and the connection.
 type dialer struct {
-	policy   *Policy
+	policy   func() *Policy // the policy now
 	resolver Resolver
 	timeout  time.Duration
 	net      net.Dialer
@@ -32,14 +33,15 @@ type dialer struct {
 // dial connects to t for kind. A refusal is a *DeniedError; anything else
 // is a failure to reach an allowed destination.
 func (d *dialer) dial(ctx context.Context, t Target, kind Kind) (net.Conn, netip.Addr, error) {
-	dec, err := d.policy.Check(t, kind)
+	pol := d.policy()
+	dec, err := pol.Check(t, kind)
 	if err != nil {
 		return nil, netip.Addr{}, err
 	}
 	addrs := []netip.Addr{t.Addr}
 	if !t.Addr.IsValid() {
 		rctx, cancel := context.WithTimeout(ctx, d.timeout)
-		addrs, err = d.resolver.LookupNetIP(rctx, "ip", t.Host)
+		addrs, err = d.resolver.LookupNetIP(rctx, "ip", lookupName(t.Host))
 		cancel()
 		if err != nil {
 			var dnsErr *net.DNSError
@@ -49,7 +51,7 @@ func (d *dialer) dial(ctx context.Context, t Target, kind Kind) (net.Conn, netip
 			return nil, netip.Addr{}, fmt.Errorf("resolve %s: %w", t.Host, err)
 		}
 	}
-	kept, err := d.policy.Vet(dec, t, kind, addrs)
+	kept, err := pol.Vet(dec, t, kind, addrs)
 	if err != nil {
 		return nil, netip.Addr{}, err
 	}
@@ -71,6 +73,19 @@ func (d *dialer) dial(ctx context.Context, t Target, kind Kind) (net.Conn, netip
 		}
 	}
 	return nil, netip.Addr{}, fmt.Errorf("connect %s: %w", t, last)
+}
+
+// lookupName is the name asked of the resolver for an allowed host. A name
+// with a dot is asked as an absolute name (a trailing dot), so that no
+// search domain of the proxy's resolv.conf is appended to it: the one name
+// any resolver is ever asked is the name the allow list allowed. A
+// single-label name, which only an exact entry of the user's allows (a
+// short name of their network), is asked as the system would ask it.
+func lookupName(host string) string {
+	if strings.Contains(host, ".") {
+		return host + "."
+	}
+	return host
 }
 
 // dialFunc is d.dial for an http.Transport, which names the destination

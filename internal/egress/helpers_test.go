@@ -19,8 +19,9 @@ import (
 	"time"
 )
 
-// fakeResolver answers from a table; a name it does not know does not
-// exist. It counts lookups per name.
+// fakeResolver answers from a table (names without their trailing dot); a
+// name it does not know does not exist. It counts lookups per name, as the
+// name was asked.
 type fakeResolver struct {
 	mu      sync.Mutex
 	answers map[string][]netip.Addr
@@ -37,11 +38,20 @@ func newResolver(pairs ...string) *fakeResolver {
 	return r
 }
 
+// asked is how often name was asked, in either form (with or without the
+// trailing dot).
+func (r *fakeResolver) asked(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name = strings.TrimSuffix(name, ".")
+	return r.lookups[name] + r.lookups[name+"."]
+}
+
 func (r *fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lookups[host]++
-	a, ok := r.answers[host]
+	a, ok := r.answers[strings.TrimSuffix(host, ".")]
 	if !ok {
 		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}

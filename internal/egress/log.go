@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
 // Decisions in the log.
@@ -23,6 +23,10 @@ const (
 	// Leak: a request carried a secret's placeholder where that secret may
 	// not go, and was refused.
 	Leak = "leak"
+	// PolicyChange: an entry was allowed or denied while the sandbox
+	// existed (Kind is allow or deny, Host the entry); not a decision
+	// about a connection.
+	PolicyChange = "policy"
 )
 
 // Record is one line of the decision log: one CONNECT tunnel (written when
@@ -49,6 +53,9 @@ type Record struct {
 	BytesUp   int64   `json:"bytes_up"`
 	BytesDown int64   `json:"bytes_down"`
 	Duration  float64 `json:"duration_ms"`
+	// Held is how long the connection waited for the user's answer
+	// (network_prompt), in milliseconds.
+	Held float64 `json:"held_ms,omitempty"`
 }
 
 // Log appends records to a file as JSON lines. It is safe for concurrent
@@ -156,7 +163,9 @@ func (l *Log) Write(rec Record) {
 			line = bytes.ReplaceAll(line, r.value, r.as)
 		}
 	}
-	line = append(line, '\n')
+	// The host names and paths are the agent's: the log is read on a
+	// terminal (git sandbox net --json, tail), so nothing in it acts there.
+	line = append(termsafe.JSON(line), '\n')
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.path != "" && l.c != nil && l.size > 0 && l.size+int64(len(line)) > l.limit {
@@ -202,101 +211,16 @@ func ScanLog(r io.Reader, fn func(Record) error) error {
 	return sc.Err()
 }
 
-// HostSummary is what the log says about one host and port.
-type HostSummary struct {
-	Host      string    `json:"host"`
-	Port      uint16    `json:"port"`
-	Allowed   int       `json:"allowed"`
-	Denied    int       `json:"denied"`
-	Leaks     int       `json:"leaks"`
-	Errors    int       `json:"errors"`
-	BytesUp   int64     `json:"bytes_up"`
-	BytesDown int64     `json:"bytes_down"`
-	Last      time.Time `json:"last"`
-	// Reason is the newest denial's or leak's reason.
-	Reason string `json:"reason,omitempty"`
-}
-
-// Summary counts a log's decisions per host.
-type Summary struct {
-	Allowed int `json:"allowed"`
-	Denied  int `json:"denied"`
-	Leaks   int `json:"leaks"`
-	// Hosts is ordered: hosts with leaks first, then denials, then by name.
-	Hosts []HostSummary `json:"hosts"`
-}
-
-// Summarize reads a log and counts its decisions.
-func Summarize(r io.Reader) (Summary, error) {
-	var s Summary
-	byHost := map[string]*HostSummary{}
-	err := ScanLog(r, func(rec Record) error {
-		key := rec.Host + ":" + strconv.Itoa(int(rec.Port))
-		h := byHost[key]
-		if h == nil {
-			h = &HostSummary{Host: rec.Host, Port: rec.Port}
-			byHost[key] = h
-		}
-		switch rec.Decision {
-		case Allowed:
-			s.Allowed++
-			h.Allowed++
-			if rec.Error != "" {
-				h.Errors++
-			}
-		case Denied:
-			s.Denied++
-			h.Denied++
-			h.Reason = rec.Reason
-		case Leak:
-			s.Leaks++
-			h.Leaks++
-			h.Reason = rec.Reason
-		}
-		h.BytesUp += rec.BytesUp
-		h.BytesDown += rec.BytesDown
-		if rec.Time.After(h.Last) {
-			h.Last = rec.Time
-		}
-		return nil
-	})
-	for _, h := range byHost {
-		s.Hosts = append(s.Hosts, *h)
-	}
-	sort.Slice(s.Hosts, func(i, j int) bool {
-		a, b := s.Hosts[i], s.Hosts[j]
-		if (a.Leaks > 0) != (b.Leaks > 0) {
-			return a.Leaks > 0
-		}
-		if (a.Denied > 0) != (b.Denied > 0) {
-			return a.Denied > 0
-		}
-		if a.Host != b.Host {
-			return a.Host < b.Host
-		}
-		return a.Port < b.Port
-	})
-	return s, err
-}
-
-// SummarizeFile summarises the log at path, its previous generation
-// included; a missing log is an empty one.
-func SummarizeFile(path string) (Summary, error) {
-	var rs []io.Reader
-	for _, p := range []string{PreviousGeneration(path), path} {
-		f, err := os.Open(p)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return Summary{}, fmt.Errorf("read egress log: %w", err)
-		}
-		defer f.Close()
-		rs = append(rs, f)
-	}
-	s, err := Summarize(io.MultiReader(rs...))
+// LogPolicyChange appends to the log at path a record for each entry
+// a live change made: kind is "allow", "deny" or "allow once".
+func LogPolicyChange(path, kind string, entries []Entry) error {
+	l, err := OpenLog(path, nil)
 	if err != nil {
-		return s, fmt.Errorf("read egress log: %w", err)
+		return err
 	}
-	return s, nil
+	now := time.Now().UTC()
+	for _, e := range entries {
+		l.Write(Record{Time: now, Kind: kind, Host: e.String(), Decision: PolicyChange, Reason: string(FromLive)})
+	}
+	return l.Close()
 }

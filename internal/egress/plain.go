@@ -205,14 +205,59 @@ func send(uc *upstreamConn, out *http.Request) (*http.Response, chan error, erro
 func (p *Proxy) forwardPlain(w http.ResponseWriter, r *http.Request, st *reqState, start time.Time) {
 	st.rec.Decision = Allowed
 	scanBody(r, st, p.secrets)
-	out := outbound(r, st.target)
-	key := st.target.String()
 	ctx := r.Context()
+	ex, err := p.roundTrip(ctx, r, st.target)
+	if err != nil {
+		st.failed(w, err, ctx.Err() != nil)
+		p.write(st.rec, start)
+		return
+	}
+	defer p.finish(ex, st)
+	st.rec.Addr = ex.uc.addr.String()
+	st.rec.Status = ex.resp.StatusCode
+	n, err := relayResponse(w, r, ex)
+	st.down.Add(n)
+	if err != nil {
+		ex.resp.Close = true // the connection is not reused
+		if ctx.Err() != nil {
+			st.rec.Error = "the agent went away"
+		} else {
+			st.rec.Error = "copying the response: " + err.Error()
+		}
+		p.writeDone(st, start)
+		// The agent must not take a cut response for a whole one.
+		panic(http.ErrAbortHandler)
+	}
+	p.writeDone(st, start)
+}
 
+// writeDone logs st's record of a forwarded request with the bytes it
+// moved each way.
+func (p *Proxy) writeDone(st *reqState, start time.Time) {
+	st.rec.BytesUp, st.rec.BytesDown = st.up.Load(), st.down.Load()
+	p.write(st.rec, start)
+}
+
+// exchange is a request sent upstream and the head of its response.
+type exchange struct {
+	// key is uc's destination in the pool.
+	key  string
+	uc   *upstreamConn
+	resp *http.Response
+	// sent receives the end of writing the request (see send).
+	sent chan error
+	// stop stops uc's closing when the agent goes away.
+	stop func() bool
+}
+
+// roundTrip sends r on to t, on an idle pooled connection when r may be
+// sent again should that connection turn out to be dead (then once more
+// on a new one), and returns the exchange once the response's head is
+// read. The connection is tracked, and closed if ctx ends, until finish.
+func (p *Proxy) roundTrip(ctx context.Context, r *http.Request, t Target) (*exchange, error) {
+	out := outbound(r, t)
+	key := t.String()
 	var uc *upstreamConn
-	var resp *http.Response
-	var sent chan error
-	var err error
 	retry := replayable(r)
 	if retry {
 		uc = p.pool.get(key)
@@ -220,41 +265,65 @@ func (p *Proxy) forwardPlain(w http.ResponseWriter, r *http.Request, st *reqStat
 	for {
 		if uc == nil {
 			retry = false
-			var c net.Conn
-			var a netip.Addr
-			c, a, err = p.dialer.dial(ctx, st.target, HTTP)
-			if err != nil {
-				break
+			var err error
+			if uc, err = p.dialUpstream(ctx, t); err != nil {
+				return nil, err
 			}
-			uc = &upstreamConn{conn: c, br: bufio.NewReaderSize(c, 64<<10), addr: a}
 		}
 		if !p.track(uc.conn) {
 			uc.conn.Close()
-			err = errors.New("the proxy is shutting down")
-			break
+			return nil, errors.New("the proxy is shutting down")
 		}
-		stop := context.AfterFunc(ctx, func() { uc.conn.Close() })
-		resp, sent, err = send(uc, out)
+		conn := uc.conn
+		stop := context.AfterFunc(ctx, func() { conn.Close() })
+		resp, sent, err := send(uc, out)
 		if err == nil {
-			defer p.finish(key, uc, stop, sent, resp, st)
-			break
+			return &exchange{key: key, uc: uc, resp: resp, sent: sent, stop: stop}, nil
 		}
 		stop()
 		p.untrack(uc.conn)
 		uc.conn.Close()
 		uc = nil
 		if !retry || ctx.Err() != nil {
-			break
+			return nil, err
 		}
 	}
-	if err != nil {
-		st.failed(w, err, ctx.Err() != nil)
-		p.write(st.rec, start)
-		return
-	}
-	st.rec.Addr = uc.addr.String()
-	st.rec.Status = resp.StatusCode
+}
 
+// dialUpstream opens a new connection to t for plain HTTP.
+func (p *Proxy) dialUpstream(ctx context.Context, t Target) (*upstreamConn, error) {
+	c, a, err := p.dialer.dial(ctx, t, HTTP)
+	if err != nil {
+		return nil, err
+	}
+	return &upstreamConn{conn: c, br: bufio.NewReaderSize(c, 64<<10), addr: a}, nil
+}
+
+// relayResponse writes ex's response to w (the answer to r): its head,
+// then its body and trailers. It returns how many body bytes it copied.
+func relayResponse(w http.ResponseWriter, r *http.Request, ex *exchange) (int64, error) {
+	resp := ex.resp
+	hasBody, known := writeHead(w, r.Method, resp)
+	switch {
+	case !hasBody || resp.ContentLength == 0:
+		// nothing follows the head
+		return 0, nil
+	case known:
+		return copyKnown(w, ex.uc, resp.ContentLength)
+	default:
+		n, err := copyStream(w, resp)
+		h := w.Header()
+		for k, vv := range resp.Trailer {
+			h[http.TrailerPrefix+k] = vv
+		}
+		return n, err
+	}
+}
+
+// writeHead writes resp's status and headers, without the hop-by-hop
+// ones, as the answer to a request of method. It reports whether a body
+// follows and whether its length is known.
+func writeHead(w http.ResponseWriter, method string, resp *http.Response) (hasBody, known bool) {
 	h := w.Header()
 	removeHopHeaders(resp.Header)
 	for k, vv := range resp.Header {
@@ -262,53 +331,27 @@ func (p *Proxy) forwardPlain(w http.ResponseWriter, r *http.Request, st *reqStat
 	}
 	// A response without a body keeps the upstream's Content-Length (a
 	// HEAD's, a 304's: the length of what a GET would get).
-	hasBody := r.Method != http.MethodHead && bodyAllowed(resp.StatusCode)
-	known := resp.ContentLength >= 0 && len(resp.TransferEncoding) == 0
+	hasBody = method != http.MethodHead && bodyAllowed(resp.StatusCode)
+	known = resp.ContentLength >= 0 && len(resp.TransferEncoding) == 0
 	if hasBody && known {
 		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	} else if hasBody {
 		h.Del("Content-Length")
 	}
 	w.WriteHeader(resp.StatusCode)
-
-	var n int64
-	switch {
-	case !hasBody || resp.ContentLength == 0:
-		// nothing follows the head
-	case known:
-		n, err = copyKnown(w, uc, resp.ContentLength)
-	default:
-		n, err = copyStream(w, resp)
-		for k, vv := range resp.Trailer {
-			h[http.TrailerPrefix+k] = vv
-		}
-	}
-	st.down.Add(n)
-	if err != nil {
-		resp.Close = true // the connection is not reused
-		if ctx.Err() != nil {
-			st.rec.Error = "the agent went away"
-		} else {
-			st.rec.Error = "copying the response: " + err.Error()
-		}
-		st.rec.BytesUp, st.rec.BytesDown = st.up.Load(), st.down.Load()
-		p.write(st.rec, start)
-		// The agent must not take a cut response for a whole one.
-		panic(http.ErrAbortHandler)
-	}
-	st.rec.BytesUp, st.rec.BytesDown = st.up.Load(), st.down.Load()
-	p.write(st.rec, start)
+	return hasBody, known
 }
 
-// finish puts uc back for the next request when the exchange left it
-// clean, and closes it otherwise.
-func (p *Proxy) finish(key string, uc *upstreamConn, stop func() bool, sent chan error, resp *http.Response, st *reqState) {
+// finish puts ex's connection back for the next request when the exchange
+// left it clean, and closes it otherwise.
+func (p *Proxy) finish(ex *exchange, st *reqState) {
+	uc := ex.uc
 	p.untrack(uc.conn)
-	canceled := !stop()
-	clean := !canceled && !resp.Close && st.rec.Error == ""
+	canceled := !ex.stop()
+	clean := !canceled && !ex.resp.Close && st.rec.Error == ""
 	if clean {
 		select {
-		case err := <-sent:
+		case err := <-ex.sent:
 			clean = err == nil
 		default:
 			clean = false // the upstream answered before the body was sent
@@ -318,9 +361,10 @@ func (p *Proxy) finish(key string, uc *upstreamConn, stop func() bool, sent chan
 		uc.conn.Close()
 		return
 	}
-	p.pool.put(key, uc)
+	p.pool.put(ex.key, uc)
 }
 
+// bodyAllowed reports whether a response of status may carry a body.
 func bodyAllowed(status int) bool {
 	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
 }

@@ -56,6 +56,8 @@ func AdapterSource(agent string) Source { return Source("agent " + agent) }
 // SecretSource is the source of an entry added for a secret's host.
 func SecretSource(name string) Source { return Source("secret " + name) }
 
+func (s Source) isSecret() bool { return strings.HasPrefix(string(s), "secret ") }
+
 // Entry is one line of an allow list: a host name, a wildcard suffix or an
 // IP address, with an optional port.
 type Entry struct {
@@ -71,6 +73,9 @@ type Entry struct {
 	Port uint16
 	// Source is where the entry came from.
 	Source Source
+	// Methods and Paths, when set, are the only methods and path prefixes
+	// the entry allows (see ParseAllowEntry).
+	Methods, Paths []string
 }
 
 const entryForms = `entries look like api.example.com, *.example.com, example.com:8443, 192.0.2.7 or [2001:db8::7]:443`
@@ -212,8 +217,7 @@ func checkHostName(h string) string {
 		if l[0] == '-' || l[len(l)-1] == '-' {
 			return "host name label starts or ends with -"
 		}
-		for i := 0; i < len(l); i++ {
-			c := l[i]
+		for _, c := range l {
 			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
 				return fmt.Sprintf("%q is not allowed in a host name (use the xn-- form for international names)", c)
 			}
@@ -236,8 +240,11 @@ func allDigits(s string) bool {
 	return s != ""
 }
 
-// String is the entry in the form ParseEntry reads.
-func (e Entry) String() string {
+// String is the entry in the form ParseAllowEntry reads.
+func (e Entry) String() string { return e.hostString() + e.rulesString() }
+
+// hostString is the entry's host and port.
+func (e Entry) hostString() string {
 	var h string
 	switch {
 	case e.Addr.IsValid() && e.Addr.Is6():
@@ -288,7 +295,12 @@ func ParseTarget(authority string, kind Kind) (Target, error) {
 		t.Addr = a.WithZone("").Unmap()
 		return t, nil
 	}
+	// One trailing dot (the absolute form) names the same host; checked
+	// and resolved without it, as an entry names it.
 	host = strings.TrimSuffix(host, ".")
+	if strings.HasSuffix(host, ".") {
+		return Target{}, fmt.Errorf("bad host %q: empty label in host name", authority)
+	}
 	if why := checkHostName(host); why != "" {
 		return Target{}, fmt.Errorf("bad host %q: %s", authority, why)
 	}
@@ -358,12 +370,16 @@ type Policy struct {
 type Decision struct {
 	// Entry is the allow entry that matched (the exact one if several did).
 	Entry Entry
+	// Ruled are the matching entries' when all of them have method or path
+	// rules (CheckRequest); empty when one allows every request.
+	Ruled []Entry
 }
 
 // DeniedError is a refusal; Reason is short, printable and safe to log.
 type DeniedError struct {
-	Target Target
-	Reason string
+	Target   Target
+	Reason   string
+	unlisted bool // no entry names it (nor removes it): it may be held
 }
 
 // Error is host:port and the reason.
@@ -374,10 +390,12 @@ func (e *DeniedError) Error() string { return e.Target.String() + ": " + e.Reaso
 func (p *Policy) Check(t Target, kind Kind) (Decision, error) {
 	for _, r := range p.Remove {
 		if r.matchesName(t) && r.removesPort(t.Port) {
-			return Decision{}, &DeniedError{t, fmt.Sprintf("removed by %s (%s)", r.Source, r)}
+			return Decision{}, &DeniedError{Target: t, Reason: fmt.Sprintf("removed by %s (%s)", r.Source, r)}
 		}
 	}
 	var found *Entry
+	var ruled []Entry
+	unruled := false
 	for i := range p.Allow {
 		e := &p.Allow[i]
 		if !e.matchesName(t) || !e.allowsPort(t.Port, kind) {
@@ -386,14 +404,25 @@ func (p *Policy) Check(t Target, kind Kind) (Decision, error) {
 		if found == nil || (found.Wildcard && !e.Wildcard) {
 			found = e
 		}
+		switch {
+		case e.HasRules():
+			ruled = append(ruled, *e)
+		case !e.Source.isSecret():
+			// A secret's hosts are allowed so that the secret can be
+			// used; rules the user wrote for such a host still apply.
+			unruled = true
+		}
 	}
 	if found == nil {
 		if t.Addr.IsValid() {
-			return Decision{}, &DeniedError{t, "IP address not in the allow list"}
+			return Decision{}, &DeniedError{Target: t, Reason: "IP address not in the allow list"}
 		}
-		return Decision{}, &DeniedError{t, "not in the allow list"}
+		return Decision{}, &DeniedError{Target: t, Reason: "not in the allow list", unlisted: true}
 	}
-	return Decision{Entry: *found}, nil
+	if unruled {
+		ruled = nil
+	}
+	return Decision{Entry: *found, Ruled: ruled}, nil
 }
 
 // Vet keeps the addresses d's target may be reached at, in order. A public
@@ -424,7 +453,7 @@ func (p *Policy) Vet(d Decision, t Target, kind Kind, addrs []netip.Addr) ([]net
 	}
 	if len(kept) == 0 {
 		if len(refused) == 0 {
-			return nil, &DeniedError{t, "no address"}
+			return nil, &DeniedError{Target: t, Reason: "no address"}
 		}
 		const max = 3
 		more := ""
@@ -432,7 +461,7 @@ func (p *Policy) Vet(d Decision, t Target, kind Kind, addrs []netip.Addr) ([]net
 			more = fmt.Sprintf(" and %d more", len(refused)-max)
 			refused = refused[:max]
 		}
-		return nil, &DeniedError{t, "refused address " + strings.Join(refused, ", ") + more}
+		return nil, &DeniedError{Target: t, Reason: "refused address " + strings.Join(refused, ", ") + more}
 	}
 	return kept, nil
 }

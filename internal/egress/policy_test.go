@@ -3,6 +3,7 @@ package egress
 import (
 	"errors"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -47,7 +48,7 @@ func TestParseEntry(t *testing.T) {
 		if e.String() != tc.canon {
 			t.Errorf("%q: String() = %q, want %q", tc.in, e.String(), tc.canon)
 		}
-		if again, err := ParseEntry(e.String(), FromUser); err != nil || again != e {
+		if again, err := ParseEntry(e.String(), FromUser); err != nil || !reflect.DeepEqual(again, e) {
 			t.Errorf("%q: does not read back: %+v %v", tc.in, again, err)
 		}
 	}

@@ -13,10 +13,15 @@ import (
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/netip"
+	"net/textproto"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/git-sandbox/git-sandbox/internal/egress/held"
+	"github.com/git-sandbox/git-sandbox/internal/egress/sandboxca"
+	"github.com/git-sandbox/git-sandbox/internal/meter"
 )
 
 // Defaults of Options.
@@ -30,11 +35,14 @@ const (
 type Options struct {
 	// Policy decides what may be reached.
 	Policy *Policy
+	// Live is the live changes' file (LiveFile), read again whenever it
+	// changes; "" for none.
+	Live string
 	// Secrets are swapped in for their placeholders on their hosts.
 	Secrets []Secret
 	// CA signs the certificates shown for intercepted hosts; required
 	// when there are secrets.
-	CA *CA
+	CA *sandboxca.CA
 	// Resolver resolves host names; nil is the system's.
 	Resolver Resolver
 	// UpstreamRoots verify upstream servers of intercepted hosts; nil is
@@ -47,25 +55,32 @@ type Options struct {
 	// DialTimeout and IdleTimeout; zero means the defaults.
 	DialTimeout time.Duration
 	IdleTimeout time.Duration
+	Meter       *meter.Meter // meters the model calls through the broker; nil meters none
+	// Prompt, when set, holds connections off the list (see hold).
+	Prompt *held.Options
 }
 
 // Proxy is the egress proxy: an http.Handler serving CONNECT and plain
 // HTTP requests in absolute form.
 type Proxy struct {
-	policy  *Policy
+	policy  *livePolicy
+	room    *held.Room // nil: no prompting
 	secrets []*Secret
-	ca      *CA
+	ca      *sandboxca.CA
 	log     *Log
 	errLog  *log.Logger
 	dialer  *dialer
 	idle    time.Duration
 	timeout time.Duration
+	meter   *meter.Meter
 
-	buffers   *bufferPool
-	pool      connPool               // plain HTTP's upstream connections
-	plain     *httputil.ReverseProxy // plain HTTP upgrades (WebSocket)
-	intercept *httputil.ReverseProxy
-	transport []*http.Transport
+	buffers    *bufferPool
+	pool       connPool               // plain HTTP's upstream connections
+	plain      *httputil.ReverseProxy // plain HTTP upgrades (WebSocket)
+	intercept  *httputil.ReverseProxy
+	transport  []*http.Transport
+	scrubbers  sync.Map // scrubberFor
+	nscrubbers atomic.Int32
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -78,11 +93,11 @@ func New(o Options) (*Proxy, error) {
 		return nil, errors.New("egress proxy: no policy")
 	}
 	p := &Proxy{
-		policy:  o.Policy,
 		ca:      o.CA,
 		log:     o.Log,
 		idle:    o.IdleTimeout,
 		timeout: o.DialTimeout,
+		meter:   o.Meter,
 		conns:   map[net.Conn]struct{}{},
 	}
 	if p.idle <= 0 {
@@ -96,6 +111,10 @@ func New(o Options) (*Proxy, error) {
 		w = io.Discard
 	}
 	p.errLog = log.New(w, "git sandbox proxy: ", log.LstdFlags)
+	p.policy = newLivePolicy(o.Policy, o.Live, p.errLog)
+	if o.Prompt != nil {
+		p.room = held.New(o.Prompt.File, o.Prompt.Timeout, func(err error) { p.errLog.Print(err) })
+	}
 	seen := map[string]bool{}
 	for i := range o.Secrets {
 		s := o.Secrets[i]
@@ -115,7 +134,7 @@ func New(o Options) (*Proxy, error) {
 	if res == nil {
 		res = &net.Resolver{PreferGo: true}
 	}
-	p.dialer = &dialer{policy: p.policy, resolver: res, timeout: p.timeout}
+	p.dialer = &dialer{policy: p.policy.get, resolver: res, timeout: p.timeout}
 	p.dialer.net.KeepAlive = 30 * time.Second
 
 	p.buffers = &bufferPool{}
@@ -256,7 +275,8 @@ func (p *Proxy) refuse(w http.ResponseWriter, rec *Record, start time.Time, stat
 	case Denied:
 		fmt.Fprintf(w, "git sandbox egress proxy: %s denied: %s\n", dest, reason)
 		if status == http.StatusForbidden {
-			fmt.Fprintf(w, "The user can allow it: git sandbox start --allow %s, or allow = [...] in their config.\n", allowHint(rec))
+			h := allowHint(rec)
+			fmt.Fprintf(w, "The user can allow it: git sandbox net allow BRANCH %s (at once), git sandbox start --allow %s, or allow = [...] in their config.\n", h, h)
 		}
 	default:
 		fmt.Fprintf(w, "git sandbox egress proxy: %s: %s\n", dest, reason)
@@ -342,13 +362,22 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, rec, start, http.StatusForbidden, Leak, l.Error())
 		return
 	}
-	if _, err := p.policy.Check(t, Connect); err != nil {
+	dec, err := p.policy.get().Check(t, Connect)
+	if err != nil {
+		dec, err = p.hold(r.Context(), rec, t, Connect, err)
+	}
+	if err != nil {
 		status, decision, reason := denial(err)
 		p.refuse(w, rec, start, status, decision, reason)
 		return
 	}
-	if bound, others := p.boundSecrets(t); len(bound) > 0 {
-		p.interceptTunnel(w, r, t, bound, others)
+	bound, others := p.boundSecrets(t)
+	if len(bound) > 0 {
+		p.interceptTunnel(w, r, interception{target: t, bound: bound, others: others, scrub: p.scrubberFor(bound, nil)})
+		return
+	}
+	if len(dec.Ruled) > 0 {
+		p.refuse(w, rec, start, http.StatusForbidden, Denied, "its allow entries have method or path rules, which the proxy applies only to plain HTTP and to hosts whose TLS it terminates (a secret's hosts); a tunnel would carry any request")
 		return
 	}
 	up, addr, err := p.dialer.dial(r.Context(), t, Connect)
@@ -411,7 +440,8 @@ type reqState struct {
 	target Target
 	scheme string
 	rec    *Record
-	bound  []*Secret
+	scrub  *scrubber   // set for a host secrets are bound to
+	call   *meter.Call // a model call through the broker
 	leak   atomic.Pointer[leak]
 	down   atomic.Int64
 	up     atomic.Int64
@@ -426,7 +456,7 @@ func stateOf(ctx context.Context) *reqState {
 
 func (p *Proxy) reverseProxy(t *http.Transport, scheme string) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Transport:     t,
+		Transport:     tracingTransport{t},
 		FlushInterval: -1,
 		BufferPool:    p.buffers,
 		ErrorLog:      p.errLog,
@@ -436,33 +466,55 @@ func (p *Proxy) reverseProxy(t *http.Transport, scheme string) *httputil.Reverse
 			pr.Out.URL.Host = st.target.String()
 			pr.Out.Header.Del("Proxy-Authorization")
 			pr.Out.Header.Del("Proxy-Connection")
-			trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
-				if a, ok := ci.Conn.RemoteAddr().(*net.TCPAddr); ok {
-					st.rec.Addr = a.IP.String()
+			if st.scrub != nil {
+				// Only codings the proxy can decode to scrub the body;
+				// none for a part of a body, which cannot be decoded
+				// alone.
+				ae := "gzip"
+				if pr.Out.Method == http.MethodHead || pr.Out.Header.Get("Range") != "" {
+					ae = "identity"
 				}
-			}}
-			pr.Out = pr.Out.WithContext(httptrace.WithClientTrace(pr.Out.Context(), trace))
+				pr.Out.Header.Set("Accept-Encoding", ae)
+			}
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			st := stateOf(resp.Request.Context())
 			st.rec.Status = resp.StatusCode
+			if st.scrub != nil {
+				return st.scrubResponse(resp)
+			}
 			if resp.StatusCode == http.StatusSwitchingProtocols {
 				return nil // the upgraded stream is passed on as it is
 			}
-			var body io.Reader = resp.Body
-			if len(st.bound) > 0 {
-				scrubHeader(resp.Header, st.bound)
-				if enc := resp.Header.Get("Content-Encoding"); enc == "" || strings.EqualFold(enc, "identity") {
-					body = scrubBody(resp, st.bound)
-				}
-			}
-			resp.Body = readCloser{&countingReader{r: body, n: &st.down}, resp.Body}
+			resp.Body = readCloser{&countingReader{r: resp.Body, n: &st.down}, resp.Body}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			stateOf(r.Context()).failed(w, err, errors.Is(err, context.Canceled))
 		},
 	}
+}
+
+// tracingTransport notes the address a request was sent to and, for a
+// request to a host secrets are bound to, scrubs the headers of the
+// informational (1xx) responses the reverse proxy passes on. Its hooks
+// are added after the reverse proxy's, so they run first.
+type tracingTransport struct{ t http.RoundTripper }
+
+func (tt tracingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	st := stateOf(r.Context())
+	trace := &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		if a, ok := ci.Conn.RemoteAddr().(*net.TCPAddr); ok {
+			st.rec.Addr = a.IP.String()
+		}
+	}}
+	if sc := st.scrub; sc != nil {
+		trace.Got1xxResponse = func(_ int, h textproto.MIMEHeader) error {
+			sc.header(h)
+			return nil
+		}
+	}
+	return tt.t.RoundTrip(r.WithContext(httptrace.WithClientTrace(r.Context(), trace)))
 }
 
 // failed answers a request that got no response from upstream and
@@ -473,7 +525,17 @@ func (st *reqState) failed(w http.ResponseWriter, err error, gone bool) {
 		writeRefusal(w, http.StatusForbidden, fmt.Sprintf("git sandbox egress proxy: refused: %s\n", l))
 		return
 	}
+	var refused *refusedResponse
+	if errors.As(err, &refused) {
+		st.rec.Decision, st.rec.Reason, st.rec.Error, st.rec.Status = Allowed, refused.reason, refused.Error(), http.StatusBadGateway
+		writeRefusal(w, http.StatusBadGateway, fmt.Sprintf("git sandbox egress proxy: %s: %s\n", st.target, refused))
+		return
+	}
 	status, decision, reason := denial(err)
+	if st.scrub != nil {
+		// The text of an error can quote what the host sent.
+		reason = st.scrub.pats.replace(reason)
+	}
 	st.rec.Decision, st.rec.Status = decision, status
 	if decision == Denied {
 		st.rec.Reason = reason
@@ -493,24 +555,6 @@ func writeRefusal(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	io.WriteString(w, msg)
-}
-
-// scrubBody replaces real values that an upstream sent back with their
-// placeholders. When the lengths differ the response loses its
-// Content-Length and is sent chunked.
-func scrubBody(resp *http.Response, bound []*Secret) io.Reader {
-	var from, to []string
-	sameLen := true
-	for _, s := range bound {
-		from = append(from, s.Value)
-		to = append(to, s.Placeholder)
-		sameLen = sameLen && len(s.Value) == len(s.Placeholder)
-	}
-	if !sameLen {
-		resp.ContentLength = -1
-		resp.Header.Del("Content-Length")
-	}
-	return newStreamReplacer(resp.Body, from, to, nil)
 }
 
 // scanBody wraps r's body so that a placeholder of secrets in it fails the
@@ -561,7 +605,14 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, rec, start, http.StatusForbidden, Leak, l.Error())
 		return
 	}
-	if _, err := p.policy.Check(t, HTTP); err != nil {
+	dec, err := p.policy.get().Check(t, HTTP)
+	if err != nil {
+		dec, err = p.hold(r.Context(), rec, t, HTTP, err)
+	}
+	if err == nil {
+		err = dec.CheckHTTP(t, r)
+	}
+	if err != nil {
 		status, decision, reason := denial(err)
 		p.refuse(w, rec, start, status, decision, reason)
 		return
@@ -584,10 +635,49 @@ func (p *Proxy) proxyRequest(rp *httputil.ReverseProxy, w http.ResponseWriter, r
 	p.write(st.rec, start)
 }
 
+// interception is what the requests inside an intercepted tunnel share.
+type interception struct {
+	target Target
+	bound  []*Secret // swapped in
+	others []*Secret // refused
+	scrub  *scrubber // the encodings of bound's values
+}
+
+// maxScrubbers bounds the scrubbers kept: one per set of secrets bound
+// to a host, and one per Basic token an agent sends (it may send many).
+const maxScrubbers = 64
+
+// scrubberFor returns the scrubber of the values of bound and of the Basic
+// tokens a request was given, made once for each while there are fewer
+// than maxScrubbers.
+func (p *Proxy) scrubberFor(bound []*Secret, tokens [][2]string) *scrubber {
+	var key strings.Builder
+	for _, s := range bound {
+		key.WriteString(s.Name + "\x00")
+	}
+	for _, t := range tokens {
+		key.WriteString("\x00" + t[1]) // the credentials as the agent sent them
+	}
+	if sc, ok := p.scrubbers.Load(key.String()); ok {
+		return sc.(*scrubber)
+	}
+	var sc *scrubber
+	if len(tokens) == 0 {
+		sc = newScrubber(bound)
+	} else {
+		sc = p.scrubberFor(bound, nil).withBasic(tokens)
+	}
+	if p.nscrubbers.Add(1) <= maxScrubbers {
+		p.scrubbers.Store(key.String(), sc)
+	}
+	return sc
+}
+
 // interceptTunnel terminates the agent's TLS for a host secrets are bound
 // to and serves the requests inside it.
-func (p *Proxy) interceptTunnel(w http.ResponseWriter, r *http.Request, t Target, bound, others []*Secret) {
+func (p *Proxy) interceptTunnel(w http.ResponseWriter, r *http.Request, ic interception) {
 	start := time.Now()
+	t := ic.target
 	agent, ok := p.hijack(w, nil)
 	if !ok {
 		return
@@ -612,7 +702,7 @@ func (p *Proxy) interceptTunnel(w http.ResponseWriter, r *http.Request, t Target
 	l := newOneConnListener(tc)
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			p.serveIntercepted(w, r, t, bound, others)
+			p.serveIntercepted(w, r, ic)
 		}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		IdleTimeout:       p.idle,
@@ -626,21 +716,50 @@ func (p *Proxy) interceptTunnel(w http.ResponseWriter, r *http.Request, t Target
 	srv.Serve(l)
 }
 
-// serveIntercepted serves one request inside an intercepted tunnel to t.
-func (p *Proxy) serveIntercepted(w http.ResponseWriter, r *http.Request, t Target, bound, others []*Secret) {
+// serveIntercepted serves one request inside an intercepted tunnel.
+func (p *Proxy) serveIntercepted(w http.ResponseWriter, r *http.Request, ic interception) {
 	start := time.Now()
+	t := ic.target
 	rec := &Record{Kind: "intercept", Method: clip(r.Method), Host: t.Host, Port: t.Port}
 	if h, err := ParseTarget(r.Host, Connect); err != nil || h.Host != t.Host || h.Port != t.Port {
 		p.refuse(w, rec, start, http.StatusForbidden, Denied, "the Host header names another host than the tunnel")
 		return
 	}
-	if l := findLeak(r, others); l != nil {
+	if l := findLeak(r, ic.others); l != nil {
 		rec.Secret = l.secret
 		p.refuse(w, rec, start, http.StatusForbidden, Leak, l.Error())
 		return
 	}
-	if used := substitute(r.Header, bound); len(used) > 0 {
+	// The policy now, not the tunnel's: a live deny reaches a tunnel kept
+	// open.
+	dec, err := p.policy.get().Check(t, Connect)
+	if err == nil {
+		err = dec.CheckHTTP(t, r)
+	}
+	if err != nil {
+		_, decision, reason := denial(err)
+		p.refuse(w, rec, start, http.StatusForbidden, decision, reason)
+		return
+	}
+	if r.Method == http.MethodConnect || wantsUpgrade(r) {
+		// What comes back on an upgraded connection (WebSocket) or a
+		// tunnel is a stream the proxy does not parse: it could carry a
+		// real value back unscrubbed.
+		rec.Error = "refused: a protocol upgrade or tunnel to a host a secret is bound to"
+		p.refuse(w, rec, start, http.StatusNotImplemented, Allowed,
+			"refused: the proxy does not switch protocols (WebSocket) or open tunnels on a host a secret is bound to, as it could not scrub the real value from what comes back")
+		return
+	}
+	used, tokens := substitute(r.Header, ic.bound)
+	if len(used) > 0 {
 		rec.Secret = strings.Join(used, ",")
 	}
-	p.proxyRequest(p.intercept, w, r, &reqState{target: t, scheme: "https", rec: rec, bound: bound}, others, start)
+	st := &reqState{target: t, scheme: "https", rec: rec, scrub: ic.scrub, call: p.meter.Begin(t.Host, r)}
+	if st.call.Refuse(w) {
+		return // answered as the API would, and logged in the usage log
+	}
+	if len(tokens) > 0 {
+		st.scrub = p.scrubberFor(ic.bound, tokens)
+	}
+	p.proxyRequest(p.intercept, w, r, st, ic.others, start)
 }

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/git-sandbox/git-sandbox/internal/egress/sandboxca"
 )
 
 // recorder keeps the log's records for the test to wait on.
@@ -90,16 +92,18 @@ type testEnv struct {
 	proxy    *Proxy
 	proxyURL *url.URL
 	logPath  string
+	live     string // the proxy's live policy file
 	rec      *recorder
 	plain    *httptest.Server // http://plain.test:<port>
 	secure   *httptest.Server // https://{api,other,tunnel}.test:<port>
 	pki      *testPKI
-	ca       *CA
+	ca       *sandboxca.CA
 	api      Secret // bound to api.test
 	other    Secret // bound to other.test
 	resolver *fakeResolver
-	plainHP  string // plain.test:<port>
-	port     string // the TLS upstream's port
+	plainHP  string  // plain.test:<port>
+	port     string  // the TLS upstream's port
+	opts     Options // the proxy's
 
 	mu   sync.Mutex
 	reqs []seen
@@ -137,6 +141,10 @@ func newTestEnv(t testing.TB) *testEnv {
 		e.mu.Lock()
 		e.reqs = append(e.reqs, seen{host: r.Host, header: r.Header.Clone(), body: string(body), proto: r.Proto})
 		e.mu.Unlock()
+		if strings.HasPrefix(r.URL.Path, "/sse/") {
+			serveSSE(w, r.URL.Query().Get("bytes"))
+			return
+		}
 		// Echo the credential back, as a careless API might.
 		w.Header().Set("X-Echo", r.Header.Get("X-Api-Key"))
 		fmt.Fprintf(w, "hello from %s; key=%s", r.Host, r.Header.Get("X-Api-Key"))
@@ -191,15 +199,18 @@ func newTestEnv(t testing.TB) *testEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	e.proxy, err = New(Options{
+	e.live = filepath.Join(t.TempDir(), LiveFile)
+	e.opts = Options{
 		Policy:        policy,
+		Live:          e.live,
 		Secrets:       []Secret{e.api, e.other},
 		CA:            e.ca,
 		Resolver:      e.resolver,
 		UpstreamRoots: e.pki.pool,
 		Log:           NewLog(io.MultiWriter(f, e.rec), []Secret{e.api, e.other}),
 		DialTimeout:   2 * time.Second,
-	})
+	}
+	e.proxy, err = New(e.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +329,7 @@ func TestProxyPlainHTTP(t *testing.T) {
 		if rec.Decision != Denied || rec.Port != 80 || rec.Kind != "http" {
 			t.Fatalf("log record %+v", rec)
 		}
-		if e.resolver.lookups["denied.test"] != 0 {
+		if e.resolver.asked("denied.test") != 0 {
 			t.Error("a denied name was resolved")
 		}
 	})
@@ -443,7 +454,7 @@ func TestProxyConnect(t *testing.T) {
 		if status != 403 || !strings.Contains(body, "placeholder of GH_TOKEN in host name") {
 			t.Fatalf("got %d %q", status, body)
 		}
-		if e.resolver.lookups[strings.ToLower(e.other.Placeholder)+".x.example.com"] != 0 {
+		if e.resolver.asked(strings.ToLower(e.other.Placeholder)+".x.example.com") != 0 {
 			t.Fatal("resolved")
 		}
 	})

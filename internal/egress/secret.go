@@ -1,15 +1,16 @@
 package egress
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
+	"github.com/git-sandbox/git-sandbox/internal/egress/sandboxca"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -225,192 +226,63 @@ func basicCredentials(v string) (string, bool) {
 }
 
 // substitute puts the real values of secrets in place of their
-// placeholders in every request header, Basic credentials included, and
-// returns the names of the secrets it used.
-func substitute(h http.Header, secrets []*Secret) []string {
-	var used []string
+// placeholders in every request header, Basic credentials included. It
+// returns the names of the secrets it used, and each Basic token it made
+// with the token the agent sent, so that an echo of the token is put back
+// as a whole.
+func substitute(h http.Header, secrets []*Secret) (used []string, tokens [][2]string) {
 	note := func(name string) {
-		for _, u := range used {
-			if u == name {
-				return
-			}
+		if !slices.Contains(used, name) {
+			used = append(used, name)
 		}
-		used = append(used, name)
 	}
 	for k, vs := range h {
 		for i, v := range vs {
 			if dec, ok := basicCredentials(v); ok {
-				changed := false
-				for _, s := range secrets {
-					if strings.Contains(dec, s.Placeholder) {
-						dec = strings.ReplaceAll(dec, s.Placeholder, s.Value)
-						changed = true
-						note(s.Name)
-					}
-				}
-				if changed {
-					vs[i] = "Basic " + base64.StdEncoding.EncodeToString([]byte(dec))
+				if swapped := swapPlaceholders(dec, secrets, note); swapped != dec {
+					tokens = append(tokens, [2]string{swapped, dec})
+					vs[i] = "Basic " + base64.StdEncoding.EncodeToString([]byte(swapped))
 				}
 				continue
 			}
-			for _, s := range secrets {
-				if strings.Contains(v, s.Placeholder) {
-					v = strings.ReplaceAll(v, s.Placeholder, s.Value)
-					note(s.Name)
-				}
-			}
-			vs[i] = v
+			vs[i] = swapPlaceholders(v, secrets, note)
 		}
 		h[k] = vs
 	}
-	return used
+	return used, tokens
 }
 
-// scrubHeader puts placeholders back in place of real values in response
-// headers, so that an upstream echoing a request never shows the agent a
-// real value.
-func scrubHeader(h http.Header, secrets []*Secret) {
-	for _, vs := range h {
-		for i, v := range vs {
-			for _, s := range secrets {
-				v = strings.ReplaceAll(v, s.Value, s.Placeholder)
-			}
-			vs[i] = v
+// swapPlaceholders puts the real values of secrets in place of their
+// placeholders in v, noting each secret it used.
+func swapPlaceholders(v string, secrets []*Secret, note func(string)) string {
+	for _, s := range secrets {
+		if strings.Contains(v, s.Placeholder) {
+			v = strings.ReplaceAll(v, s.Placeholder, s.Value)
+			note(s.Name)
 		}
 	}
-}
-
-// streamReplacer finds patterns in a stream. On a match it either fails
-// with the error onMatch returns, or writes the pattern's replacement.
-// It holds back only the bytes that could be the start of a pattern, so a
-// stream of events is passed on as it comes.
-type streamReplacer struct {
-	src     io.Reader
-	from    [][]byte
-	to      [][]byte
-	onMatch func(i int) error
-	pending []byte // read, not yet examined to the end
-	out     []byte // ready to be returned
-	err     error  // from src, or a match
-	buf     []byte
-}
-
-func newStreamReplacer(src io.Reader, from, to []string, onMatch func(i int) error) *streamReplacer {
-	r := &streamReplacer{src: src, onMatch: onMatch, buf: make([]byte, 32*1024)}
-	for i, f := range from {
-		r.from = append(r.from, []byte(f))
-		if to != nil {
-			r.to = append(r.to, []byte(to[i]))
-		}
-	}
-	return r
-}
-
-func (r *streamReplacer) Read(p []byte) (int, error) {
-	if len(r.out) == 0 && len(r.pending) == 0 && r.err == nil && len(p) >= len(r.buf) {
-		// The common case, without a copy: read straight into p and hand
-		// it back when it holds no pattern, keeping only an end that could
-		// begin one.
-		n, err := r.src.Read(p)
-		if !r.containsAny(p[:n]) {
-			keep := 0
-			if err == nil {
-				keep = r.partialSuffix(p[:n])
-			}
-			r.pending = append(r.pending, p[n-keep:n]...)
-			r.err = err
-			if n-keep > 0 || err != nil {
-				return n - keep, err
-			}
-		} else {
-			r.pending = append(r.pending, p[:n]...)
-			r.err = err
-			if merr := r.process(err != nil); merr != nil {
-				r.err = merr
-				r.pending, r.out = nil, nil
-				return 0, merr
-			}
-		}
-	}
-	for len(r.out) == 0 {
-		if r.err != nil {
-			return 0, r.err
-		}
-		n, err := r.src.Read(r.buf)
-		r.pending = append(r.pending, r.buf[:n]...)
-		if err != nil {
-			r.err = err
-		}
-		if merr := r.process(err != nil); merr != nil {
-			r.err = merr
-			r.pending, r.out = nil, nil
-			return 0, merr
-		}
-	}
-	n := copy(p, r.out)
-	r.out = r.out[n:]
-	return n, nil
-}
-
-func (r *streamReplacer) containsAny(b []byte) bool {
-	for _, f := range r.from {
-		if bytes.Contains(b, f) {
-			return true
-		}
-	}
-	return false
-}
-
-// process moves what is certainly not (the start of) a pattern from
-// pending to out, replacing patterns on the way; at the end, everything.
-func (r *streamReplacer) process(end bool) error {
-	for {
-		at, which := -1, -1
-		for i, f := range r.from {
-			if j := bytes.Index(r.pending, f); j >= 0 && (at < 0 || j < at) {
-				at, which = j, i
-			}
-		}
-		if at < 0 {
-			break
-		}
-		if r.onMatch != nil {
-			if err := r.onMatch(which); err != nil {
-				return err
-			}
-		}
-		r.out = append(r.out, r.pending[:at]...)
-		if r.to != nil {
-			r.out = append(r.out, r.to[which]...)
-		}
-		r.pending = r.pending[at+len(r.from[which]):]
-	}
-	keep := 0
-	if !end {
-		keep = r.partialSuffix(r.pending)
-	}
-	r.out = append(r.out, r.pending[:len(r.pending)-keep]...)
-	r.pending = append(r.pending[:0:0], r.pending[len(r.pending)-keep:]...)
-	return nil
-}
-
-// partialSuffix is the length of the longest end of b that begins some
-// pattern.
-func (r *streamReplacer) partialSuffix(b []byte) int {
-	best := 0
-	for _, f := range r.from {
-		for k := min(len(f)-1, len(b)); k > best; k-- {
-			if bytes.HasSuffix(b, f[:k]) {
-				best = k
-				break
-			}
-		}
-	}
-	return best
+	return v
 }
 
 // readCloser gives a wrapped reader the original's Close.
 type readCloser struct {
 	io.Reader
 	io.Closer
+}
+
+// NewCA makes a sandbox's CA for the hosts its secrets are bound to
+// (entries as ParseEntry reads them: exact names or wildcards).
+func NewCA(hosts []string) (*sandboxca.CA, error) {
+	var domains []string
+	for _, h := range hosts {
+		e, err := ParseEntry(h, "")
+		if err != nil {
+			return nil, err
+		}
+		if e.Addr.IsValid() {
+			return nil, fmt.Errorf("new CA: %s is an address", h)
+		}
+		domains = append(domains, e.Host)
+	}
+	return sandboxca.New(domains)
 }

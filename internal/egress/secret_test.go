@@ -139,9 +139,12 @@ func TestFindLeakAndSubstitute(t *testing.T) {
 	h.Set("X-Api-Key", a.Placeholder)
 	h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("x:"+a.Placeholder)))
 	h.Add("X-Two", "1 "+a.Placeholder+" 2 "+a.Placeholder)
-	used := substitute(h, []*Secret{a})
+	used, tokens := substitute(h, []*Secret{a})
 	if len(used) != 1 || used[0] != "A" {
 		t.Fatalf("used %v", used)
+	}
+	if len(tokens) != 1 || tokens[0] != [2]string{"x:" + a.Value, "x:" + a.Placeholder} {
+		t.Fatalf("Basic tokens %q", tokens)
 	}
 	if h.Get("X-Api-Key") != a.Value || h.Get("X-Two") != "1 "+a.Value+" 2 "+a.Value {
 		t.Fatalf("headers %v", h)
@@ -149,8 +152,8 @@ func TestFindLeakAndSubstitute(t *testing.T) {
 	if dec, _ := basicCredentials(h.Get("Authorization")); dec != "x:"+a.Value {
 		t.Fatalf("basic %q", dec)
 	}
-	scrubHeader(h, []*Secret{a})
-	if h.Get("X-Api-Key") != a.Placeholder {
+	newScrubber([]*Secret{a}).withBasic(tokens).header(h)
+	if h.Get("X-Api-Key") != a.Placeholder || h.Get("Authorization") != "Basic "+base64.StdEncoding.EncodeToString([]byte("x:"+a.Placeholder)) {
 		t.Fatalf("scrub %v", h)
 	}
 }

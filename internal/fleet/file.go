@@ -19,6 +19,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/meter"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
@@ -27,6 +28,9 @@ type File struct {
 	// MaxParallel is how many tasks run at once; 0 means the default
 	// (DefaultParallel).
 	MaxParallel int `toml:"max_parallel"`
+	// Budget is the dollars the whole fleet may spend on model calls:
+	// once spent, no queued task starts.
+	Budget string `toml:"budget"`
 	// Tasks are the [[task]] tables, in file order.
 	Tasks []Task `toml:"task"`
 }
@@ -42,6 +46,8 @@ type Task struct {
 	Verify  string        `toml:"verify" json:"verify,omitempty"`
 	Allow   []string      `toml:"allow" json:"allow,omitempty"`
 	Limits  config.Limits `toml:"limits" json:"limits"`
+	// Budget is the dollars the task's sandbox may spend (start --budget).
+	Budget string `toml:"budget" json:"budget,omitempty"`
 	// Line is where the task's [[task]] header is.
 	Line int `toml:"-" json:"line"`
 }
@@ -137,6 +143,16 @@ func parse(path string, data []byte) (*File, *Problems) {
 	if md.IsDefined("max_parallel") && (f.MaxParallel < 1 || f.MaxParallel > MaxParallelLimit) {
 		probs.add(loc.topLine("max_parallel"), "max_parallel = %d: must be from 1 to %d", f.MaxParallel, MaxParallelLimit)
 	}
+	if _, err := f.FleetBudget(); err != nil {
+		probs.add(loc.topLine("budget"), "%v", err)
+	}
+	checkTasks(probs, loc, &f)
+	return &f, probs
+}
+
+// checkTasks checks the decoded tasks: there are some, each is complete
+// and in range, and no two branches clash.
+func checkTasks(probs *Problems, loc *locator, f *File) {
 	if len(f.Tasks) == 0 && len(probs.List) == 0 {
 		probs.add(0, "no [[task]] tables: there is nothing to start")
 	}
@@ -152,7 +168,26 @@ func parse(path string, data []byte) (*File, *Problems) {
 			}
 		}
 	}
-	return &f, probs
+}
+
+// CheckTasks makes every check Load makes, for tasks given as data rather
+// than read from a file (git sandbox mcp's fleet_start). There are no
+// lines: each task's number stands for its line in messages, and name for
+// the file.
+func CheckTasks(name string, f *File, c Checker) error {
+	probs := &Problems{Path: name}
+	if f.MaxParallel < 0 || f.MaxParallel > MaxParallelLimit {
+		probs.add(0, "max_parallel = %d: must be from 1 to %d (0: the default)", f.MaxParallel, MaxParallelLimit)
+	}
+	// One empty line per task: the i-th task is line i+1.
+	loc := &locator{lines: make([]string, len(f.Tasks))}
+	for i := range f.Tasks {
+		f.Tasks[i].Line = i + 1
+		loc.tasks = append(loc.tasks, i)
+	}
+	checkTasks(probs, loc, f)
+	check(probs, f, c)
+	return probs.err()
 }
 
 func checkTask(probs *Problems, loc *locator, i int, t *Task, seen map[string]int) {
@@ -182,6 +217,9 @@ func checkTask(probs *Problems, loc *locator, i int, t *Task, seen map[string]in
 			probs.add(line("command"), "[[task]] %d: command holds a NUL byte", n)
 			break
 		}
+	}
+	if _, err := meter.ParseDollars(t.Budget); t.Budget != "" && err != nil {
+		probs.add(line("budget"), "[[task]] %d: budget: %v", n, err)
 	}
 	if t.Limits.Memory != "" {
 		if err := config.CheckMemory("", "limits.memory", t.Limits.Memory); err != nil {

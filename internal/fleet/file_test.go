@@ -166,6 +166,44 @@ allow = ["a b"]
 	}
 }
 
+// TestCheckTasksGivenAsData: tasks that come as data (git sandbox mcp's
+// fleet_start) get every check a file gets, each task's number standing
+// for its line.
+func TestCheckTasksGivenAsData(t *testing.T) {
+	f := &File{MaxParallel: 300, Tasks: []Task{
+		{Branch: "a", Command: []string{"true"}},
+		{Branch: "a", Agent: "claude"},
+		{Branch: "a/b", Agent: "shell", Base: "nope"},
+		{Agent: "robot", Prompt: "p", Allow: []string{"a b"}},
+	}}
+	err := CheckTasks("tasks", f, fakeChecker{})
+	for _, w := range []string{
+		"tasks: max_parallel = 300",
+		"tasks:2: branch a is also the branch of the task at line 1",
+		"tasks:2: [[task]] 2: a fleet's agents run without a terminal, so each needs a prompt",
+		"tasks:3: [[task]] 3: the shell agent needs a command",
+		"tasks:3: branch a/b cannot exist beside branch a",
+		"tasks:3: [[task]] 3: base nope does not exist",
+		"tasks:4: [[task]] 4 has no branch",
+		"tasks:4: [[task]] 4: unknown agent robot",
+		"tasks:4: [[task]] 4: allow \"a b\"",
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("missing %q in %v", w, err)
+		}
+	}
+	if f.Tasks[0].Agent != "shell" {
+		t.Errorf("a task with a command and no agent gets %q, want shell", f.Tasks[0].Agent)
+	}
+	ok := &File{Tasks: []Task{{Branch: "x", Command: []string{"true"}}, {Branch: "y", Agent: "claude", Prompt: "p"}}}
+	if err := CheckTasks("tasks", ok, fakeChecker{}); err != nil {
+		t.Errorf("good tasks refused: %v", err)
+	}
+	if err := CheckTasks("tasks", &File{}, fakeChecker{}); err == nil || !strings.Contains(err.Error(), "nothing to start") {
+		t.Errorf("no tasks: %v", err)
+	}
+}
+
 // The shipped example parses and passes the checks that need no
 // repository.
 func TestExampleFileParses(t *testing.T) {

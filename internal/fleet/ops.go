@@ -293,3 +293,37 @@ func (f *Fleets) Resume(name string) error {
 	})
 	return err
 }
+
+// Start makes a fleet of checked tasks (Load or CheckTasks) and starts its
+// runner: each task's base and agent are resolved now (Resolve), the
+// fleet is recorded under name with every task queued, and the runner is
+// spawned. path is the tasks file's absolute path ("" for tasks given as
+// data). A fleet whose runner could not start is removed again.
+func (f *Fleets) Start(ctx context.Context, name, path string, file *File) (*State, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	if err := f.SB.Resolve(ctx, path, file); err != nil {
+		return nil, err
+	}
+	n := file.MaxParallel
+	if n == 0 {
+		n = DefaultParallel(MemAvailable(), PerTaskMemory(file, f.SB.Env.Config), 0)
+	}
+	budget, err := file.FleetBudget()
+	if err != nil {
+		return nil, err
+	}
+	st := &State{Name: name, File: path, MaxParallel: n, Created: time.Now().UTC(), Budget: budget}
+	for _, t := range file.Tasks {
+		st.Tasks = append(st.Tasks, TaskState{Task: t, Status: Queued})
+	}
+	if err := f.Store.Create(st); err != nil {
+		return nil, err
+	}
+	if err := SpawnRunner(f.SB.Env, f.Store, name); err != nil {
+		_ = f.Store.Remove(name)
+		return nil, fmt.Errorf("start the fleet's runner: %w", err)
+	}
+	return st, nil
+}

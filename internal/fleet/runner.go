@@ -29,6 +29,9 @@ type Runner struct {
 	// Start starts the task's sandbox detached; it returns once the
 	// agent's container runs.
 	Start func(ctx context.Context, t Task) error
+	// Spent is what the fleet's sandboxes spent on model calls so far
+	// (dollars); nil when no budget is kept.
+	Spent func(st *State) (float64, error)
 	// Poll is how often the runner looks without an event (a missed
 	// event, an engine without events): 2 s when 0.
 	Poll time.Duration
@@ -63,8 +66,11 @@ func (r *Runner) Step(ctx context.Context) (start []Task, done bool, err error) 
 	if err != nil {
 		return nil, false, err
 	}
+	spent := r.spent()
 	_, err = r.Store.Update(r.Name, func(st *State) error {
+		stopAtBudget(st, spent)
 		start, done = plan(st, agents, time.Now())
+		shareBudget(st, spent, start)
 		return nil
 	})
 	return start, done, err

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 )
 
 const testRepo = "repo-0123456789ab"

@@ -94,7 +94,7 @@ func (s *Sandboxes) Agent(name string) error {
 // Allow implements Checker. A tasks file is as trusted as the command
 // line that names it: its allow entries are --allow's.
 func (s *Sandboxes) Allow(entry string) error {
-	_, err := egress.ParseEntry(entry, egress.FromFlag)
+	_, err := egress.ParseAllowEntry(entry, egress.FromFlag)
 	return err
 }
 
@@ -131,7 +131,7 @@ func (s *Sandboxes) Resolve(ctx context.Context, path string, f *File) error {
 func (s *Sandboxes) Start(ctx context.Context, t Task) error {
 	_, err := s.Env.Start(ctx, sandbox.StartOptions{
 		Branch: t.Branch, Base: t.Base, Agent: t.Agent, Prompt: t.Prompt, Verify: t.Verify,
-		Args: t.Command, Detach: true, Allow: t.Allow,
+		Args: t.Command, Detach: true, Allow: t.Allow, Budget: t.Budget,
 		Memory: t.Limits.Memory, CPUs: t.Limits.CPUs, Pids: t.Limits.Pids,
 		IO: s.io(),
 	})
@@ -144,7 +144,7 @@ func (s *Sandboxes) Land(ctx context.Context, branch string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	res, err := sb.Land(ctx, sandbox.LandOptions{VerifyMerged: true, IO: s.io()})
+	res, err := land.Land(ctx, sb, land.Request{VerifyMerged: true, Out: s.io().Stderr})
 	if err != nil && res != nil && res.Commit != "" {
 		// Landed; only the clean-up after it failed. The queue goes on:
 		// the base holds the commit, and landing it again would not.

@@ -22,6 +22,8 @@ const (
 	Exited    = "exited"
 	Failed    = "failed" // start failed; Error says why
 	Cancelled = "cancelled"
+	// OverBudget: not started, the fleet's budget being spent.
+	OverBudget = "budget"
 )
 
 // TaskState is one task and how far it got.
@@ -41,11 +43,14 @@ func (t TaskState) Active() bool {
 
 // State is a fleet's state file.
 type State struct {
-	Name        string    `json:"name"`
-	File        string    `json:"file"`
-	MaxParallel int       `json:"max_parallel"`
-	Created     time.Time `json:"created"`
-	Stopping    bool      `json:"stopping,omitempty"`
+	Name        string `json:"name"`
+	File        string `json:"file"`
+	MaxParallel int    `json:"max_parallel"`
+	// Budget is the dollars the fleet may spend on model calls (0: no
+	// bound).
+	Budget   float64   `json:"budget,omitempty"`
+	Created  time.Time `json:"created"`
+	Stopping bool      `json:"stopping,omitempty"`
 	// RunnerPID is the runner's process id, written once it holds the
 	// runner lock (fleet start waits for it).
 	RunnerPID int         `json:"runner_pid,omitempty"`
@@ -184,9 +189,14 @@ func (s *Store) Names() ([]string, error) {
 	return out, nil
 }
 
-// Resolve picks a fleet: the one named, else the only one.
+// Resolve picks a fleet: the one named, the one started from the tasks
+// file name names (as users type it after fleet start tasks.toml), else
+// the only one.
 func (s *Store) Resolve(name string) (string, error) {
 	if name != "" {
+		if n, ok := s.byFile(name); ok {
+			return n, nil
+		}
 		if err := CheckName(name); err != nil {
 			return "", err
 		}
@@ -206,6 +216,30 @@ func (s *Store) Resolve(name string) (string, error) {
 	}
 	return "", usererr.New("this repository has %d fleets: %v", len(names), names).
 		Hint("name one (git sandbox fleet ps lists them)")
+}
+
+// byFile finds the fleet started from the tasks file at path, when path
+// is not a fleet's name but a file.
+func (s *Store) byFile(path string) (string, bool) {
+	if CheckName(path) == nil {
+		if _, err := s.Load(path); err == nil {
+			return "", false // a fleet's name first
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", false
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.Mode().IsRegular() {
+		return "", false
+	}
+	names, _ := s.Names()
+	for _, n := range names {
+		if st, err := s.Load(n); err == nil && st.File == abs {
+			return n, true
+		}
+	}
+	return "", false
 }
 
 // Remove deletes a fleet's state.

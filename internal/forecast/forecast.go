@@ -34,6 +34,7 @@ import (
 	"sync"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
 
 // BaseName is the name Result.Names gives the base branch's tip.
@@ -85,6 +86,23 @@ type Result struct {
 // Conflicts reports whether anything conflicts.
 func (r *Result) Conflicts() bool { return r != nil && (len(r.Base) > 0 || len(r.With) > 0) }
 
+// Column is the CONFLICTS column of ps and dash: "base" and the other
+// sandboxes (escaped for printing), "-" for none, "?" when no forecast
+// could be made (r is nil).
+func (r *Result) Column() string {
+	if r == nil {
+		return "?"
+	}
+	names := r.Names()
+	if len(names) == 0 {
+		return "-"
+	}
+	for i, n := range names {
+		names[i] = termsafe.String(n)
+	}
+	return strings.Join(names, ",")
+}
+
 // Names lists what the sandbox conflicts with: BaseName first, then the
 // other sandboxes in order.
 func (r *Result) Names() []string {
@@ -131,26 +149,48 @@ func Compute(ctx context.Context, o Options, sbs []Sandbox) (map[string]*Result,
 	for _, s := range sbs {
 		out[s.Name] = &Result{}
 	}
-	format := ""
-	for _, s := range sbs {
-		if s.changed() {
-			format = objectFormat(s.Baseline)
-			break
-		}
-	}
+	format := changedFormat(sbs)
 	if format == "" {
 		return out, nil
 	}
 	c := loadCache(o.CacheFile)
 	r := &runner{o: o, cache: c, format: format}
+	merged, err := r.forecastBase(ctx, sbs, out)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.forecastPairs(ctx, sbs, merged, out); err != nil {
+		return nil, err
+	}
+	if o.CacheFile != "" {
+		if err := c.save(o.CacheFile, o.Partial); err != nil {
+			return out, fmt.Errorf("forecast cache: %w", err)
+		}
+	}
+	return out, nil
+}
 
-	// The base: each sandbox's change onto its base's tip.
+// changedFormat is the object format of the first sandbox with something
+// to land, or "" when none has anything.
+func changedFormat(sbs []Sandbox) string {
+	for _, s := range sbs {
+		if s.changed() {
+			return objectFormat(s.Baseline)
+		}
+	}
+	return ""
+}
+
+// forecastBase merges each sandbox's change onto its base's tip, records
+// the conflicting paths in out, and returns the tree each clean merge
+// would leave on the base, by sandbox.
+func (r *runner) forecastBase(ctx context.Context, sbs []Sandbox, out map[string]*Result) (map[string]gitcmd.Hash, error) {
 	baseJobs := map[string]*job{}
 	merged := map[string]gitcmd.Hash{}
 	var jobs []*job
 	for i := range sbs {
 		s := &sbs[i]
-		tip, ok := o.Tips[s.BaseRef]
+		tip, ok := r.o.Tips[s.BaseRef]
 		if !s.changed() || !ok {
 			continue
 		}
@@ -173,17 +213,53 @@ func Compute(ctx context.Context, o Options, sbs []Sandbox) (map[string]*Result,
 			merged[name] = j.res.Tree
 		}
 	}
+	return merged, nil
+}
 
-	// Pairs on the same base. With one baseline the two changes are merged
-	// directly; with different baselines the second lands onto what the
-	// first would leave on the base, and what it conflicts with there that
-	// it conflicts with on the base alone is the base's, not the pair's.
-	type pair struct {
-		a, b *Sandbox
-		j    *job
+// pair is the merge of two sandboxes on the same base, a sorted before b.
+type pair struct {
+	a, b *Sandbox
+	j    *job
+}
+
+// forecastPairs merges every two sandboxes on the same base and records
+// in out, on both sides, the paths they would conflict on. With one
+// baseline the two changes are merged directly; with different baselines
+// the second lands onto what the first would leave on the base (merged,
+// from forecastBase), and what it conflicts with there that it conflicts
+// with on the base alone is the base's, not the pair's.
+func (r *runner) forecastPairs(ctx context.Context, sbs []Sandbox, merged map[string]gitcmd.Hash, out map[string]*Result) error {
+	pairs := r.pairJobs(sbs, merged)
+	jobs := make([]*job, 0, len(pairs))
+	for _, p := range pairs {
+		jobs = append(jobs, p.j)
 	}
+	if err := r.run(ctx, jobs); err != nil {
+		return err
+	}
+	for _, p := range pairs {
+		paths := p.j.res.Paths
+		if p.a.Baseline != p.b.Baseline {
+			paths = without(paths, out[p.b.Name].Base)
+		}
+		if len(paths) == 0 {
+			continue
+		}
+		for _, side := range [][2]*Sandbox{{p.a, p.b}, {p.b, p.a}} {
+			res := out[side[0].Name]
+			if res.With == nil {
+				res.With = map[string][]string{}
+			}
+			res.With[side[1].Name] = paths
+		}
+	}
+	return nil
+}
+
+// pairJobs makes the merge job of every two changed sandboxes on the same
+// base (see forecastPairs).
+func (r *runner) pairJobs(sbs []Sandbox, merged map[string]gitcmd.Hash) []pair {
 	var pairs []pair
-	jobs = nil
 	for i := range sbs {
 		for k := i + 1; k < len(sbs); k++ {
 			a, b := &sbs[i], &sbs[k]
@@ -205,34 +281,9 @@ func Compute(ctx context.Context, o Options, sbs []Sandbox) (map[string]*Result,
 			}
 			j.pair = true
 			pairs = append(pairs, pair{a, b, j})
-			jobs = append(jobs, j)
 		}
 	}
-	if err := r.run(ctx, jobs); err != nil {
-		return nil, err
-	}
-	for _, p := range pairs {
-		paths := p.j.res.Paths
-		if p.a.Baseline != p.b.Baseline {
-			paths = without(paths, out[p.b.Name].Base)
-		}
-		if len(paths) == 0 {
-			continue
-		}
-		for _, side := range [][2]*Sandbox{{p.a, p.b}, {p.b, p.a}} {
-			res := out[side[0].Name]
-			if res.With == nil {
-				res.With = map[string][]string{}
-			}
-			res.With[side[1].Name] = paths
-		}
-	}
-	if o.CacheFile != "" {
-		if err := c.save(o.CacheFile, o.Partial); err != nil {
-			return out, fmt.Errorf("forecast cache: %w", err)
-		}
-	}
-	return out, nil
+	return pairs
 }
 
 func without(paths, drop []string) []string {

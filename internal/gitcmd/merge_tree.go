@@ -1,20 +1,31 @@
 package gitcmd
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 )
 
-// MergeTreeRequest names the two commits a merge joins. Their merge base is
-// found by git; to force one, give both commits that one parent.
+// MergeTreeRequest names the two sides a merge joins.
 type MergeTreeRequest struct {
-	// Ours and Theirs are the commits merged. Full names are required: git
-	// names a file it moves aside after the side it came from
-	// (path~<commit>), and the conflict's paths are read back through them.
+	// Ours and Theirs are the commits merged, or with Base the trees.
+	// Full names are required: git names a file it moves aside after the
+	// side it came from (path~<commit>), and the conflict's paths are read
+	// back through them.
 	Ours, Theirs Hash
+	// Base, when set, is the merge base: Ours and Theirs are then trees,
+	// merged as changes from Base. (git 2.39 has no --merge-base: two
+	// throwaway commits whose only parent is Base are merged.)
+	Base Hash
+	// OursLabel and TheirsLabel, when set, name the sides in the conflict
+	// markers of a merge with Base (instead of the throwaway commits).
+	OursLabel, TheirsLabel string
 }
 
 // MergeTreeConflictError is the result of a merge with conflicts.
@@ -53,6 +64,9 @@ func (e *MergeTreeConflictError) Error() string {
 // merged tree (written to the object store). A merge with conflicts returns
 // a *MergeTreeConflictError.
 func (r *Runner) MergeTree(ctx context.Context, req MergeTreeRequest) (Hash, error) {
+	if req.Base != "" {
+		return r.mergeFromBase(ctx, req)
+	}
 	for _, h := range []Hash{req.Ours, req.Theirs} {
 		if _, err := ParseHash(string(h)); err != nil {
 			return "", fmt.Errorf("merge-tree: %w", err)
@@ -168,4 +182,103 @@ func unmangle(p string, sides ...Hash) string {
 		}
 	}
 	return p
+}
+
+// mergeFromBase merges two trees as changes from req.Base: the sides are
+// committed with Base as their only parent, so it is their merge base.
+func (r *Runner) mergeFromBase(ctx context.Context, req MergeTreeRequest) (Hash, error) {
+	parents := []Hash{req.Base}
+	ours, err := r.CommitTree(ctx, CommitTreeRequest{Tree: req.Ours, Parents: parents, Message: "merge: ours\n"})
+	if err != nil {
+		return "", err
+	}
+	theirs, err := r.CommitTree(ctx, CommitTreeRequest{Tree: req.Theirs, Parents: parents, Message: "merge: theirs\n"})
+	if err != nil {
+		return "", err
+	}
+	tree, err := r.MergeTree(ctx, MergeTreeRequest{Ours: ours, Theirs: theirs})
+	conflict, ok := errors.AsType[*MergeTreeConflictError](err)
+	if !ok || req.OursLabel == "" {
+		return tree, err
+	}
+	conflict.Tree, err = r.relabel(ctx, conflict.Tree, conflict.Paths, map[string]string{
+		"<<<<<<< " + ours.String():   "<<<<<<< " + firstLine(req.OursLabel),
+		">>>>>>> " + theirs.String(): ">>>>>>> " + firstLine(req.TheirsLabel),
+	})
+	if err != nil {
+		return "", err
+	}
+	return "", conflict
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// relabel rewrites the conflict markers of the conflicted files of tree,
+// and returns the tree with them.
+func (r *Runner) relabel(ctx context.Context, tree Hash, paths []string, labels map[string]string) (Hash, error) {
+	tmp, err := os.MkdirTemp("", "git-sandbox-merge-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	ix := &Runner{GitDir: r.GitDir, IndexFile: filepath.Join(tmp, "index")}
+	if err := ix.ReadTree(ctx, ReadTreeRequest{Tree: tree.String()}); err != nil {
+		return "", err
+	}
+	changed := false
+	for _, p := range paths {
+		did, err := r.relabelFile(ctx, ix, tree, p, labels)
+		if err != nil {
+			return "", err
+		}
+		changed = changed || did
+	}
+	if !changed {
+		return tree, nil
+	}
+	out, err := ix.Output(ctx, "write-tree")
+	if err != nil {
+		return "", err
+	}
+	return ParseHash(out)
+}
+
+// relabelFile rewrites the markers of one file of tree into the index ix;
+// it reports whether there were any.
+func (r *Runner) relabelFile(ctx context.Context, ix *Runner, tree Hash, p string, labels map[string]string) (bool, error) {
+	out, err := r.Run(ctx, nil, "ls-tree", "-z", "--full-tree", tree.String(), "--", p)
+	if err != nil || len(out) == 0 {
+		return false, nil
+	}
+	meta, _, _ := strings.Cut(strings.TrimSuffix(string(out), "\x00"), "\t")
+	f := strings.Fields(meta)
+	if len(f) != 3 || f[1] != "blob" || f[0] == "120000" {
+		return false, nil
+	}
+	content, err := r.Run(ctx, nil, "cat-file", "blob", f[2])
+	if err != nil {
+		return false, err
+	}
+	lines := bytes.SplitAfter(content, []byte("\n"))
+	hit := false
+	for i, line := range lines {
+		for from, to := range labels {
+			if bytes.HasPrefix(line, []byte(from)) {
+				lines[i] = append([]byte(to), line[len(from):]...)
+				hit = true
+			}
+		}
+	}
+	if !hit {
+		return false, nil
+	}
+	id, err := r.Run(ctx, bytes.NewReader(bytes.Join(lines, nil)), "hash-object", "-w", "--no-filters", "--stdin")
+	if err != nil {
+		return false, err
+	}
+	_, err = ix.Run(ctx, nil, "update-index", "--cacheinfo", f[0]+","+strings.TrimSpace(string(id))+","+p)
+	return err == nil, err
 }

@@ -152,3 +152,38 @@ func TestMergeTree(t *testing.T) {
 		t.Error("a merge of a name that is not a full object name was accepted")
 	}
 }
+
+// With a merge base the sides are trees, merged as changes from it
+// (whatever history their commits have), and the markers carry the labels.
+func TestMergeTreeFromBase(t *testing.T) {
+	ctx := context.Background()
+	g := testRepo(t)
+	base := treeCommit(t, g, map[string]string{"f": "1\n2\n3\n"})
+	tree := func(c Hash) Hash {
+		h, err := g.RevParse(ctx, c.String()+"^{tree}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	// Unrelated commits: only the given base relates the trees.
+	ours := tree(treeCommit(t, g, map[string]string{"f": "one\n2\n3\n"}))
+	theirs := tree(treeCommit(t, g, map[string]string{"f": "1\n2\nthree\n"}))
+	merged, err := g.MergeTree(ctx, MergeTreeRequest{Base: base, Ours: ours, Theirs: theirs})
+	if err != nil {
+		t.Fatalf("clean merge: %v", err)
+	}
+	if f, _ := g.Output(ctx, "cat-file", "blob", merged.String()+":f"); f != "one\n2\nthree" {
+		t.Errorf("merged f = %q", f)
+	}
+	other := tree(treeCommit(t, g, map[string]string{"f": "ONE\n2\n3\n"}))
+	_, err = g.MergeTree(ctx, MergeTreeRequest{Base: base, Ours: ours, Theirs: other, OursLabel: "sandbox t1\nx", TheirsLabel: "main abc"})
+	ce, ok := errors.AsType[*MergeTreeConflictError](err)
+	if !ok || !slices.Equal(ce.Paths, []string{"f"}) {
+		t.Fatalf("conflicting merge = %v", err)
+	}
+	f, _ := g.Output(ctx, "cat-file", "blob", ce.Tree.String()+":f")
+	if !strings.Contains(f, "<<<<<<< sandbox t1\n") || !strings.Contains(f, ">>>>>>> main abc") {
+		t.Errorf("markers not relabelled:\n%s", f)
+	}
+}

@@ -15,9 +15,9 @@ import (
 // tool starts is built in one of them, so the rules that keep agent-written
 // data from steering the host live in one place each.
 var execAllowed = map[string]string{
-	"internal/gitcmd": "the one gateway for git processes (hardened environment, safety config)",
-	"container":       "the gateway to Docker (the SDK today; a docker CLI call would go here)",
-	"internal/proc":   "the tool's own binary (the detached supervisor), the PATH look-up for it, the user's pager, secret commands and clean filters",
+	"internal/gitcmd":  "the one gateway for git processes (hardened environment, safety config)",
+	"container/docker": "the gateway to Docker (the SDK today; a docker CLI call would go here)",
+	"internal/proc":    "the tool's own binary (the detached supervisor), the PATH look-up for it, the user's pager, secret commands and clean filters",
 }
 
 // TestOSExecOnlyInGateways fails when a non-test Go file outside the
@@ -55,7 +55,7 @@ func TestOSExecOnlyInGateways(t *testing.T) {
 				continue
 			}
 			if _, ok := execAllowed[pkg]; !ok {
-				t.Errorf("%s imports os/exec: start git through internal/gitcmd, Docker through container, anything else through internal/proc", rel)
+				t.Errorf("%s imports os/exec: start git through internal/gitcmd, Docker through container/docker, anything else through internal/proc", rel)
 			}
 		}
 		return nil

@@ -35,6 +35,14 @@ const (
 	LandConflict Event = "land-conflict"
 	// EgressDenied: the egress proxy refused the agent a connection.
 	EgressDenied Event = "egress-denied"
+	// EgressHeld: the egress proxy holds a connection for the user's
+	// answer (network_prompt).
+	EgressHeld Event = "egress-held"
+	// BudgetWarning: the sandbox spent 80% of its model budget;
+	// BudgetSpent: all of it (the broker refuses further model calls).
+	// The same names as meter.Alert's.
+	BudgetWarning Event = "budget-80"
+	BudgetSpent   Event = "budget-spent"
 )
 
 // Desktop is the setting that notifies through notify-send.
@@ -106,6 +114,12 @@ func Message(n Notification) string {
 		return "landing it now would conflict with the base branch"
 	case EgressDenied:
 		return "the agent was denied a network connection"
+	case EgressHeld:
+		return "a network connection of the agent waits for your answer (git sandbox net pending, or dash)"
+	case BudgetWarning:
+		return "80% of its model budget is spent"
+	case BudgetSpent:
+		return "its model budget is spent: model calls are refused"
 	}
 	return string(n.Event)
 }

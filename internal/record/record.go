@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/meter"
 	"os"
 	"path/filepath"
 	"sort"
@@ -55,6 +56,10 @@ type Record struct {
 	Image  string `json:"image"`
 	Agent  string `json:"agent"`
 	Prompt string `json:"prompt,omitempty"`
+	// Argv is the agent's command for the original task, which --rerun
+	// runs again after follow-ups replaced the container's (nil in records
+	// of older versions: the container's command then).
+	Argv []string `json:"argv,omitempty"`
 	// Tasks are the follow-up tasks given after the first, in order.
 	Tasks  []string `json:"tasks,omitempty"`
 	Verify string   `json:"verify,omitempty"`
@@ -77,7 +82,7 @@ type Record struct {
 	// (verify) runs with its network, runtime and limits or the current
 	// configuration's, whichever is stricter, and its ports are the ones
 	// published. Absent for sandboxes made before it was recorded.
-	Spec *container.Spec `json:"spec,omitempty"`
+	Spec *Container `json:"spec,omitempty"`
 	// UpdateConflicts are the paths git sandbox update last left with
 	// conflict markers; land refuses while any still holds them.
 	UpdateConflicts []string `json:"update_conflicts,omitempty"`
@@ -111,6 +116,9 @@ type Egress struct {
 	// Allow and Remove are the effective entries with their sources.
 	Allow  []egress.Rule `json:"allow"`
 	Remove []egress.Rule `json:"remove,omitempty"`
+	// Live are the entries allowed and denied since (git sandbox net
+	// allow, deny): every new proxy of the sandbox gets them.
+	Live *egress.LivePolicy `json:"live,omitempty"`
 	// InternalNetwork is the network the agent joins (no route out);
 	// EgressNetwork the proxy's way out; Proxy the proxy's container.
 	InternalNetwork string `json:"internal_network"`
@@ -122,6 +130,13 @@ type Egress struct {
 	// value is read again from the user's config each time the proxy is
 	// made. No value is ever recorded.
 	Secrets []Secret `json:"secrets,omitempty"`
+	// Forward are the agent's published ports, which the proxy carries
+	// to it (the agent's container, on the internal network, publishes
+	// none): every new proxy of the sandbox publishes them again.
+	Forward []Port `json:"forward,omitempty"`
+	// Budget is what the sandbox may spend on model calls through the
+	// credential broker (start --budget, budget.model, git sandbox budget).
+	Budget meter.Budget `json:"budget,omitzero"`
 }
 
 // Secret is a credential of the sandbox, without its value.
@@ -150,12 +165,15 @@ func (r *Record) Network() container.NetworkMode {
 }
 
 // Ports are the container ports published on the host's loopback
-// interface.
+// interface: by the engine (open mode), or by the proxy (allowlist mode).
 func (r *Record) Ports() []container.Port {
+	if r.Egress != nil && len(r.Egress.Forward) > 0 {
+		return ToPorts(r.Egress.Forward)
+	}
 	if r.Spec == nil {
 		return nil
 	}
-	return r.Spec.Ports
+	return r.Spec.ContainerPorts()
 }
 
 // Verdict is the result of one verify run.
@@ -263,6 +281,12 @@ var ErrBusy = errors.New("lock busy")
 // leaves the lock to it: background work that comes back every second
 // cannot take the lock again and again between two of this wait's polls.
 func LockFor(lockPath string, wait time.Duration) (func(), error) {
+	return LockHinted(lockPath, wait, "a snapshot, verify or supervisor of this sandbox is stuck or still busy; try again, or find it with ps and end it")
+}
+
+// LockHinted is LockFor whose timeout says hint: what else takes this
+// lock, and what to do about it.
+func LockHinted(lockPath string, wait time.Duration, hint string) (func(), error) {
 	f, err := openLock(lockPath)
 	if err != nil {
 		return nil, err
@@ -287,7 +311,7 @@ func LockFor(lockPath string, wait time.Duration) (func(), error) {
 		if wait > 0 && time.Now().After(deadline) {
 			f.Close()
 			return nil, usererr.Wrap(ErrLockTimeout, "gave up after %s waiting for %s: another git sandbox process holds it", wait, lockPath).
-				Hint("a snapshot, verify or supervisor of this sandbox is stuck or still busy; try again, or find it with ps and end it")
+				Hint("%s", hint)
 		}
 		if waiting == nil {
 			waiting, err = announceWait(lockPath)

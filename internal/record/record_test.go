@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"time"
 )
 
@@ -186,5 +188,21 @@ func TestLockForAnInstantAnnouncesNothing(t *testing.T) {
 	}
 	if _, err := os.Lstat(WaitersPath(p)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("waiters file after an instant try: %v", err)
+	}
+}
+
+// A lock's timeout names what else takes it: LockFor a sandbox's, and
+// LockHinted what the caller says.
+func TestLockHintedSaysItsHint(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "lock")
+	held, err := Lock(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held()
+	_, err = LockHinted(p, time.Nanosecond, "another land onto main is running")
+	ue, ok := usererr.As(err)
+	if !ok || !errors.Is(err, ErrLockTimeout) || len(ue.Hints) != 1 || ue.Hints[0] != "another land onto main is running" {
+		t.Errorf("LockHinted = %#v", err)
 	}
 }

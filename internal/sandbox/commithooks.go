@@ -2,14 +2,15 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/verify"
+	"github.com/git-sandbox/git-sandbox/internal/workspace"
 	"github.com/git-sandbox/git-sandbox/land"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
@@ -35,7 +36,7 @@ func (e *Env) CommitHooks(ctx context.Context) (dir string, names []string, err 
 // commit-msg hook left (the plan's when there is none). A hook that fails
 // refuses the land.
 func (s *Sandbox) runCommitHooks(ctx context.Context, plan *land.Plan, dir string, names []string, io IO) (string, error) {
-	if s.Copy != nil {
+	if s.Workspace().Remote() {
 		// The hooks' run mounts your hooks directory and reads the message
 		// back from files: the sandbox's engine cannot see this machine's.
 		return "", usererr.New("your %s hook(s) cannot run for sandbox %s yet: its engine %s cannot see this machine's files (copy mode)", strings.Join(names, " and "), s.Display(), termsafe.String(s.engineName())).
@@ -50,7 +51,7 @@ func (s *Sandbox) runCommitHooks(ctx context.Context, plan *land.Plan, dir strin
 	o.Tree = plan.Tree.String()
 	// The hooks' git reads what the branches reach (plan.Tip among them)
 	// from the visible store, brought up to date here.
-	store := s.env.visibleStore()
+	store := workspace.VisibleStore(s.env.Layout)
 	if _, err := store.Refresh(ctx, s.env.Git()); err != nil {
 		return "", err
 	}
@@ -69,11 +70,13 @@ func (s *Sandbox) runCommitHooks(ctx context.Context, plan *land.Plan, dir strin
 		return "", err
 	}
 	if res.Code != 0 {
-		which := "your " + strings.Join(names, " or ") + " hook"
+		// The run's status is the wrapper's; a hook's own is in the
+		// output, above.
+		why := fmt.Sprintf("your %s hook refused the land (exit status %d; its output is above)", strings.Join(names, " or "), res.Code)
 		if res.Failed != "" {
-			which = "your " + res.Failed + " hook"
+			why = fmt.Sprintf("your %s hook refused the land (its output and exit status are above)", res.Failed)
 		}
-		return "", usererr.New("%s refused the land (exit status %d; its output is above); nothing was landed", which, res.Code).
+		return "", usererr.New("%s; nothing was landed", why).
 			Hint("fix the work in the sandbox (git sandbox exec %s, or a follow-up task) and land again,", s.Display()).
 			Hint("or land without your hooks: git sandbox land %s --no-verify (the commit records it)", s.Display()).
 			WithCode(usererr.ExitRefused)
@@ -92,32 +95,4 @@ func hooksAlso(e *Env, dir string) []string {
 		return nil
 	}
 	return []string{parent}
-}
-
-// sandboxTrailer matches a trailer line of the sandbox's own keys.
-var sandboxTrailer = regexp.MustCompile(`(?i)^sandbox(-[a-z0-9-]+)?\s*:`)
-
-// withOwnTrailers takes a message a commit-msg hook rewrote and puts the
-// sandbox's trailers back exactly as land made them: any line that looks
-// like one of them goes (a hook, steered by the agent's files, could have
-// dropped, changed or forged them), then they are added again.
-func withOwnTrailers(ctx context.Context, s *Sandbox, msg string, trailers []land.Trailer) (string, error) {
-	var keep []string
-	for _, l := range strings.Split(msg, "\n") {
-		if !sandboxTrailer.MatchString(l) {
-			keep = append(keep, l)
-		}
-	}
-	body := verify.CleanupMessage(strings.Join(keep, "\n"))
-	if strings.TrimSpace(body) == "" {
-		return "", usererr.New("the commit-msg hook left no message of its own").
-			Hint("nothing was landed; fix the hook, or land with --no-verify").
-			WithCode(usererr.ExitRefused)
-	}
-	return land.WithTrailers(ctx, s.env.Git(), body, trailers)
-}
-
-// hooksTrailer records hooks --no-verify skipped.
-func hooksTrailer(names []string) land.Trailer {
-	return land.Trailer{Key: "Sandbox-No-Verify", Value: termsafe.String(strings.Join(names, ", ")) + " skipped"}
 }

@@ -11,9 +11,10 @@ import (
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/land"
 )
 
 // onHooks makes every hooks container run fn on its workspace, then exit
@@ -49,7 +50,7 @@ func TestLandWithoutHooksRunsNone(t *testing.T) {
 	te := newTestEnv(t)
 	runs := te.onHooks(1, nil)
 	sb := te.finished("t1")
-	if _, err := sb.Land(context.Background(), landOpts()); err != nil {
+	if _, err := land.Land(context.Background(), sb, landOpts()); err != nil {
 		t.Fatal(err)
 	}
 	if *runs != 0 {
@@ -69,7 +70,7 @@ func TestLandTakesCommitMsgsMessageWithItsOwnTrailers(t *testing.T) {
 		}
 	})
 	sb := te.finished("t1")
-	res, err := sb.Land(context.Background(), landOpts())
+	res, err := land.Land(context.Background(), sb, landOpts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestLandRefusedByAHook(t *testing.T) {
 	runs := te.onHooks(4, nil)
 	sb := te.finished("t1")
 	tip := te.git("rev-parse", "main")
-	_, err := sb.Land(context.Background(), landOpts())
+	_, err := land.Land(context.Background(), sb, landOpts())
 	var ue *usererr.Error
 	if !errors.As(err, &ue) || ue.Code != usererr.ExitRefused || !strings.Contains(err.Error(), "commit-msg hook refused the land") {
 		t.Fatalf("land = %v", err)
@@ -96,7 +97,7 @@ func TestLandRefusedByAHook(t *testing.T) {
 	// --no-verify skips the hooks and says so in the commit.
 	o := landOpts()
 	o.NoVerify = true
-	res, err := te.find("t1").Land(context.Background(), o)
+	res, err := land.Land(context.Background(), te.find("t1"), o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,19 +1,26 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
+	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
-	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	"github.com/git-sandbox/git-sandbox/internal/network"
+	"github.com/git-sandbox/git-sandbox/internal/proxyimage"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // allowlistEnv is a test env in allowlist mode whose proxy containers say
@@ -23,7 +30,7 @@ func allowlistEnv(t *testing.T) *testEnv {
 	te.env.Config.Network = container.NetworkAllowlist
 	te.env.Config.Allow = []string{"api.example.com"}
 	te.env.Config.RepoDeny = []string{"bad.example.com"}
-	te.fake.Output = "git sandbox: " + proxyReadyText + " [::]:3128\n"
+	te.fake.Output = "git sandbox: " + network.ProxyReadyText + " [::]:3128\n"
 	return te
 }
 
@@ -61,7 +68,7 @@ func TestStartAllowlistMakesNetworksAndProxy(t *testing.T) {
 		t.Errorf("internal %+v egress %+v, record %+v", in, out, eg)
 	}
 	spec := te.fake.NetworkSpec(in.ID)
-	if sub, err := netip.ParsePrefix(spec.Subnet); err != nil || !internalPool.Contains(sub.Addr()) || sub.Bits() != internalBits || !spec.HostUnreachable {
+	if sub, err := netip.ParsePrefix(spec.Subnet); err != nil || !network.InternalPool.Contains(sub.Addr()) || sub.Bits() != network.InternalBits || !spec.HostUnreachable {
 		t.Errorf("internal network spec %+v", spec)
 	}
 	if spec := te.fake.NetworkSpec(out.ID); spec.Internal || spec.Subnet != "" {
@@ -83,20 +90,24 @@ func TestStartAllowlistMakesNetworksAndProxy(t *testing.T) {
 	if p.Spec.NetworkName != out.ID || !slices.Contains(p.Networks, in.ID) {
 		t.Errorf("proxy joins %q and %v, want %s (%s, by id) and %s", p.Spec.NetworkName, p.Networks, out.ID, eg.EgressNetwork, in.ID)
 	}
-	if !p.Spec.ReadOnlyRoot || p.Spec.CapDrop[0] != "ALL" || p.Spec.Argv[1] != "__proxy" {
+	if !p.Spec.ReadOnlyRoot || p.Spec.CapDrop[0] != "ALL" || p.Spec.Argv[0] != "__proxy" {
 		t.Errorf("proxy spec = %+v", p.Spec)
 	}
 	for _, m := range p.Spec.Mounts {
-		if m.Target == proxyBinary && !m.ReadOnly || m.Target == proxyConfigDir && !m.ReadOnly {
+		if m.Target == network.ProxyConfigDir && !m.ReadOnly {
 			t.Errorf("mount %s is writable", m.Target)
 		}
+	}
+	// Its image was made once, from the binary: a second start finds it.
+	if n := te.fake.Count("LoadImage"); n != 1 {
+		t.Errorf("the proxy's image was loaded %d times, want once", n)
 	}
 
 	agent, _ := te.fake.Get(sb.Container)
 	if agent.Spec.Network != container.NetworkAllowlist || agent.Spec.NetworkName != eg.InternalNetwork || len(agent.Networks) != 0 {
 		t.Errorf("agent network %s %q %v", agent.Spec.Network, agent.Spec.NetworkName, agent.Networks)
 	}
-	url := "http://" + eg.Proxy + ":" + proxyPort
+	url := "http://" + eg.Proxy + ":" + network.ProxyPort
 	for _, k := range []string{"HTTP_PROXY", "https_proxy", "ALL_PROXY"} {
 		if !slices.Contains(agent.Spec.Env, k+"="+url) {
 			t.Errorf("agent env lacks %s=%s: %v", k, url, agent.Spec.Env)
@@ -104,13 +115,13 @@ func TestStartAllowlistMakesNetworksAndProxy(t *testing.T) {
 	}
 
 	// The proxy's configuration: owner-only, the record's policy.
-	cfgPath := filepath.Join(te.env.Layout.ProxyDir("t1"), proxyConfigFile)
+	cfgPath := filepath.Join(te.env.Layout.ProxyDir("t1"), network.ProxyConfigFile)
 	fi, err := os.Stat(cfgPath)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("proxy config %v %v", fi, err)
 	}
 	cfg, err := egress.LoadConfig(cfgPath)
-	if err != nil || len(cfg.Allow) != len(eg.Allow) || cfg.Log != proxyLogDir+"/"+proxyLogFile {
+	if err != nil || len(cfg.Allow) != len(eg.Allow) || cfg.Log != network.ProxyLogDir+"/"+network.ProxyLogFile {
 		t.Errorf("proxy config = %+v, %v", cfg, err)
 	}
 	// The proxy started before the agent (setup and the agent's first
@@ -132,18 +143,110 @@ func TestStartAllowlistMakesNetworksAndProxy(t *testing.T) {
 	if shared, _ := te.fake.ListNetworks(ctx, container.LabelRole+"="+container.RoleEgress); len(shared) != 1 {
 		t.Errorf("shared egress networks after a second start = %+v", shared)
 	}
+	if n := te.fake.Count("LoadImage"); n != 1 {
+		t.Errorf("the proxy's image was loaded %d times over two starts, want once", n)
+	}
+}
+
+// The proxy never runs from the sandbox's image, whoever chose it: its
+// image is git-sandbox's own, and its entrypoint, command, environment,
+// user and healthcheck (none) are all the spec's, so nothing of an image
+// runs or applies in it.
+func TestProxyRunsItsOwnImage(t *testing.T) {
+	te := allowlistEnv(t)
+	te.fake.AddImage("repo-chose:this")
+	o := detached("own")
+	o.Image = "repo-chose:this"
+	if _, err := te.env.Start(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	agent := te.role("own", container.RoleAgent)
+	proxies := te.role("own", container.RoleProxy)
+	if len(agent) != 1 || len(proxies) != 1 {
+		t.Fatalf("%d agents, %d proxies", len(agent), len(proxies))
+	}
+	if agent[0].Spec.Image != "repo-chose:this" {
+		t.Fatalf("the agent runs %s", agent[0].Spec.Image)
+	}
+	s := proxies[0].Spec
+	wantEnv := []string{"HOME=/nonexistent"}
+	if network.HostRoots() != nil {
+		wantEnv = append(wantEnv, "SSL_CERT_FILE="+network.ProxyConfigDir+"/"+network.ProxyRoots, "SSL_CERT_DIR=/nonexistent")
+	}
+	user := strconv.Itoa(os.Getuid()) + ":" + strconv.Itoa(os.Getgid())
+	switch {
+	case s.Image != testProxyBinary.Tag() || !strings.HasPrefix(s.Image, proxyimage.Repository+":"):
+		t.Errorf("the proxy runs %s, want its own image %s", s.Image, testProxyBinary.Tag())
+	case !s.ToolImage:
+		t.Error("the proxy's image is not marked as the tool's")
+	case !slices.Equal(s.Entrypoint, []string{proxyimage.Path}):
+		t.Errorf("entrypoint %q", s.Entrypoint)
+	case !slices.Equal(s.Argv, []string{"__proxy", "--config", network.ProxyConfigDir + "/" + network.ProxyConfigFile}):
+		t.Errorf("command %q", s.Argv)
+	case !slices.Equal(s.Env, wantEnv):
+		t.Errorf("environment %q, want exactly %q", s.Env, wantEnv)
+	case !s.NoHealthcheck:
+		t.Error("the image's healthcheck is not turned off")
+	case s.User != user:
+		t.Errorf("user %q, want %s", s.User, user)
+	}
+	for _, m := range s.Mounts {
+		if m.Target != network.ProxyConfigDir && m.Target != network.ProxyLogDir {
+			t.Errorf("the proxy mounts %s at %s", m.Source, m.Target)
+		}
+	}
+	if ok, _ := te.fake.Images().Exists(context.Background(), testProxyBinary.Tag()); !ok {
+		t.Error("the proxy's image was not made on the engine")
+	}
+}
+
+// A git-sandbox that cannot run alone in the proxy's image (dynamically
+// linked) is refused before anything is made, with a hint; the other
+// network modes need no proxy and go on.
+func TestDynamicBinaryRefusedBeforeAnything(t *testing.T) {
+	te := allowlistEnv(t)
+	refusal := proxyimage.CheckStatic(bytes.NewReader(dynamicELF()), "git-sandbox")
+	if refusal == nil {
+		t.Fatal("a dynamically linked binary passed the check")
+	}
+	te.env.ProxyBinary = ProxyBinaryFunc(func() (proxyimage.Binary, error) { return proxyimage.Binary{}, refusal })
+	_, err := te.env.Start(context.Background(), detached("dyn"))
+	ue, ok := usererr.As(err)
+	if !ok || !strings.Contains(ue.Msg, "dynamically linked") || !strings.Contains(strings.Join(ue.Hints, "\n"), "CGO_ENABLED=0") {
+		t.Fatalf("start = %v, want the refusal with a hint", err)
+	}
+	if n := len(te.fake.Calls()); n != 0 {
+		t.Errorf("the engine was asked %d things: %v", n, te.fake.Methods())
+	}
+	te.assertNothingLeft("dyn", false)
+	o := detached("none")
+	o.Network = "none"
+	if _, err := te.env.Start(context.Background(), o); err != nil {
+		t.Errorf("--network none: %v", err)
+	}
+}
+
+// dynamicELF is the smallest ELF header a loader would take for a
+// dynamically linked program: one PT_INTERP program header.
+func dynamicELF() []byte {
+	var b bytes.Buffer
+	hdr := elf.Header64{
+		Type: uint16(elf.ET_EXEC), Machine: uint16(elf.EM_X86_64), Version: uint32(elf.EV_CURRENT),
+		Phoff: 64, Ehsize: 64, Phentsize: 56, Phnum: 1,
+	}
+	copy(hdr.Ident[:], elf.ELFMAG)
+	hdr.Ident[elf.EI_CLASS], hdr.Ident[elf.EI_DATA], hdr.Ident[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), byte(elf.EV_CURRENT)
+	_ = binary.Write(&b, binary.LittleEndian, hdr)
+	_ = binary.Write(&b, binary.LittleEndian, elf.Prog64{Type: uint32(elf.PT_INTERP), Off: 120, Filesz: 28, Memsz: 28})
+	b.WriteString("/lib64/ld-linux-x86-64.so.2\x00")
+	return b.Bytes()
 }
 
 func TestStartAllowlistRollsBack(t *testing.T) {
 	for _, step := range []string{"internal network", "proxy", "container"} {
 		t.Run(step, func(t *testing.T) {
 			te := allowlistEnv(t)
-			te.env.failStep = func(s string) error {
-				if s == step {
-					return errors.New("injected")
-				}
-				return nil
-			}
+			te.env.Faults = failAt{step, errors.New("injected")}
 			if _, err := te.env.Start(context.Background(), detached("t1")); err == nil || !strings.Contains(err.Error(), "injected") {
 				t.Fatalf("start = %v", err)
 			}
@@ -170,6 +273,42 @@ func TestStartAllowlistRollsBack(t *testing.T) {
 		}
 		te.assertNothingLeft("t1", false)
 	})
+}
+
+// isolatingEngine is the fake engine with a say on whether its networks
+// hold, as a Kubernetes engine has (RequireIsolation).
+type isolatingEngine struct {
+	*enginefake.Engine
+	warning string
+	err     error
+	asked   []string
+}
+
+func (e *isolatingEngine) RequireIsolation(_ context.Context, image string) (string, error) {
+	e.asked = append(e.asked, image)
+	return e.warning, e.err
+}
+
+// An engine that says its networks do not hold refuses allowlist mode
+// before anything is made; one that warns is heard, and the start goes
+// on. The engine is asked with the proxy's image (its probe runs that).
+func TestAllowlistAsksTheEngineWhetherItsNetworksHold(t *testing.T) {
+	te := allowlistEnv(t)
+	ie := &isolatingEngine{Engine: te.fake, err: usererr.New("the cluster does not enforce NetworkPolicy")}
+	te.env.Engines = ConnectorFunc(func(context.Context, string) (Engine, error) { return ie, nil })
+	if _, err := te.env.Start(context.Background(), detached("t1")); err == nil || !strings.Contains(err.Error(), "does not enforce NetworkPolicy") {
+		t.Fatalf("start = %v", err)
+	}
+	te.assertNothingLeft("t1", false)
+	if len(ie.asked) != 1 || ie.asked[0] != testProxyBinary.Tag() {
+		t.Errorf("the engine was asked %q, want once with the proxy's image %s", ie.asked, testProxyBinary.Tag())
+	}
+
+	ie.err, ie.warning = nil, "the agent can connect past the egress proxy"
+	te.start("t2")
+	if !strings.Contains(te.err.String(), "the agent can connect past the egress proxy") {
+		t.Errorf("the engine's warning was not shown:\n%s", te.err.String())
+	}
 }
 
 func TestAllowlistStopResumeRemove(t *testing.T) {
@@ -203,7 +342,7 @@ func TestAllowlistStopResumeRemove(t *testing.T) {
 	if len(p) != 1 || p[0].ID == first || p[0].Status != enginefake.StatusRunning {
 		t.Fatalf("proxy after resume: %+v", p)
 	}
-	cfg, err := egress.LoadConfig(filepath.Join(te.env.Layout.ProxyDir("t1"), proxyConfigFile))
+	cfg, err := egress.LoadConfig(filepath.Join(te.env.Layout.ProxyDir("t1"), network.ProxyConfigFile))
 	if err != nil || slices.ContainsFunc(cfg.Allow, func(r egress.Rule) bool { return r.Entry == "other.example.com" }) {
 		t.Errorf("resume changed the policy: %+v %v", cfg, err)
 	}
@@ -239,7 +378,7 @@ func TestEgressPolicySources(t *testing.T) {
 	cfg.Allow = []string{"registry.example.com"}
 	cfg.Deny = []string{"claude.ai"}
 	cfg.RepoDeny = []string{"*.example.com"}
-	p, err := EgressPolicy(cfg, "claude", []string{"extra.example.org:8443"})
+	p, err := network.EgressPolicy(cfg, "claude", []string{"extra.example.org:8443"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,10 +398,10 @@ func TestEgressPolicySources(t *testing.T) {
 	if r, ok := p.Removed(egress.Entry{Host: "registry.example.com"}); !ok || r.Source != egress.FromRepository {
 		t.Errorf("the repository's wildcard deny does not remove registry.example.com: %+v", r)
 	}
-	if _, err := EgressPolicy(cfg, "shell", []string{"https://x/"}); err == nil {
+	if _, err := network.EgressPolicy(cfg, "shell", []string{"https://x/"}); err == nil {
 		t.Error("a bad --allow entry was accepted")
 	}
-	if v, err := VerifyPolicy(cfg); v != nil || err != nil {
+	if v, err := network.VerifyPolicy(cfg); v != nil || err != nil {
 		t.Errorf("verify policy without verify_allow = %+v, %v", v, err)
 	}
 }
@@ -323,10 +462,10 @@ func TestVerifyNetwork(t *testing.T) {
 		if verifySpec.Network != container.NetworkAllowlist || !strings.HasSuffix(verifySpec.NetworkName, "-verify-net") {
 			t.Errorf("verify network %s %q", verifySpec.Network, verifySpec.NetworkName)
 		}
-		if verifyProxy.Name == "" || !slices.ContainsFunc(verifySpec.Env, func(s string) bool { return s == "HTTPS_PROXY=http://"+verifyProxy.Name+":"+proxyPort }) {
+		if verifyProxy.Name == "" || !slices.ContainsFunc(verifySpec.Env, func(s string) bool { return s == "HTTPS_PROXY=http://"+verifyProxy.Name+":"+network.ProxyPort }) {
 			t.Errorf("verify env %v, proxy %q", verifySpec.Env, verifyProxy.Name)
 		}
-		cfg, err := egress.LoadConfig(filepath.Join(te.env.Layout.Dir("t1"), "verify-proxy", proxyConfigFile))
+		cfg, err := egress.LoadConfig(filepath.Join(te.env.Layout.Dir("t1"), "verify-proxy", network.ProxyConfigFile))
 		if err != nil || len(cfg.Allow) != 1 || cfg.Allow[0].Entry != "proxy.golang.org" {
 			t.Errorf("verify proxy config %+v %v", cfg, err)
 		}
@@ -366,7 +505,7 @@ func TestCLIDenialHints(t *testing.T) {
 		t.Fatalf("denials = %+v", d)
 	}
 	te.err.Reset()
-	HintCLIDenials(te.env.UI, d)
+	network.HintCLIDenials(te.env.UI, d)
 	out := te.err.String()
 	for _, want := range []string{
 		"the claude CLI was denied mcp-proxy.anthropic.com:443",
@@ -392,32 +531,6 @@ func mustNets(t *testing.T, te *testEnv, labels ...string) []container.Network {
 	return nets
 }
 
-// TestInternalNetworkTakesTheNextFreeRange: a range the engine has given
-// out already is skipped, and every range is a /27 of the pool.
-func TestInternalNetworkTakesTheNextFreeRange(t *testing.T) {
-	te := allowlistEnv(t)
-	ctx := context.Background()
-	name := "git-sandbox-x-net"
-	if _, err := te.fake.CreateNetwork(ctx, container.NetworkSpec{Name: "someone-elses", Subnet: internalSubnet(name, 0)}); err != nil {
-		t.Fatal(err)
-	}
-	n, err := createInternalNetwork(ctx, te.fake, name, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := te.fake.NetworkSpec(n.ID).Subnet, internalSubnet(name, 1); got != want {
-		t.Errorf("subnet = %s, want the next one %s", got, want)
-	}
-	seen := map[string]bool{}
-	for i := 0; i < 1<<(internalBits-internalPool.Bits()); i++ {
-		p := netip.MustParsePrefix(internalSubnet(name, i))
-		if !internalPool.Contains(p.Addr()) || p.Bits() != internalBits || p.Masked() != p || seen[p.String()] {
-			t.Fatalf("range %d = %s", i, p)
-		}
-		seen[p.String()] = true
-	}
-}
-
 // TestRacingStartsShareTheOldestEgressNetwork: two egress networks of one
 // name (two starts made one each at the same moment) — every proxy joins
 // the oldest, by id, and the other goes.
@@ -426,12 +539,12 @@ func TestRacingStartsShareTheOldestEgressNetwork(t *testing.T) {
 	ctx := context.Background()
 	te.fake.DuplicateNetworkNames = true
 	labels := map[string]string{container.LabelRole: container.RoleEgress}
-	first, err := te.fake.CreateNetwork(ctx, container.NetworkSpec{Name: SharedEgressNetwork, Labels: labels})
+	first, err := te.fake.CreateNetwork(ctx, container.NetworkSpec{Name: network.SharedEgressNetwork, Labels: labels})
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Millisecond)
-	if _, err := te.fake.CreateNetwork(ctx, container.NetworkSpec{Name: SharedEgressNetwork, Labels: labels}); err != nil {
+	if _, err := te.fake.CreateNetwork(ctx, container.NetworkSpec{Name: network.SharedEgressNetwork, Labels: labels}); err != nil {
 		t.Fatal(err)
 	}
 	te.start("t1")

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/config"
-	"github.com/git-sandbox/git-sandbox/internal/enginefake"
 )
 
 // twoEngines gives the test env a second fake engine, configured as "two"
@@ -15,7 +15,7 @@ import (
 func twoEngines(te *testEnv) *enginefake.Engine {
 	two := enginefake.New(config.DefaultImage())
 	te.env.Config.Engines = []config.Engine{{Name: "two", Host: "unix:///two.sock", Mode: config.EngineModeBind}}
-	te.env.connectNamed = func(_ context.Context, name string) (Engine, error) {
+	te.env.Engines = ConnectorFunc(func(_ context.Context, name string) (Engine, error) {
 		switch name {
 		case "":
 			return te.fake, nil
@@ -23,7 +23,7 @@ func twoEngines(te *testEnv) *enginefake.Engine {
 			return two, nil
 		}
 		return nil, errors.New("no such engine")
-	}
+	})
 	return two
 }
 
@@ -47,12 +47,12 @@ func TestSandboxTalksToItsOwnEngine(t *testing.T) {
 	}
 	// A later command (a fresh Env) reaches engine two for it.
 	sb := te.find("far")
-	te.env.connectNamed = func(_ context.Context, name string) (Engine, error) {
+	te.env.Engines = ConnectorFunc(func(_ context.Context, name string) (Engine, error) {
 		if name == "two" {
 			return two, nil
 		}
 		return te.fake, nil
-	}
+	})
 	st, err := sb.ContainerState(context.Background())
 	if err != nil || st == nil || !st.Running {
 		t.Fatalf("state through engine two: %+v %v", st, err)
@@ -76,12 +76,12 @@ func TestPsListsAnUnreachableEngine(t *testing.T) {
 	}
 	te.reopen()
 	te.env.Config.Engines = []config.Engine{{Name: "two", Host: "unix:///two.sock", Mode: config.EngineModeBind}}
-	te.env.connectNamed = func(_ context.Context, name string) (Engine, error) {
+	te.env.Engines = ConnectorFunc(func(_ context.Context, name string) (Engine, error) {
 		if name == "two" {
 			return nil, errors.New("connection refused")
 		}
 		return te.fake, nil
-	}
+	})
 	list, err := te.env.Statuses(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestAutoPlacesOnTheEngineWithTheMostMemoryLeft(t *testing.T) {
 		{Name: "a", Host: "unix:///a.sock", Mode: config.EngineModeBind},
 		{Name: "b", Host: "unix:///b.sock", Mode: config.EngineModeBind},
 	}
-	te.env.connectNamed = func(_ context.Context, name string) (Engine, error) {
+	te.env.Engines = ConnectorFunc(func(_ context.Context, name string) (Engine, error) {
 		switch name {
 		case "a":
 			return a, nil
@@ -141,7 +141,7 @@ func TestAutoPlacesOnTheEngineWithTheMostMemoryLeft(t *testing.T) {
 			return b, nil
 		}
 		return te.fake, nil
-	}
+	})
 	// Empty: a has more.
 	o := detached("first")
 	o.Engine, o.Memory = config.EngineAuto, "6g"

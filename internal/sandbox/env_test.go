@@ -3,7 +3,8 @@ package sandbox
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +14,12 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/config"
-	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	"github.com/git-sandbox/git-sandbox/internal/proxyimage"
+	"github.com/git-sandbox/git-sandbox/internal/testenv"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
+	"github.com/git-sandbox/git-sandbox/internal/workspace"
 	"github.com/git-sandbox/git-sandbox/rescue"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
@@ -23,40 +27,26 @@ import (
 // The fake implements the whole seam.
 var _ Engine = (*enginefake.Engine)(nil)
 
-// TestMain keeps every test away from the user's and the system's git
-// configuration (and gives commits an identity) once for the process, so
-// the tests can run in parallel.
+// TestMain keeps the user's git configuration and state out, and makes
+// the stand-in for the egress proxy's static binary.
 func TestMain(m *testing.M) {
-	root, err := os.MkdirTemp("", "sandbox-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	os.Exit(testenv.Run(m, "sandbox", func(root string) error {
+		return writeTestProxyBinary(filepath.Join(root, "proxy-bin"))
+	}))
+}
+
+// testProxyBinary stands for git-sandbox in the proxy's image: the test
+// binary is not git-sandbox, and under -race not static either.
+var testProxyBinary proxyimage.Binary
+
+func writeTestProxyBinary(path string) error {
+	data := []byte("not really git-sandbox\n")
+	if err := os.WriteFile(path, data, 0o755); err != nil {
+		return err
 	}
-	code := func() int {
-		defer os.RemoveAll(root)
-		// The tool's own git processes drop every GIT_* variable, so the
-		// identity lives where git looks without them: $HOME/.gitconfig.
-		home := filepath.Join(root, "home")
-		global := filepath.Join(home, ".gitconfig")
-		cfg := "[user]\n\tname = Test User\n\temail = test@example.invalid\n[init]\n\tdefaultBranch = main\n"
-		if err := os.MkdirAll(home, 0o755); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		if err := os.WriteFile(global, []byte(cfg), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		os.Setenv("HOME", home)
-		os.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
-		os.Setenv("GIT_CONFIG_GLOBAL", global)
-		os.Setenv("GIT_CONFIG_NOSYSTEM", "1")
-		for _, k := range []string{"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_SANDBOX_TRACE", "GIT_SANDBOX_CONFIG", "GIT_SANDBOX_STATE_DIR"} {
-			os.Unsetenv(k)
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
+	sum := sha256.Sum256(data)
+	testProxyBinary = proxyimage.Binary{File: path, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
+	return nil
 }
 
 // testEnv is a repository with one commit on main, a state directory, and
@@ -89,6 +79,7 @@ func newTestEnv(t *testing.T) *testEnv {
 	te.git("add", "-A")
 	te.git("commit", "-q", "-m", "initial")
 	te.fake = enginefake.New(config.DefaultImage())
+	te.fake.MovesImages = true // the proxy's image is loaded, as on Docker
 	te.reopen()
 	return te
 }
@@ -106,15 +97,41 @@ func (te *testEnv) reopen() {
 	// Tests of allowlist mode ask for it; the rest need no proxy.
 	cfg.Network = container.NetworkNone
 	te.env = NewEnv(repo, cfg, filepath.Join(te.root, "state"), ui.New(&te.err, ui.Options{NoColor: true}))
-	te.env.Connect = func(context.Context) (Engine, error) { return te.fake, nil }
-	te.env.purge = Purge
-	te.env.spawn = func(branch string) error {
-		te.mu.Lock()
-		defer te.mu.Unlock()
-		te.spawn = append(te.spawn, branch)
-		return nil
-	}
+	te.env.Engines = ConnectorFunc(func(context.Context, string) (Engine, error) { return te.fake, nil })
+	te.env.Background = testBackground{te}
+	te.env.ProxyBinary = ProxyBinaryFunc(func() (proxyimage.Binary, error) { return testProxyBinary, nil })
 }
+
+// testBackground records the supervisors a start asks for (the test's
+// executable is not git-sandbox) and purges the trash in place.
+type testBackground struct{ te *testEnv }
+
+func (b testBackground) Supervise(branch string) error {
+	b.te.mu.Lock()
+	defer b.te.mu.Unlock()
+	b.te.spawn = append(b.te.spawn, branch)
+	return nil
+}
+
+func (testBackground) Purge(trash string) error { return workspace.Purge(trash) }
+
+// failAt fails a flow after the named step.
+type failAt struct {
+	step string
+	err  error
+}
+
+func (f failAt) At(step string) error {
+	if step == f.step {
+		return f.err
+	}
+	return nil
+}
+
+// clockFunc is a Clock of a function.
+type clockFunc func(d time.Duration) <-chan time.Time
+
+func (f clockFunc) After(d time.Duration) <-chan time.Time { return f(d) }
 
 // git runs git in the main worktree and returns its trimmed output.
 func (te *testEnv) git(args ...string) string {

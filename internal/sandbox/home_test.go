@@ -7,11 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/config"
-	"github.com/git-sandbox/git-sandbox/internal/enginefake"
 )
 
 func writeFile(t *testing.T, p, content string) {
@@ -56,7 +55,7 @@ func TestHomesHoldLoginsOnly(t *testing.T) {
 	writeFile(t, filepath.Join(h1, ".codex", "auth.json"), "new login")
 	writeFile(t, filepath.Join(h1, ".gitconfig"), "[core]\n\tfsmonitor = evil\n")
 	writeFile(t, filepath.Join(h1, ".codex", "config.toml"), "evil")
-	if err := s1.saveLogin(); err != nil {
+	if err := te.env.network().SaveLogin(s1.Record); err != nil {
 		t.Fatal(err)
 	}
 	start("t2")
@@ -76,50 +75,6 @@ func TestHomesHoldLoginsOnly(t *testing.T) {
 	}
 	if !strings.Contains(s3.LoginStore, "@"+te.env.Repo.ID) {
 		t.Errorf("per-repo store = %q", s3.LoginStore)
-	}
-}
-
-// TestCopyLoginRefusesWhatIsNotAFile: symlinks out of the home, FIFOs and
-// huge files are refused without hanging, and nothing is written through
-// a symlink in the destination either.
-func TestCopyLoginRefusesWhatIsNotAFile(t *testing.T) {
-	outside := t.TempDir()
-	writeFile(t, filepath.Join(outside, "auth.json"), "host secret")
-	src, dst := t.TempDir(), t.TempDir()
-	if err := os.Symlink(outside, filepath.Join(src, "link")); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(filepath.Join(src, "fifo"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(outside, "auth.json"), filepath.Join(src, "final")); err != nil {
-		t.Fatal(err)
-	}
-	f, _ := os.Create(filepath.Join(src, "huge"))
-	_ = f.Truncate(maxLoginFile + 1)
-	f.Close()
-	for _, p := range []string{"link/auth.json", "fifo", "final", "huge"} {
-		if err := copyLogin(src, dst, []string{p}); err == nil {
-			t.Errorf("%s was copied", p)
-		}
-		if _, err := os.Lstat(filepath.Join(dst, p)); err == nil {
-			t.Errorf("%s exists in the destination", p)
-		}
-	}
-	// A destination directory replaced by a symlink out of it.
-	writeFile(t, filepath.Join(src, "d", "auth.json"), "login")
-	if err := os.Symlink(outside, filepath.Join(dst, "d")); err != nil {
-		t.Fatal(err)
-	}
-	if err := copyLogin(src, dst, []string{"d/auth.json"}); err == nil {
-		t.Errorf("copied through a symlink out of the destination")
-	}
-	if b, _ := os.ReadFile(filepath.Join(outside, "auth.json")); string(b) != "host secret" {
-		t.Errorf("a file outside was overwritten: %q", b)
-	}
-	// Missing is fine.
-	if err := copyLogin(src, dst, []string{"missing"}); err != nil {
-		t.Errorf("missing: %v", err)
 	}
 }
 

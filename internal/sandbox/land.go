@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
-	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/land"
 	"github.com/git-sandbox/git-sandbox/rescue"
 	"github.com/git-sandbox/git-sandbox/worktree"
@@ -42,12 +40,8 @@ func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error
 	if err != nil {
 		return nil, err
 	}
-	var res *agentrepo.SyncResult
-	if s.Copy != nil {
-		res, err = s.copySync(ctx, known.String(), budget)
-	} else {
-		res, err = agentrepo.SyncWithin(ctx, g, s.PrivateGitDir, s.Start, known.String(), budget)
-	}
+	ws := s.Workspace()
+	res, err := ws.Sync(ctx, known.String(), budget)
 	if err != nil {
 		return nil, err
 	}
@@ -71,18 +65,7 @@ func (s *Sandbox) Sync(ctx context.Context, moveBranch bool) (*SyncResult, error
 		return out, err
 	}
 	out.Moved = true
-	// The sandbox worktree's host-side index follows its branch, so git
-	// status there compares against the agent's commits. Only the index is
-	// written: no file of the worktree is read.
-	if admin, err := worktree.AdminDir(s.CommonDir, s.Worktree); err == nil {
-		wg := &gitcmd.Runner{GitDir: admin}
-		if err := wg.ReadTree(ctx, gitcmd.ReadTreeRequest{Tree: res.Head}); err == nil {
-			if err := worktree.StripGitlinks(ctx, wg); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return out, nil
+	return out, ws.BranchMoved(ctx, res.Head)
 }
 
 // casRef moves ref to id, whatever it pointed at, but only if nobody moved
@@ -106,7 +89,7 @@ func casRef(ctx context.Context, g *gitcmd.Runner, ref string, id gitcmd.Hash, m
 func (s *Sandbox) Final(ctx context.Context, reason rescue.Reason) (*rescue.Taken, *SyncResult, error) {
 	sync, err := s.Sync(ctx, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, rescue.NoSpace(err, s.Branch, s.env.Repo.CommonDir, s.env.Layout.Dir(s.Branch))
 	}
 	snapper := s.Snapshotter()
 	snapper.AgentHead = func() string { return sync.Head } // just read by Sync
@@ -117,447 +100,94 @@ func (s *Sandbox) Final(ctx context.Context, reason rescue.Reason) (*rescue.Take
 	return snap, sync, nil
 }
 
-// LandOptions are land's flags.
-type LandOptions struct {
-	Onto    string
-	Message string
-	Merge   bool
-	Keep    bool
-	Force   bool
-	DryRun  bool
-	// Expect is the tree (an id or a prefix of at least 7 digits) the user
-	// reviewed, as diff printed it; land refuses any other.
-	Expect string
-	// Update runs git sandbox update first and lands only when it left no
-	// conflicts.
-	Update bool
-	// NoSign leaves the commit unsigned whatever commit.gpgSign says.
-	NoSign bool
-	// NoVerify skips the user's pre-commit and commit-msg hooks (as git
-	// commit --no-verify does); the commit records it in a trailer.
-	NoVerify bool
-	// VerifyMerged runs verify on the merged tree — exactly the tree the
-	// base will hold — instead of applying the verdict rules to the
-	// sandbox's own final tree (the landing queue's mode). A failure
-	// refuses whatever Force says.
-	VerifyMerged bool
-	// Verify runs the verify command when land has to (stdout/stderr of
-	// the caller receive its output).
-	IO IO
+// The sandbox as land sees it (land.Sandbox): land's policy is in land/.
+
+var _ land.Sandbox = (*Sandbox)(nil)
+
+// Recorded is the sandbox's record.
+func (s *Sandbox) Recorded() *record.Record { return s.Record }
+
+// Where names the worktree for messages: a path, or a volume on an engine.
+func (s *Sandbox) Where() string { return s.Workspace().Where() }
+
+// Git is the user's repository.
+func (s *Sandbox) Git() *gitcmd.Runner { return s.env.Git() }
+
+// UpdateFromBase brings the base's tip in and returns the paths left in
+// conflict.
+func (s *Sandbox) UpdateFromBase(ctx context.Context) ([]string, error) {
+	up, err := s.UpdateBase(ctx, UpdateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return up.Conflicts, nil
 }
 
-// LandResult is what land did or would do.
-type LandResult struct {
-	Plan    *land.Plan
-	Commit  gitcmd.Hash
-	Final   *rescue.Taken
-	Verdict *record.Verdict
-	// VerifyRan is set when land ran verify itself.
-	VerifyRan bool
-	// Forced says what --force went past ("" when nothing), as recorded in
-	// the commit's Sandbox-Forced trailer.
-	Forced string
-	// Hooks are the user's commit hooks that ran on the landed tree (or
-	// would run, with DryRun).
-	Hooks   []string
-	Cleaned bool
+// FinalSnapshot is Final, with the agent's HEAD.
+func (s *Sandbox) FinalSnapshot(ctx context.Context, reason rescue.Reason) (*rescue.Taken, string, error) {
+	final, sync, err := s.Final(ctx, reason)
+	if err != nil {
+		return nil, "", err
+	}
+	return final, sync.Head, nil
 }
 
-// Land applies the sandbox's change onto its base branch as one commit.
-func (s *Sandbox) Land(ctx context.Context, o LandOptions) (*LandResult, error) {
-	if running, err := s.Running(ctx); err != nil {
-		return nil, err
-	} else if running {
-		return nil, usererr.New("sandbox %s is still running", s.Display()).
-			Hint("wait for it (git sandbox wait %s) or stop it (git sandbox stop %s); land works on a stable snapshot", s.Display(), s.Display()).
-			WithCode(usererr.ExitRefused)
-	}
-	ontoName := o.Onto
-	if ontoName == "" {
-		ontoName = s.Base
-	}
-	if ontoName == "" {
-		return nil, usererr.New("sandbox %s started from a commit, not a branch: land needs to know where to go", s.Display()).
-			Hint("name the branch: git sandbox land %s --onto BRANCH", s.Display())
-	}
-	ref := ontoName
-	if !strings.HasPrefix(ref, "refs/") {
-		ref = "refs/heads/" + ref
-	}
-	if err := checkExpect(o.Expect); err != nil {
-		return nil, err
-	}
-	if o.Update && !o.DryRun {
-		up, err := s.UpdateBase(ctx, UpdateOptions{})
-		if err != nil {
-			return nil, err
-		}
-		if len(up.Conflicts) > 0 {
-			return nil, conflictsLeft(s, up.Conflicts, "update left conflicts; nothing was landed")
-		}
-	}
-	final, sync, err := s.Final(ctx, rescue.ReasonLand)
-	if err != nil {
-		return nil, err
-	}
-	if o.Expect != "" && !strings.HasPrefix(final.Tree, strings.ToLower(o.Expect)) {
-		return nil, usererr.New("the work in %s changed since you reviewed it: it is now tree %s, not %s", s.Display(), shortID(final.Tree), termsafe.String(o.Expect)).
-			Hint("nothing was landed; look again with git sandbox diff %s, then land the tree it names", s.Display()).
-			WithCode(usererr.ExitRefused)
-	}
-	if !o.Force {
-		left, err := s.markersLeft(ctx, final.ID)
-		if err != nil {
-			return nil, err
-		}
-		if len(left) > 0 {
-			return nil, conflictsLeft(s, left, "conflict markers from git sandbox update remain; nothing was landed").
-				Hint("or land them as they are with --force")
-		}
-	}
-	if len(final.Skipped) > 0 {
-		return nil, usererr.New("the sandbox holds %d path(s) git cannot store, such as %s", len(final.Skipped), termsafe.String(final.Skipped[0])).
-			Hint("remove or rename them in the worktree %s (or with git sandbox exec %s -- …), and land again; nothing was landed", s.WorktreeText(), s.Display()).
-			WithCode(usererr.ExitRefused)
-	}
-	if len(final.Nested) > 0 && !o.Keep && !o.Force {
-		return nil, nestedRefusal(s, final.Nested, "git sandbox land")
-	}
-	res := &LandResult{Final: final}
-	if o.Merge && (sync.Head == "" || sync.Head == s.Start) {
-		return nil, usererr.New("the agent made no commits: there is nothing for --merge to keep").
-			Hint("land without --merge")
-	}
-	hooksDir, hookNames, err := s.env.CommitHooks(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var skipped []string
-	if o.NoVerify {
-		skipped = hookNames
-	}
-	msg, err := s.commitMessage(ctx, o.Message, sync.Head, s.landTrailers(final.ID, "", skipped))
-	if err != nil {
-		return nil, err
-	}
-	sign := !o.NoSign && s.env.signsCommits(ctx)
-	prepare := func() (*land.Plan, error) {
-		plan, err := land.Prepare(ctx, s.env.Git(), land.Options{
-			Ref: ref, Baseline: s.Baseline, Final: final.ID, AgentHead: sync.Head, Merge: o.Merge,
-			Message:   msg,
-			Forbidden: "refs/heads/" + s.Branch,
-			Sandbox:   s.Branch,
-			Sign:      sign,
-		})
-		if err == nil && plan.Checkout != nil && s.env.insideSandboxes(plan.Checkout.Path) {
-			return nil, usererr.New("%s is checked out in another sandbox", termsafe.String(ontoName)).
-				Hint("land onto a branch of your own checkout with --onto BRANCH")
-		}
-		return plan, err
-	}
-	plan, err := prepare()
-	if err != nil {
-		return nil, err
-	}
-	res.Plan = plan
-	if plan.Empty {
-		return res, nil
-	}
-	if o.VerifyMerged {
-		verdict, ran, next, err := s.verifyMerged(ctx, plan, prepare, o)
-		res.Verdict, res.VerifyRan = verdict, ran
-		if err != nil {
-			return res, err
-		}
-		res.Plan, plan = next, next
-		if !o.NoVerify {
-			res.Hooks = hookNames
-		}
-		if plan.Empty || o.DryRun {
-			return res, nil
-		}
-		if err := s.landHooks(ctx, res, plan, hooksDir, final, skipped, o); err != nil {
-			return nil, err
-		}
-		return s.apply(ctx, res, plan, final, o)
-	}
-	verdict, ran, err := s.verifyForLand(ctx, final, o)
-	if err != nil {
-		return nil, err
-	}
-	res.Verdict, res.VerifyRan = verdict, ran
-	if res.Forced = forcedPast(s, verdict, o.Force); res.Forced != "" {
-		if msg, err = s.commitMessage(ctx, o.Message, sync.Head, s.landTrailers(final.ID, res.Forced, skipped)); err != nil {
-			return nil, err
-		}
-		plan.Message = msg
-	}
-	if s.Verify != "" && !o.DryRun {
-		// Verify takes time: the base, its checkout and the local changes
-		// there are looked at again right before anything changes.
-		if plan, err = prepare(); err != nil {
-			return nil, err
-		}
-		res.Plan = plan
-		if plan.Empty {
-			return res, nil
-		}
-	}
-	if !o.NoVerify {
-		res.Hooks = hookNames
-	}
-	if o.DryRun {
-		return res, nil
-	}
-	if err := s.landHooks(ctx, res, plan, hooksDir, final, skipped, o); err != nil {
-		return nil, err
-	}
-	return s.apply(ctx, res, plan, final, o)
+// VerifyTree runs verify on tree and records the verdict; the caller
+// holds the verify lock.
+func (s *Sandbox) VerifyTree(ctx context.Context, tree string, out io.Writer) (*record.Verdict, error) {
+	return s.runVerifyLocked(ctx, &rescue.Taken{Snapshot: rescue.Snapshot{Tree: tree}}, IO{Stdout: out, Stderr: out})
 }
 
-// landHooks runs the user's commit hooks (res.Hooks) last, on exactly the
-// tree and message that land: git commit runs them on what it commits. The
-// base moving meanwhile is caught by Apply's compare-and-swap.
-func (s *Sandbox) landHooks(ctx context.Context, res *LandResult, plan *land.Plan, hooksDir string, final *rescue.Taken, skipped []string, o LandOptions) error {
-	if len(res.Hooks) == 0 {
-		return nil
-	}
-	hooked, err := s.runCommitHooks(ctx, plan, hooksDir, res.Hooks, o.IO)
-	if err != nil {
-		return err
-	}
-	if hooked != plan.Message {
-		if plan.Message, err = withOwnTrailers(ctx, s, hooked, s.landTrailers(final.ID, res.Forced, skipped)); err != nil {
-			return err
-		}
-	}
-	return nil
+// CommitHooks finds the user's commit hooks.
+func (s *Sandbox) CommitHooks(ctx context.Context) (string, []string, error) {
+	return s.env.CommitHooks(ctx)
 }
 
-// apply moves the base to the planned commit and cleans up (or, with
-// Keep, moves the baseline).
-func (s *Sandbox) apply(ctx context.Context, res *LandResult, plan *land.Plan, final *rescue.Taken, o LandOptions) (*LandResult, error) {
-	commit, err := land.Apply(ctx, s.env.Git(), plan, "git sandbox land "+s.Branch)
-	if err != nil {
-		return nil, err
-	}
-	res.Commit = commit
-	if o.Keep {
-		// The next land starts where this one ended.
+// RunCommitHooks runs the user's hooks on the plan's tree.
+func (s *Sandbox) RunCommitHooks(ctx context.Context, p *land.Plan, dir string, names []string, out io.Writer) (string, error) {
+	return s.runCommitHooks(ctx, p, dir, names, IO{Stdout: out, Stderr: out})
+}
+
+// InsideSandboxes reports whether a path is among the sandboxes' files.
+func (s *Sandbox) InsideSandboxes(p string) bool { return s.env.insideSandboxes(p) }
+
+// NestedRefusal refuses to land while nested repositories would be lost.
+func (s *Sandbox) NestedRefusal(nested []string) error {
+	return nestedRefusal(s, nested, "git sandbox land")
+}
+
+// LockBase serialises lands onto one branch of the repository.
+func (s *Sandbox) LockBase(ref string) (string, func(), error) {
+	unlock, err := record.LockHinted(s.env.Layout.LandLock(ref), time.Hour,
+		"another land onto "+termsafe.String(strings.TrimPrefix(ref, "refs/heads/"))+" (or a land --keep, fleet land) is running or stuck; try again when it ends, or find it with ps -ef | grep 'git-sandbox land' and end it")
+	return s.env.Layout.LandJournal(ref), unlock, err
+}
+
+// Landed follows a land: with Keep the next land starts where this one
+// ended, on the branch it landed on (the base and the baseline move, and
+// the newest snapshot is measured against the baseline, so ps and rm see
+// no unlanded work); without, the sandbox is removed.
+func (s *Sandbox) Landed(ctx context.Context, l land.Landed) error {
+	if l.Keep {
 		err := s.Update(func(r *record.Record) error {
-			r.Baseline = final.ID
-			r.BaseTip = commit.String()
+			r.Base = strings.TrimPrefix(l.Ref, "refs/heads/")
+			r.BaseRef = l.Ref
+			r.Baseline = l.Final.ID
+			r.BaseTip = l.Commit.String()
 			r.UpdateConflicts = nil
 			return nil
 		})
 		if err != nil {
-			return res, err
+			return err
 		}
-		// The newest snapshot, measured against the new baseline, so ps
-		// and rm see no unlanded work (the files were just read).
 		_, err = s.Snapshotter().Restamp(ctx, rescue.ReasonLand)
-		return res, err
+		return err
 	}
 	d, err := s.engine(ctx)
 	if err != nil {
-		return res, err
+		return err
 	}
-	if err := s.teardown(ctx, d); err != nil {
-		return res, fmt.Errorf("landed as %s, but cleaning up failed: %w", commit.Short(), err)
-	}
-	res.Cleaned = true
-	return res, nil
-}
-
-// mergedVerifyRounds bounds how often verifyMerged verifies again because
-// the base moved while it verified.
-const mergedVerifyRounds = 3
-
-// verifyMerged runs verify on the plan's merged tree (a verdict recorded
-// for that tree is reused: verdicts are keyed by tree, whoever made it),
-// then plans again; when the base moved meanwhile, the new merged tree is
-// verified too. It returns the plan to apply.
-func (s *Sandbox) verifyMerged(ctx context.Context, plan *land.Plan, prepare func() (*land.Plan, error), o LandOptions) (*record.Verdict, bool, *land.Plan, error) {
-	if s.Verify == "" || o.DryRun {
-		return nil, false, plan, nil
-	}
-	ran := false
-	for range mergedVerifyRounds {
-		v, did, err := s.verifyTree(ctx, plan.Tree.String(), o.IO)
-		ran = ran || did
-		if err != nil {
-			return nil, ran, nil, err
-		}
-		onto := termsafe.String(strings.TrimPrefix(plan.Ref, "refs/heads/"))
-		if !v.OK {
-			return v, ran, nil, usererr.New("verify failed (exit code %d) on the merged tree %s: %s's work on %s as it is now (%s); nothing was landed", v.ExitCode, shortID(plan.Tree.String()), s.Display(), onto, plan.Tip.Short()).
-				Hint("bring the base in with git sandbox update %s, fix the work there (git sandbox exec %s, or a follow-up task), then land again", s.Display(), s.Display()).
-				WithCode(usererr.ExitRefused)
-		}
-		next, err := prepare()
-		if err != nil {
-			return v, ran, nil, err
-		}
-		if next.Empty || next.Tree == plan.Tree {
-			return v, ran, next, nil
-		}
-		plan = next
-	}
-	return nil, ran, nil, usererr.New("the base of %s kept moving while its merged tree was verified; nothing was landed", s.Display()).
-		Hint("land again")
-}
-
-// verifyTree returns the verdict for tree, running verify when none is
-// recorded.
-func (s *Sandbox) verifyTree(ctx context.Context, tree string, io IO) (*record.Verdict, bool, error) {
-	unlock, err := s.lockVerify()
-	if err != nil {
-		return nil, false, err
-	}
-	defer unlock()
-	if v, ok := s.Verdicts[tree]; ok {
-		return &v, false, nil
-	}
-	v, err := s.runVerifyLocked(ctx, &rescue.Taken{Snapshot: rescue.Snapshot{Tree: tree}}, io)
-	return v, err == nil, err
-}
-
-// verifyForLand applies the verify rules: no verify configured, nothing to
-// do; a verdict for the final tree decides; verdicts only for other trees
-// are stale; no verdict at all makes land run verify first.
-func (s *Sandbox) verifyForLand(ctx context.Context, final *rescue.Taken, o LandOptions) (*record.Verdict, bool, error) {
-	if s.Verify == "" {
-		return nil, false, nil
-	}
-	// A verify running now (the supervisor's, when the agent exited) is
-	// waited for: its verdict may be the one for this tree.
-	unlock, err := s.lockVerify()
-	if err != nil {
-		return nil, false, err
-	}
-	defer unlock()
-	if v, ok := s.Verdicts[final.Tree]; ok {
-		if !v.OK && !o.Force {
-			return &v, false, usererr.New("verify failed on this tree (exit code %d)", v.ExitCode).
-				Hint("fix the work and run git sandbox verify %s again, or land anyway with --force", s.Display()).
-				WithCode(usererr.ExitRefused)
-		}
-		return &v, false, nil
-	}
-	if len(s.Verdicts) > 0 {
-		if o.Force {
-			return nil, false, nil
-		}
-		return nil, false, usererr.New("verify ran on another version of the work, not on what would land now").
-			Hint("run git sandbox verify %s, or land anyway with --force", s.Display()).
-			WithCode(usererr.ExitRefused)
-	}
-	if o.DryRun {
-		return nil, false, nil
-	}
-	v, err := s.runVerifyLocked(ctx, final, o.IO)
-	if err != nil {
-		return nil, true, err
-	}
-	if !v.OK && !o.Force {
-		return v, true, usererr.New("verify failed (exit code %d); nothing was landed", v.ExitCode).
-			Hint("fix the work and land again, or land anyway with --force").
-			WithCode(usererr.ExitRefused)
-	}
-	return v, true, nil
-}
-
-// forcedPast says what a --force land goes past: a failed verify, or
-// verdicts only for other versions of the work.
-func forcedPast(s *Sandbox, v *record.Verdict, force bool) string {
-	switch {
-	case !force || s.Verify == "":
-		return ""
-	case v != nil && !v.OK:
-		return "verify failed"
-	case v == nil && len(s.Verdicts) > 0:
-		return "verify not run on this tree"
-	}
-	return ""
-}
-
-// commitMessage is -m, else the prompt's first line, else the subject of
-// the agent's last commit, else "Land sandbox <branch>", with trailers naming
-// the sandbox, the agent and the baseline (and what --force went past)
-// joined to the message's own trailer block.
-func (s *Sandbox) commitMessage(ctx context.Context, msg, agentHead string, trailers []land.Trailer) (string, error) {
-	if strings.TrimSpace(msg) == "" {
-		subject := strings.TrimSpace(strings.SplitN(strings.TrimSpace(s.Prompt), "\n", 2)[0])
-		if subject == "" {
-			subject = s.agentSubject(ctx, agentHead)
-		}
-		if subject == "" {
-			subject = "Land sandbox " + s.Branch
-		}
-		if len([]rune(subject)) > 72 {
-			subject = string([]rune(subject)[:71]) + "…"
-		}
-		msg = subject
-		if body := strings.TrimSpace(s.Prompt); body != "" && body != subject {
-			msg += "\n\n" + body
-		}
-	}
-	return land.WithTrailers(ctx, s.env.Git(), msg, trailers)
-}
-
-// landTrailers name the sandbox, the agent, the baseline and the final
-// snapshot, what --force went past, and the hooks --no-verify skipped.
-func (s *Sandbox) landTrailers(final, forced string, skipped []string) []land.Trailer {
-	trailers := []land.Trailer{
-		{Key: "Sandbox", Value: s.Branch},
-		{Key: "Sandbox-Agent", Value: s.Agent},
-		{Key: "Sandbox-Baseline", Value: s.Baseline},
-		{Key: "Sandbox-Snapshot", Value: final},
-	}
-	if u := s.TotalUsage(); !u.IsZero() {
-		// Numbers formatted here, never the agent's text.
-		trailers = append(trailers, land.Trailer{Key: "Sandbox-Usage", Value: u.String()})
-	}
-	if forced != "" {
-		trailers = append(trailers, land.Trailer{Key: "Sandbox-Forced", Value: forced})
-	}
-	if len(skipped) > 0 {
-		trailers = append(trailers, hooksTrailer(skipped))
-	}
-	return trailers
-}
-
-// agentSubject is the subject of the agent's newest commit of its own (not
-// a merge, not one the sandbox started with), or "".
-func (s *Sandbox) agentSubject(ctx context.Context, head string) string {
-	if head == "" || head == s.Start {
-		return ""
-	}
-	if _, err := gitcmd.ParseHash(head); err != nil {
-		return ""
-	}
-	out, err := s.env.Git().Output(ctx, "log", "-1", "--no-merges", "--format=%s", head, "^"+s.Start)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(oneLine(out))
-}
-
-// markersLeft lists the paths the last update left conflicted that still
-// hold conflict markers in the snapshot.
-func (s *Sandbox) markersLeft(ctx context.Context, snapshot string) ([]string, error) {
-	var left []string
-	g := s.env.Git()
-	for _, p := range s.UpdateConflicts {
-		b, err := g.Run(ctx, nil, "cat-file", "blob", snapshot+":"+p)
-		if err != nil {
-			continue // removed, or no longer a file
-		}
-		if hasMarkers(b) {
-			left = append(left, p)
-		}
-	}
-	return left, nil
+	return s.teardown(ctx, d)
 }
 
 // maxMarkerScan bounds how much of a file ps reads looking for markers.
@@ -589,27 +219,13 @@ func (s *Sandbox) ConflictsInWorktree() []string {
 		fi, err := f.Stat()
 		if err == nil && fi.Mode().IsRegular() {
 			b, err := io.ReadAll(io.LimitReader(f, maxMarkerScan))
-			if err == nil && hasMarkers(b) {
+			if err == nil && land.HasMarkers(b) {
 				left = append(left, p)
 			}
 		}
 		f.Close()
 	}
 	return left
-}
-
-// hasMarkers reports whether content holds a conflict's opening and closing
-// markers at the start of a line.
-func hasMarkers(b []byte) bool {
-	open := bytes.HasPrefix(b, []byte("<<<<<<< ")) || bytes.Contains(b, []byte("\n<<<<<<< "))
-	return open && bytes.Contains(b, []byte("\n>>>>>>> "))
-}
-
-// conflictsLeft is the error for paths still in conflict after an update.
-func conflictsLeft(s *Sandbox, paths []string, msg string) *usererr.Error {
-	return usererr.New("%s: %s", msg, strings.Join(quoteAll(paths), ", ")).
-		Hint("resolve them in the sandbox (git sandbox exec %s, or a follow-up task: git sandbox start %s -p …), then land again", s.Display(), s.Display()).
-		WithCode(usererr.ExitConflict)
 }
 
 // insideSandboxes reports whether a path is inside the state directory or
@@ -643,24 +259,4 @@ func (s *Sandbox) newVerdict(tree string, code int) (*record.Verdict, error) {
 		return nil
 	})
 	return &v, err
-}
-
-// checkExpect refuses an --expect value that is not a tree id or a prefix
-// of one long enough to mean one tree.
-func checkExpect(x string) error {
-	if x == "" {
-		return nil
-	}
-	if len(x) < 7 || len(x) > 64 || strings.Trim(strings.ToLower(x), "0123456789abcdef") != "" {
-		return usererr.New("--expect %s is not a tree id", termsafe.String(x)).
-			Hint("give the tree git sandbox diff printed (at least 7 hex digits)")
-	}
-	return nil
-}
-
-// signsCommits reports whether the user's configuration asks git commit
-// to sign (commit.gpgSign).
-func (e *Env) signsCommits(ctx context.Context) bool {
-	out, err := e.Git().Output(ctx, "config", "--type=bool", "--get", "commit.gpgSign")
-	return err == nil && out == "true"
 }

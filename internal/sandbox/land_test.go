@@ -4,20 +4,22 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/land"
 	"github.com/git-sandbox/git-sandbox/rescue"
 )
 
-func landOpts() LandOptions {
+func landOpts() land.Request {
 	var out bytes.Buffer
-	return LandOptions{Message: "land it", IO: IO{Stdout: &out, Stderr: &out}}
+	return land.Request{Message: "land it", Out: &out}
 }
 
 // finished starts a sandbox, lets its agent change lib.txt's first line
@@ -50,7 +52,7 @@ func TestLandOneCommitAndCleanUp(t *testing.T) {
 	te := newTestEnv(t)
 	sb := te.finished("t1")
 	tip := te.git("rev-parse", "main")
-	res, err := sb.Land(context.Background(), landOpts())
+	res, err := land.Land(context.Background(), sb, landOpts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,17 +78,17 @@ func TestLandOneCommitAndCleanUp(t *testing.T) {
 func TestLandRefusals(t *testing.T) {
 	te := newTestEnv(t)
 	sb := te.start("t1")
-	if _, err := sb.Land(context.Background(), landOpts()); usererr.Code(err) != usererr.ExitRefused || !strings.Contains(err.Error(), "still running") {
+	if _, err := land.Land(context.Background(), sb, landOpts()); usererr.Code(err) != usererr.ExitRefused || !strings.Contains(err.Error(), "still running") {
 		t.Errorf("land of a running sandbox: %v", err)
 	}
 	te.fake.Exit(sb.Container, 0)
 	o := landOpts()
 	o.Merge = true
-	if _, err := te.find("t1").Land(context.Background(), o); err == nil || !strings.Contains(err.Error(), "no commits") {
+	if _, err := land.Land(context.Background(), te.find("t1"), o); err == nil || !strings.Contains(err.Error(), "no commits") {
 		t.Errorf("--merge without agent commits: %v", err)
 	}
 	// Nothing to land: empty, and the sandbox stays.
-	res, err := te.find("t1").Land(context.Background(), landOpts())
+	res, err := land.Land(context.Background(), te.find("t1"), landOpts())
 	if err != nil || !res.Plan.Empty || res.Commit != "" {
 		t.Errorf("empty land = %+v, %v", res, err)
 	}
@@ -100,7 +102,7 @@ func TestLandKeepMovesTheBaseline(t *testing.T) {
 	sb := te.finished("t1")
 	o := landOpts()
 	o.Keep = true
-	res, err := sb.Land(context.Background(), o)
+	res, err := land.Land(context.Background(), sb, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func TestLandRunsVerifyFirst(t *testing.T) {
 	te.env.Config.Verify = "make check"
 	sb := te.finished("t1")
 	runs := te.onVerify(1, nil)
-	_, err := sb.Land(context.Background(), landOpts())
+	_, err := land.Land(context.Background(), sb, landOpts())
 	if usererr.Code(err) != usererr.ExitRefused || !strings.Contains(err.Error(), "verify failed") {
 		t.Fatalf("land with failing verify: %v", err)
 	}
@@ -127,14 +129,14 @@ func TestLandRunsVerifyFirst(t *testing.T) {
 		t.Errorf("verify ran %d times", *runs)
 	}
 	// The verdict is kept: land again refuses without running verify.
-	_, err = te.find("t1").Land(context.Background(), landOpts())
+	_, err = land.Land(context.Background(), te.find("t1"), landOpts())
 	if usererr.Code(err) != usererr.ExitRefused || *runs != 1 {
 		t.Errorf("second land: %v after %d verify runs", err, *runs)
 	}
 	// --force lands anyway.
 	o := landOpts()
 	o.Force = true
-	if res, err := te.find("t1").Land(context.Background(), o); err != nil || res.Commit == "" {
+	if res, err := land.Land(context.Background(), te.find("t1"), o); err != nil || res.Commit == "" {
 		t.Errorf("land --force = %+v, %v", res, err)
 	}
 	// Verify containers are gone.
@@ -150,12 +152,12 @@ func TestLandStaleVerdictRefused(t *testing.T) {
 	te.env.Config.Verify = "make check"
 	sb := te.finished("t1")
 	te.onVerify(0, nil)
-	if _, _, err := sb.VerifyNow(context.Background(), landOpts().IO); err != nil {
+	if _, _, err := sb.VerifyNow(context.Background(), IO{Stdout: io.Discard, Stderr: io.Discard}); err != nil {
 		t.Fatal(err)
 	}
 	// The work changes after verify.
 	te.writeIn(sb.Worktree, "more.txt", "x\n")
-	_, err := te.find("t1").Land(context.Background(), landOpts())
+	_, err := land.Land(context.Background(), te.find("t1"), landOpts())
 	if usererr.Code(err) != usererr.ExitRefused || !strings.Contains(err.Error(), "another version") {
 		t.Errorf("land with a stale verdict: %v", err)
 	}
@@ -175,7 +177,7 @@ func TestLandReplansAfterVerify(t *testing.T) {
 			te.git("commit", "-q", "-m", "meanwhile")
 			moved = te.git("rev-parse", "HEAD")
 		})
-		res, err := sb.Land(context.Background(), landOpts())
+		res, err := land.Land(context.Background(), sb, landOpts())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +204,7 @@ func TestLandReplansAfterVerify(t *testing.T) {
 			te.git("commit", "-q", "-am", "conflicting")
 			moved = te.git("rev-parse", "HEAD")
 		})
-		_, err := sb.Land(context.Background(), landOpts())
+		_, err := land.Land(context.Background(), sb, landOpts())
 		if usererr.Code(err) != 3 {
 			t.Fatalf("land after a conflicting move = %v (code %d), want a conflict", err, usererr.Code(err))
 		}
@@ -221,7 +223,7 @@ func TestLandReplansAfterVerify(t *testing.T) {
 			te.write("lib.txt", "ONE\ntwo\nthree\n")
 			te.git("commit", "-q", "-am", "same change")
 		})
-		res, err := sb.Land(context.Background(), landOpts())
+		res, err := land.Land(context.Background(), sb, landOpts())
 		if err != nil || !res.Plan.Empty || res.Commit != "" {
 			t.Errorf("land = %+v, %v; want an empty plan", res, err)
 		}
@@ -233,7 +235,7 @@ func TestLandRefusesUnstorablePaths(t *testing.T) {
 	sb := te.start("t1")
 	te.writeIn(sb.Worktree, ".GIT/hooks/x", "evil\n")
 	te.fake.Exit(sb.Container, 0)
-	_, err := te.find("t1").Land(context.Background(), landOpts())
+	_, err := land.Land(context.Background(), te.find("t1"), landOpts())
 	if usererr.Code(err) != usererr.ExitRefused || !strings.Contains(err.Error(), ".GIT") {
 		t.Errorf("land with .GIT in the worktree: %v", err)
 	}
@@ -246,18 +248,18 @@ func TestLandRefusesUnstorablePaths(t *testing.T) {
 func TestVerifyNow(t *testing.T) {
 	te := newTestEnv(t)
 	sb := te.start("t1")
-	if _, _, err := sb.VerifyNow(context.Background(), landOpts().IO); err == nil || !strings.Contains(err.Error(), "no verify command") {
+	if _, _, err := sb.VerifyNow(context.Background(), IO{Stdout: io.Discard, Stderr: io.Discard}); err == nil || !strings.Contains(err.Error(), "no verify command") {
 		t.Errorf("verify without a command: %v", err)
 	}
 	te.env.Config.Verify = "make check"
 	sb = te.start("t2")
 	runs := te.onVerify(4, nil)
-	v, snap, err := sb.VerifyNow(context.Background(), landOpts().IO)
+	v, snap, err := sb.VerifyNow(context.Background(), IO{Stdout: io.Discard, Stderr: io.Discard})
 	if err != nil || v.OK || v.ExitCode != 4 || v.Tree != snap.Tree {
 		t.Fatalf("verify = %+v on %v, %v", v, snap, err)
 	}
 	// The same tree is not verified twice.
-	if _, _, err := te.find("t2").VerifyNow(context.Background(), landOpts().IO); err != nil || *runs != 1 {
+	if _, _, err := te.find("t2").VerifyNow(context.Background(), IO{Stdout: io.Discard, Stderr: io.Discard}); err != nil || *runs != 1 {
 		t.Errorf("second verify of the same tree: %v after %d runs", err, *runs)
 	}
 	// The verify container is removed after its run.
@@ -279,7 +281,7 @@ func TestLandVerifyMergedJudgesTheMergedTree(t *testing.T) {
 			sb := te.finished("t1")
 			// The sandbox's own tree passed verify.
 			te.onVerify(0, nil)
-			v, snap, err := sb.VerifyNow(context.Background(), landOpts().IO)
+			v, snap, err := sb.VerifyNow(context.Background(), IO{Stdout: io.Discard, Stderr: io.Discard})
 			if err != nil || !v.OK {
 				t.Fatalf("verify alone: %+v, %v", v, err)
 			}
@@ -292,7 +294,7 @@ func TestLandVerifyMergedJudgesTheMergedTree(t *testing.T) {
 			o := landOpts()
 			o.VerifyMerged = true
 			sb = te.find("t1")
-			res, err := sb.Land(context.Background(), o)
+			res, err := land.Land(context.Background(), sb, o)
 			if *runs != 1 {
 				t.Fatalf("verify ran %d times, want once on the merged tree", *runs)
 			}
@@ -336,7 +338,7 @@ func TestLandVerifyMergedVerifiesAgainWhenTheBaseMoves(t *testing.T) {
 	})
 	o := landOpts()
 	o.VerifyMerged = true
-	res, err := sb.Land(context.Background(), o)
+	res, err := land.Land(context.Background(), sb, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/internal/record"
@@ -40,13 +39,7 @@ func (s *Sandbox) quarantineLocked(ctx context.Context) {
 	if st, err := s.ContainerState(ctx); err != nil || (st != nil && st.Running) {
 		return
 	}
-	links, err := s.Snapshotter().IndexedGitlinks(ctx)
-	if err != nil {
-		s.env.UI.Warnf("nested repositories were not quarantined: %v", err)
-		return
-	}
-	_, err = worktree.Quarantine(s.Worktree, s.env.Layout.Quarantine(s.Branch), func(repo string) string { return links[repo] })
-	if err != nil {
+	if err := s.Workspace().Quarantine(ctx); err != nil {
 		s.env.UI.Warnf("%s: not every nested repository could be quarantined: %v", s.Display(), err)
 		if errors.Is(err, worktree.ErrCrossDevice) {
 			s.env.UI.Hintf("a git run in them reads the configuration the agent wrote; keep worktrees_dir on the state's file system")
@@ -55,37 +48,19 @@ func (s *Sandbox) quarantineLocked(ctx context.Context) {
 }
 
 // restoreNested puts quarantined git directories back before the agent's
-// container starts; the caller holds the snapshot lock. Each restored
-// nested repository is named with a warning: while the agent runs, a git
-// run in it on the host reads what the agent wrote.
-func (e *Env) restoreNested(sb *Sandbox) error {
-	restored, err := worktree.RestoreQuarantined(sb.Worktree, e.Layout.Quarantine(sb.Branch))
-	for _, n := range restored {
-		if !n.Bare {
-			warnNested(e, sb, n.Repo())
-		} else {
-			e.UI.Warnf("%s is laid out as a git repository: while %s runs, git run in it on the host reads what the agent wrote", termsafe.String(filepath.Join(sb.Worktree, n.Repo())), sb.Display())
-		}
-	}
-	if err != nil {
+// container starts; the caller holds the snapshot lock. The workspace
+// names each one where a git of this machine could run in it.
+func (e *Env) restoreNested(ctx context.Context, sb *Sandbox) error {
+	if _, err := sb.Workspace().Unquarantine(ctx); err != nil {
 		return usererr.Wrap(err, "cannot put back the nested repositories of %s: %v", sb.Display(), err).
-			Hint("the git directories are kept under %s (listed in %s); move the path that is in the way, then start again", e.Layout.Quarantine(sb.Branch), worktree.QuarantineRecord(e.Layout.Quarantine(sb.Branch)))
+			Hint("the git directories are kept %s (listed in %s); move the path that is in the way, then start again", sb.Workspace().NestedKept(), worktree.QuarantineRecord(e.Layout.Quarantine(sb.Branch)))
 	}
 	return nil
 }
 
-// warnNested names one nested repository of a running sandbox.
-func warnNested(e *Env, sb *Sandbox, repo string) {
-	e.UI.Warnf("%s is a nested git repository: while %s runs, git run in it on the host runs configuration the agent wrote", termsafe.String(filepath.Join(sb.Worktree, repo)), sb.Display())
-}
-
 // WarnNested names each nested repository of a sandbox whose agent runs
 // (from its newest snapshot), for ps, diff and start.
-func (s *Sandbox) WarnNested(nested []string) {
-	for _, p := range nested {
-		warnNested(s.env, s, p)
-	}
-}
+func (s *Sandbox) WarnNested(nested []string) { s.Workspace().WarnNested(nested) }
 
 // nestedRefusal is the error of land and rm for a sandbox holding nested
 // repositories: their files are in no snapshot, so removing the worktree
@@ -96,7 +71,7 @@ func nestedRefusal(s *Sandbox, nested []string, what string) error {
 		quoted[i] = termsafe.String(p)
 	}
 	return usererr.New("%s holds %d nested git repositor%s whose files are in no snapshot: %s", s.Display(), len(nested), plural(len(nested), "y", "ies"), strings.Join(quoted, ", ")).
-		Hint("copy what you need from %s first (each one's git directory is kept under %s while the agent is stopped)", s.Worktree, s.env.Layout.Quarantine(s.Branch)).
+		Hint("%s", s.Workspace().NestedCopyHint(quoted[0])).
 		Hint("%s --force %s removes them with the sandbox; %s", what, s.Display(), "nothing else was changed").
 		WithCode(usererr.ExitRefused)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/land"
 )
 
 // nestedRepo makes a nested repository with a commit in a worktree, as
@@ -42,7 +43,7 @@ func TestNestedRepositoriesQuarantinedWhileStopped(t *testing.T) {
 		run  func() error
 	}{
 		{"rm", func() error { _, err := sb.Remove(context.Background(), RemoveOptions{}); return err }},
-		{"land", func() error { _, err := sb.Land(context.Background(), LandOptions{}); return err }},
+		{"land", func() error { _, err := land.Land(context.Background(), sb, land.Request{}); return err }},
 	} {
 		err := c.run()
 		if usererr.Code(err) != usererr.ExitRefused || !strings.Contains(err.Error(), "nested git repositor") || !strings.Contains(err.Error(), "lib") {

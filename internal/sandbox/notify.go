@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"slices"
@@ -10,8 +9,10 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
+	"github.com/git-sandbox/git-sandbox/internal/netlog"
+	"github.com/git-sandbox/git-sandbox/internal/network"
+	"github.com/git-sandbox/git-sandbox/rescue"
 
-	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/notify"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 )
@@ -58,11 +59,19 @@ func (e *Env) notifyDenied(ctx context.Context, sb *Sandbox, run string) {
 	if sb.Egress == nil || e.Config == nil || e.Config.Notify == "" {
 		return
 	}
-	sum, err := egress.SummarizeFile(sb.NetLog())
+	sum, err := netlog.SummarizeFile(e.network().NetLog(sb.Branch))
 	if err != nil || sum.Denied+sum.Leaks == 0 {
 		return
 	}
 	e.notify(ctx, sb, notify.EgressDenied, nil, run)
+}
+
+// notifySpend announces a metered sandbox's spend past 80% of its budget,
+// and the budget spent, once for each budget it is given.
+func (e *Env) notifySpend(ctx context.Context, sb *Sandbox) {
+	if ev := network.SpendAlert(sb.Record, e.network().UsageLog(sb.Branch)); ev != "" {
+		e.notify(ctx, sb, notify.Event(ev), nil, sb.Egress.Budget.String())
+	}
 }
 
 // notifyConflict announces that landing sb's newest snapshot now would
@@ -72,7 +81,7 @@ func (e *Env) notifyConflict(ctx context.Context, sb *Sandbox) {
 	if e.Config == nil || e.Config.Notify == "" {
 		return
 	}
-	tips := e.rescueTips(ctx, sb.BaseRef)
+	tips := rescue.ReadTips(ctx, e.Git(), sb.BaseRef)
 	fc, err := e.forecast(ctx, []*Sandbox{sb}, tips, true)
 	if err != nil {
 		e.UI.Warnf("conflict forecast: %v", err)
@@ -83,32 +92,26 @@ func (e *Env) notifyConflict(ctx context.Context, sb *Sandbox) {
 		return
 	}
 	tip, _ := e.Git().RevParse(ctx, sb.BaseRef)
-	e.notify(ctx, sb, notify.LandConflict, nil, tips[sb.Refs().Rescue()].tree+" "+tip.String())
+	e.notify(ctx, sb, notify.LandConflict, nil, tips[sb.Refs().Rescue()].Tree+" "+tip.String())
 }
-
-// usageTail is how much of the end of a run's output is read for the
-// agent's usage report.
-const (
-	usageTailLines = "20"
-	usageTailBytes = 1 << 20
-)
 
 // recordUsage reads the usage the agent reported at the end of its output,
 // if its adapter knows how, and keeps it in the record under the run.
 func (e *Env) recordUsage(ctx context.Context, sb *Sandbox, run string) {
-	if _, ok := agentReports(sb.Agent); !ok {
+	if !agent.Reports(sb.Agent) {
 		return
 	}
 	d, err := e.Engine(ctx)
 	if err != nil {
 		return
 	}
-	w := &capped{max: usageTailBytes}
-	if err := d.Logs(ctx, sb.Container, container.LogsOptions{Tail: usageTailLines, Stdout: w, Stderr: io.Discard}); err != nil {
+	u, ok, err := agent.Reported(sb.Agent, func(w io.Writer) error {
+		return d.Logs(ctx, sb.Container, container.LogsOptions{Tail: agent.ReportedTailLines, Stdout: w, Stderr: io.Discard})
+	})
+	if err != nil {
 		e.UI.Warnf("read the agent's usage: %v", err)
 		return
 	}
-	u, ok := agent.ParseUsage(sb.Agent, w.buf.Bytes())
 	if !ok {
 		return
 	}
@@ -123,27 +126,4 @@ func (e *Env) recordUsage(ctx context.Context, sb *Sandbox, run string) {
 		return
 	}
 	e.UI.Infof("%s agent reported %s", time.Now().Format(time.RFC3339), u)
-}
-
-func agentReports(name string) (agent.UsageReporter, bool) {
-	a, err := agent.Get(name)
-	if err != nil {
-		return nil, false
-	}
-	r, ok := a.(agent.UsageReporter)
-	return r, ok
-}
-
-// capped keeps the first max bytes written to it and drops the rest
-// without failing the writer.
-type capped struct {
-	buf bytes.Buffer
-	max int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.buf.Len(); room > 0 {
-		c.buf.Write(p[:min(len(p), room)])
-	}
-	return len(p), nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,12 +15,15 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
-	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/forecast"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
-	"github.com/git-sandbox/git-sandbox/internal/proc"
+	"github.com/git-sandbox/git-sandbox/internal/meter"
+	"github.com/git-sandbox/git-sandbox/internal/netlog"
+	"github.com/git-sandbox/git-sandbox/internal/network"
 	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/workspace"
 	"github.com/git-sandbox/git-sandbox/rescue"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
@@ -92,9 +94,11 @@ type Status struct {
 	Forecast *forecast.Result `json:"forecast"`
 	// Usage is what the agent reported spending (tokens, cost), summed
 	// over its runs; absent when it reported nothing.
-	Usage  *agent.Usage `json:"usage,omitempty"`
-	Prompt string       `json:"prompt,omitempty"`
-	Verify string       `json:"verify,omitempty"`
+	Usage *agent.Usage `json:"usage,omitempty"`
+	// Spend is what the credential broker metered (see network.SpendOf).
+	Spend  *meter.Status `json:"spend"`
+	Prompt string        `json:"prompt,omitempty"`
+	Verify string        `json:"verify,omitempty"`
 	// Ports are the published ports (on the host's loopback interface).
 	Ports []container.Port `json:"ports,omitempty"`
 	// Conflicts are the paths the last git sandbox update left conflicted
@@ -103,55 +107,21 @@ type Status struct {
 }
 
 // Statuses reports every sandbox of the repository. Records are the source
-// of truth for which sandboxes exist; Docker adds their state in one call,
-// and when it is unreachable the state is unknown rather than an error.
+// of truth for which sandboxes exist; the engines add their state in one
+// call each, and an engine that does not answer makes its sandboxes'
+// state unknown rather than an error.
 func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 	sbs, errs := e.All()
 	for _, err := range errs {
 		e.UI.Warnf("%v", err)
 	}
 	e.EmptyTrash()
-	// Every engine the sandboxes are on, asked at once and while git reads
+	// Every engine the sandboxes are on is asked at once, while git reads
 	// the refs: a slow or unreachable one holds up only its own rows.
-	type answer struct {
-		byName map[string]container.State
-		err    error
-	}
-	engines := map[string]*answer{"": nil}
-	for _, sb := range sbs {
-		engines[sb.Record.Engine] = nil
-	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, name := range slices.Collect(maps.Keys(engines)) {
-		wg.Add(1)
-		go func(name string) {
-			defer wg.Done()
-			a := &answer{byName: map[string]container.State{}}
-			d, err := e.EngineNamed(ctx, name)
-			if err == nil {
-				var list []container.State
-				list, err = d.List(ctx, container.LabelRepo+"="+e.Repo.ID)
-				for _, c := range list {
-					a.byName[c.Name] = c
-				}
-			}
-			a.err = err
-			mu.Lock()
-			engines[name] = a
-			mu.Unlock()
-		}(name)
-	}
-	var bases []string
-	seen := map[string]bool{}
-	for _, sb := range sbs {
-		if sb.BaseRef != "" && !seen[sb.BaseRef] && !strings.HasPrefix(sb.BaseRef, rescue.RefPrefix) {
-			seen[sb.BaseRef] = true
-			bases = append(bases, sb.BaseRef)
-		}
-	}
-	tips := e.rescueTips(ctx, bases...)
-	wg.Wait()
+	answers := make(chan map[string]*engineAnswer, 1)
+	go func() { answers <- e.engineStates(ctx, sbs) }()
+	tips := rescue.ReadTips(ctx, e.Git(), baseRefs(sbs)...)
+	engines := <-answers
 	for _, name := range slices.Sorted(maps.Keys(engines)) {
 		if a := engines[name]; name != "" && a.err != nil {
 			e.UI.Warnf("engine %s is unreachable: %v", name, a.err)
@@ -159,60 +129,8 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 	}
 	out := make([]Status, 0, len(sbs))
 	for _, sb := range sbs {
-		st := Status{
-			Branch: sb.Branch, Agent: sb.Agent, Base: sb.Base, Created: sb.Created,
-			Worktree: sb.Worktree, Baseline: sb.Baseline, Container: sb.Container,
-			Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports(), Engine: sb.Record.Engine,
-		}
-		if sb.Copy != nil {
-			st.Worktree = "(volume " + sb.Copy.Workspace + ")"
-		}
-		st.Network = string(sb.Network())
-		if u := sb.TotalUsage(); !u.IsZero() {
-			st.Usage = &u
-		}
-		st.Conflicts = sb.ConflictsInWorktree()
-		st.SnapshotBytes, _, st.SnapshotBudgetSpent = sb.SnapshotBudget()
-		if sb.Egress != nil {
-			if sum, err := egress.SummarizeFile(sb.NetLog()); err == nil {
-				st.Denied = sum.Denied + sum.Leaks
-			}
-		}
-		if t, ok := tips[sb.Refs().Rescue()]; ok {
-			st.Changes, st.Snapshot, st.TooLarge, st.Nested = t.changes, t.id, t.tooLarge, t.nested
-			st.SnapshotTime, st.SnapshotTree = t.time, t.tree
-		}
-		st.Verdict = verdictOf(sb, st.SnapshotTree)
-		a := engines[sb.Record.Engine]
-		c, ok := a.byName[sb.Container]
-		switch {
-		case a.err != nil && sb.Record.Engine != "":
-			st.State = StateUnreachable
-			st.EngineError = a.err.Error()
-		case a.err != nil:
-			st.State = StateUnknown
-		case !ok:
-			st.State = StateMissing
-		case c.Status == container.StatusLost:
-			st.State = StateLost
-		case c.Running:
-			st.State = StateRunning
-		case c.Status == "paused":
-			// A snapshot is reading its files this instant (or one died
-			// doing so; the next snapshot thaws it).
-			st.State = StatePaused
-		case c.Status == "created":
-			st.State = StateCreated
-		default:
-			if c.ListExitCode != nil {
-				code := *c.ListExitCode
-				st.ExitCode = &code
-			}
-			st.State = StateExited
-			if sb.Stopped {
-				st.State = StateStopped
-			}
-		}
+		st := sb.status(tips)
+		st.setState(sb, engines[sb.Record.Engine])
 		out = append(out, st)
 	}
 	if fc, err := e.forecast(ctx, sbs, tips, false); err != nil {
@@ -223,6 +141,122 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		}
 	}
 	return out, nil
+}
+
+// engineAnswer is what one engine said of the repository's containers.
+type engineAnswer struct {
+	byName map[string]container.State
+	err    error
+}
+
+// engineStates asks every engine the sandboxes are on (and the
+// environment's) for the repository's containers, all at once.
+func (e *Env) engineStates(ctx context.Context, sbs []*Sandbox) map[string]*engineAnswer {
+	names := map[string]bool{"": true}
+	for _, sb := range sbs {
+		names[sb.Record.Engine] = true
+	}
+	out := map[string]*engineAnswer{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := &engineAnswer{byName: map[string]container.State{}}
+			d, err := e.EngineNamed(ctx, name)
+			if err == nil {
+				var list []container.State
+				list, err = d.List(ctx, container.LabelRepo+"="+e.Repo.ID)
+				for _, c := range list {
+					a.byName[c.Name] = c
+				}
+			}
+			a.err = err
+			mu.Lock()
+			out[name] = a
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// baseRefs are the branches the sandboxes land on, each once.
+func baseRefs(sbs []*Sandbox) []string {
+	var bases []string
+	seen := map[string]bool{}
+	for _, sb := range sbs {
+		if sb.BaseRef != "" && !seen[sb.BaseRef] && !strings.HasPrefix(sb.BaseRef, rescue.RefPrefix) {
+			seen[sb.BaseRef] = true
+			bases = append(bases, sb.BaseRef)
+		}
+	}
+	return bases
+}
+
+// status is what the record, the state directory and the newest snapshot
+// say of the sandbox.
+func (sb *Sandbox) status(tips map[string]rescue.Tip) Status {
+	st := Status{
+		Branch: sb.Branch, Agent: sb.Agent, Base: sb.Base, Created: sb.Created,
+		Worktree: sb.Worktree, Baseline: sb.Baseline, Container: sb.Container,
+		Prompt: sb.Prompt, Verify: sb.Verify, Ports: sb.Ports(), Engine: sb.Record.Engine,
+	}
+	if ws := sb.Workspace(); ws.Remote() {
+		st.Worktree = ws.Where()
+	}
+	st.Network = string(sb.Network())
+	if u := sb.TotalUsage(); !u.IsZero() {
+		st.Usage = &u
+	}
+	st.Conflicts, st.Spend = sb.ConflictsInWorktree(), network.SpendOf(sb.Record, sb.NetLog())
+	st.SnapshotBytes, _, st.SnapshotBudgetSpent = sb.SnapshotBudget()
+	if sb.Egress != nil {
+		if sum, err := netlog.SummarizeFile(sb.NetLog()); err == nil {
+			st.Denied = sum.Denied + sum.Leaks
+		}
+	}
+	if t, ok := tips[sb.Refs().Rescue()]; ok {
+		st.Changes, st.Snapshot, st.TooLarge, st.Nested = t.Changes, t.ID, t.TooLarge, t.Nested
+		st.SnapshotTime, st.SnapshotTree = t.Time, t.Tree
+	}
+	st.Verdict = verdictOf(sb, st.SnapshotTree)
+	return st
+}
+
+// setState is the state of the sandbox's container, as its engine's answer
+// a says.
+func (st *Status) setState(sb *Sandbox, a *engineAnswer) {
+	c, ok := a.byName[sb.Container]
+	switch {
+	case a.err != nil && sb.Record.Engine != "":
+		st.State = StateUnreachable
+		st.EngineError = a.err.Error()
+	case a.err != nil:
+		st.State = StateUnknown
+	case !ok:
+		st.State = StateMissing
+	case c.Status == container.StatusLost:
+		st.State = StateLost
+	case c.Running:
+		st.State = StateRunning
+	case c.Status == "paused":
+		// A snapshot is reading its files this instant (or one died doing
+		// so; the next snapshot thaws it).
+		st.State = StatePaused
+	case c.Status == "created":
+		st.State = StateCreated
+	default:
+		if c.ListExitCode != nil {
+			code := *c.ListExitCode
+			st.ExitCode = &code
+		}
+		st.State = StateExited
+		if sb.Stopped {
+			st.State = StateStopped
+		}
+	}
 }
 
 // verdictOf names verify's verdict on tree for ps.
@@ -240,91 +274,6 @@ func verdictOf(sb *Sandbox, tree string) string {
 		return "stale"
 	}
 	return "none"
-}
-
-type tip struct {
-	id       string
-	tree     string
-	time     time.Time
-	changes  int
-	tooLarge int
-	nested   []string
-}
-
-// rescueTips reads every sandbox's newest snapshot and its change count,
-// and the refs named in extra (the bases, for the conflict forecast), with
-// three git processes run at once.
-func (e *Env) rescueTips(ctx context.Context, extra ...string) map[string]tip {
-	out := map[string]tip{}
-	// git before 2.40 applies the options of one trailers atom to every
-	// other in the same format: one call per trailer.
-	var main, large, nested []string
-	var mainErr, largeErr, nestedErr error
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		args := []string{"for-each-ref",
-			"--format=%(refname) %(objectname) %(tree) %(committerdate:unix) %(contents:trailers:key=Sandbox-Changes,valueonly,separator=)", rescue.RefPrefix}
-		main, mainErr = e.Git().Lines(ctx, append(args, extra...)...)
-	}()
-	go func() {
-		defer wg.Done()
-		large, largeErr = e.Git().Lines(ctx, "for-each-ref",
-			"--format=%(refname) %(contents:trailers:key=Sandbox-Too-Large,valueonly,separator=%x01)", rescue.RefPrefix)
-	}()
-	go func() {
-		defer wg.Done()
-		nested, nestedErr = e.Git().Lines(ctx, "for-each-ref",
-			"--format=%(refname) %(contents:trailers:key=Sandbox-Nested,valueonly,separator=%x01)", rescue.RefPrefix)
-	}()
-	wg.Wait()
-	if mainErr != nil {
-		return out
-	}
-	for _, line := range main {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		t := tip{id: f[1]}
-		if len(f) >= 4 {
-			t.tree = f[2]
-			if sec, err := strconv.ParseInt(f[3], 10, 64); err == nil {
-				t.time = time.Unix(sec, 0)
-			}
-		}
-		if len(f) >= 5 {
-			t.changes, _ = strconv.Atoi(f[4])
-		}
-		out[f[0]] = t
-	}
-	if largeErr == nil {
-		for _, line := range large {
-			ref, l, _ := strings.Cut(line, " ")
-			if t, ok := out[ref]; ok && l != "" {
-				// Paths are quoted: \x01 only separates.
-				t.tooLarge = strings.Count(l, "\x01") + 1
-				out[ref] = t
-			}
-		}
-	}
-	if nestedErr == nil {
-		for _, line := range nested {
-			ref, n, _ := strings.Cut(line, " ")
-			t, ok := out[ref]
-			if !ok || n == "" {
-				continue
-			}
-			for _, q := range strings.Split(n, "\x01") {
-				if p, err := strconv.Unquote(q); err == nil {
-					t.nested = append(t.nested, p)
-				}
-			}
-			out[ref] = t
-		}
-	}
-	return out
 }
 
 // existing connects to the engine and returns the sandbox's container, which
@@ -421,7 +370,7 @@ func (s *Sandbox) Stop(ctx context.Context, timeout time.Duration) (*rescue.Take
 			return nil, err
 		}
 	}
-	if err := s.stopProxy(ctx, d); err != nil {
+	if err := network.StopProxy(ctx, d, s.Record); err != nil {
 		s.env.UI.Warnf("the egress proxy was not removed: %v", err)
 	}
 	t, err := s.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonStop)
@@ -445,8 +394,9 @@ type RemoveOptions struct {
 // repository and state. A final snapshot is taken first, and the rescue
 // chain stays until pruned.
 func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, error) {
+	ws := s.Workspace()
 	d, err := s.engine(ctx)
-	if err != nil && s.Copy != nil {
+	if err != nil && ws.Remote() {
 		// Its machine may be gone for good: the work is in the snapshots
 		// here, so --force forgets the sandbox on this side.
 		if !o.Force {
@@ -475,7 +425,7 @@ func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, e
 		}
 	}
 	var last *rescue.Taken
-	if _, err := os.Lstat(s.Worktree); err == nil || s.Copy != nil {
+	if _, err := os.Lstat(s.Worktree); err == nil || ws.Remote() {
 		// The agent's commits go with its repository: bring them back first,
 		// so the last snapshot keeps them (as its second parent).
 		if _, err := s.Sync(ctx, false); err != nil {
@@ -486,13 +436,9 @@ func (s *Sandbox) Remove(ctx context.Context, o RemoveOptions) (*rescue.Taken, e
 			reason = rescue.ReasonRemove
 		}
 		last, err = s.Snapshotter().Take(ctx, reason)
-		if err != nil && s.Copy != nil {
-			return nil, usererr.Wrap(err, "cannot take the final snapshot of %s: %v", s.Display(), err).
-				Hint("nothing was removed; the newest snapshot on this machine is in git sandbox rescue list %s", s.Display())
-		}
 		if err != nil {
 			return nil, usererr.Wrap(err, "cannot take the final snapshot of %s: %v", s.Display(), err).
-				Hint("nothing was removed; fix the cause or copy the worktree %s by hand", s.Worktree)
+				Hint("nothing was removed; the newest snapshot is in git sandbox rescue list %s, the worktree %s", s.Display(), ws.Where())
 		}
 		if len(last.Nested) > 0 && !o.Force {
 			s.quarantineNested(context.WithoutCancel(ctx))
@@ -524,14 +470,8 @@ func (s *Sandbox) teardownEngine(ctx context.Context, d Engine) []error {
 			_ = d.Remove(ctx, c.ID)
 		}
 	}
-	if err := s.removeNetworks(ctx, d); err != nil {
+	if err := network.RemoveNetworks(ctx, d, s.Record); err != nil {
 		errs = append(errs, err)
-	}
-	if s.Copy != nil {
-		// The files on the engine: their snapshots are on this machine.
-		if err := s.removeCopyVolumes(ctx, d); err != nil {
-			errs = append(errs, err)
-		}
 	}
 	return errs
 }
@@ -548,13 +488,15 @@ func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 	// the name can be used again at once, however many files they hold)
 	// and deleted in the background.
 	trash := s.env.Layout.Trash()
-	if s.Copy == nil {
-		if err := worktree.MoveAside(s.env.Repo.CommonDir, s.Worktree, trash); err != nil {
-			errs = append(errs, err)
-		}
+	var engine workspace.Engine
+	if d != nil {
+		engine = d
 	}
+	errs = append(errs, s.Workspace().Remove(ctx, trash, engine)...)
 	branch := "refs/heads/" + s.Branch
-	if head, err := g.RevParse(ctx, branch); err == nil {
+	if head, err := g.RevParse(ctx, branch); err == nil && s.interrupted && head.String() != s.Start {
+		s.env.UI.Warnf("kept the branch %s: it moved since the interrupted start made it", termsafe.String(s.Branch))
+	} else if err == nil {
 		if err := g.UpdateRef(ctx, gitcmd.UpdateRefRequest{Ref: branch, Old: head, Message: "git sandbox: remove sandbox"}); err != nil {
 			errs = append(errs, err)
 		}
@@ -565,6 +507,9 @@ func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	if err := s.env.network().ArchiveUsage(s.Branch, s.Created.UTC().Format("20060102T150405Z")); err != nil {
+		s.env.UI.Warnf("the usage log was not kept: %v", err)
+	}
 	if err := worktree.MoveIntoTrash(s.env.Layout.Dir(s.Branch), trash); err != nil {
 		return fmt.Errorf("remove sandbox state: %w", err)
 	}
@@ -572,50 +517,14 @@ func (s *Sandbox) teardown(ctx context.Context, d Engine) error {
 	return nil
 }
 
-// PurgeCommand is the hidden command that deletes a repository's trash.
-const PurgeCommand = "__purge"
-
-// EmptyTrash deletes what removed sandboxes left in the trash, in a
-// detached process, so the command that removed them returns at once (and
-// a crash before it ran is finished by the next rm, land or ps).
+// EmptyTrash deletes what removed sandboxes left in the trash, in the
+// background.
 func (e *Env) EmptyTrash() {
-	trash := e.Layout.Trash()
-	entries, err := os.ReadDir(trash)
-	if err != nil || len(entries) == 0 {
-		return
+	var purge func(string) error
+	if e.Background != nil {
+		purge = e.Background.Purge
 	}
-	if e.purge != nil {
-		_ = e.purge(trash)
-		return
-	}
-	exe, err := os.Executable()
-	if err == nil {
-		err = proc.SpawnDetached(proc.SpawnOptions{
-			Path: exe, Args: []string{"git-sandbox", PurgeCommand, "--", trash}, Dir: "/", Env: os.Environ(),
-		})
-	}
-	if err != nil {
-		e.UI.Warnf("cannot delete %s in the background (%v); deleting it now", trash, err)
-		_ = Purge(trash)
-	}
-}
-
-// Purge deletes a trash directory's entries.
-func Purge(trash string) error {
-	if filepath.Base(trash) != ".trash" {
-		return fmt.Errorf("purge: %s is not a trash directory", trash)
-	}
-	entries, err := os.ReadDir(trash)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, en := range entries {
-		if err := os.RemoveAll(filepath.Join(trash, en.Name())); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	workspace.EmptyTrash(e.Layout.Trash(), purge, e.UI.Warnf)
 }
 
 // Logs writes the agent's output.
@@ -710,7 +619,7 @@ func (s *Sandbox) execFresh(ctx context.Context, d Engine, argv []string, io IO)
 		return -1, usererr.New("sandbox %s is not running, and was made by an older git sandbox that did not record its container", s.Display()).
 			Hint("git sandbox start -d %s runs it again; then exec works", s.Display())
 	}
-	spec := s.Spec.Clone()
+	spec := s.Spec.ToSpec()
 	spec.Name = fmt.Sprintf("%s-exec-%d", s.Container, time.Now().UnixNano())
 	spec.Argv = argv
 	spec.Labels[container.LabelRole] = container.RoleExec
@@ -734,30 +643,19 @@ func (s *Sandbox) execFresh(ctx context.Context, d Engine, argv []string, io IO)
 		}
 		// The command runs where the agent would: with its nested
 		// repositories in place (quarantined again after it).
-		if err := s.env.restoreNested(s); err != nil {
+		if err := s.env.restoreNested(ctx, s); err != nil {
 			return -1, err
 		}
-		id, err := d.Create(ctx, spec)
-		if err != nil {
-			return -1, err
-		}
-		defer func() { _ = d.Remove(context.WithoutCancel(ctx), id) }()
 		streams := container.Streams{Stdout: io.Stdout, Stderr: io.Stderr, TTY: spec.TTY, TerminalFd: io.StdinFd}
 		if spec.OpenStdin {
 			streams.Stdin = io.Stdin
 		}
-		waitC := d.WaitExit(ctx, id, container.WaitNextExit)
-		pump, err := d.Attach(ctx, id, streams)
+		res, err := container.Run(ctx, d, spec, container.RunOptions{Streams: streams, Started: func(id string) func() {
+			return forwardSignals(ctx, d, id, spec.TTY)
+		}})
 		if err != nil {
 			return -1, err
 		}
-		if err := d.Start(ctx, id); err != nil {
-			return -1, err
-		}
-		stopSignals := forwardSignals(ctx, d, id, spec.TTY)
-		_ = pump()
-		res := <-waitC
-		stopSignals()
 		if res.Err != nil {
 			return -1, fmt.Errorf("wait for the command: %w", res.Err)
 		}
@@ -785,52 +683,59 @@ func (e *Env) WaitAny(ctx context.Context, sbs []*Sandbox, timeout time.Duration
 	if err != nil {
 		return nil, -1, err
 	}
-	// Already exited: the first in the order given, without waiting.
-	for _, sb := range sbs {
-		st, err := d.Inspect(ctx, sb.Container)
-		if container.IsNotFound(err) {
-			return nil, -1, errMissing(sb)
-		}
-		if err != nil {
-			return nil, -1, fmt.Errorf("inspect container: %w", err)
-		}
-		if st.Status == "created" {
-			return nil, -1, usererr.New("sandbox %s has not started", sb.Display()).
-				Hint("git sandbox start %s runs it", sb.Display())
-		}
-		if !st.Running {
-			return sb, st.ExitCode, sb.exitSnapshot(ctx)
-		}
+	ids := make([]string, len(sbs))
+	for i, sb := range sbs {
+		ids[i] = sb.Container
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if timeout > 0 {
-		wctx, cancel = context.WithTimeout(wctx, timeout)
-		defer cancel()
-	}
-	type done struct {
-		sb  *Sandbox
-		res container.WaitResult
-	}
-	ch := make(chan done, len(sbs))
-	for _, sb := range sbs {
-		go func() {
-			ch <- done{sb, <-d.WaitExit(wctx, sb.Container, container.WaitNotRunning)}
-		}()
-	}
-	// The first answer decides: an exit, or the wait failing (every
-	// waiter fails alike when the timeout or ctx ends).
-	r := <-ch
-	if r.res.Err == nil {
-		return r.sb, r.res.Code, r.sb.exitSnapshot(ctx)
-	}
-	if wctx.Err() == nil {
-		return nil, -1, fmt.Errorf("wait for %s: %w", r.sb.Display(), r.res.Err)
-	}
-	if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+	i, code, err := container.FirstExit(ctx, d, ids, timeout)
+	switch {
+	case err == nil:
+		return sbs[i], code, sbs[i].exitSnapshot(ctx)
+	case container.IsNotFound(err):
+		return nil, -1, errMissing(sbs[i])
+	case errors.Is(err, container.ErrNotStarted):
+		return nil, -1, usererr.New("sandbox %s has not started", sbs[i].Display()).
+			Hint("git sandbox start %s runs it", sbs[i].Display())
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return nil, -1, usererr.New("no sandbox's agent exited within %s", timeout).
 			Hint("wait again, or stop them with git sandbox stop BRANCH").
 			WithCode(usererr.ExitTimeout)
+	case i >= 0:
+		return nil, -1, fmt.Errorf("wait for %s: %w", sbs[i].Display(), err)
 	}
-	return nil, -1, ctx.Err()
+	return nil, -1, err
+}
+
+// OutOfMemory says whether the engine ended the agent's last run for
+// memory, as "out of memory (limit 4g)" (code is the run's exit code: only
+// a kill, 137, is looked into); "" when it did not.
+func (s *Sandbox) OutOfMemory(ctx context.Context, code int) string {
+	if code != 137 {
+		return ""
+	}
+	d, err := s.engine(ctx)
+	if err != nil {
+		return ""
+	}
+	st, err := d.Inspect(ctx, s.Container)
+	if err != nil || !st.OOMKilled {
+		return ""
+	}
+	if s.Spec == nil || s.Spec.Limits.MemoryBytes <= 0 {
+		return "out of memory"
+	}
+	return "out of memory (limit " + memorySize(s.Spec.Limits.MemoryBytes) + ")"
+}
+
+// memorySize writes a memory limit as the config and --memory take it.
+func memorySize(b int64) string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}} {
+		if b%u.size == 0 {
+			return strconv.FormatInt(b/u.size, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(b, 10)
 }

@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
-	"github.com/git-sandbox/git-sandbox/internal/enginefake"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/land"
 	"github.com/git-sandbox/git-sandbox/rescue"
 )
 
@@ -329,7 +330,7 @@ func TestExecInAnExitedSandbox(t *testing.T) {
 		t.Errorf("exec ran %q in %s", seen.Spec.Argv, seen.Name)
 	}
 	if seen.Spec.Labels[container.LabelRole] != container.RoleExec || seen.Spec.Image != sb.Spec.Image ||
-		!slices.Equal(seen.Spec.CapDrop, sb.Spec.CapDrop) || seen.Spec.Limits != sb.Spec.Limits || len(seen.Spec.Mounts) != len(sb.Spec.Mounts) {
+		!slices.Equal(seen.Spec.CapDrop, sb.Spec.CapDrop) || seen.Spec.Limits != sb.Spec.ToSpec().Limits || len(seen.Spec.Mounts) != len(sb.Spec.Mounts) {
 		t.Errorf("the exec container differs from the agent's: %+v", seen.Spec)
 	}
 	if _, ok := te.fake.Get(seen.ID); ok {
@@ -411,11 +412,11 @@ func TestSuperviseRecordsUsageForLand(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Usage == nil || *list[0].Usage != want {
 		t.Errorf("ps usage: %+v %v", list, err)
 	}
-	msg, err := rec.commitMessage(context.Background(), "subject", "", rec.landTrailers(rec.Baseline, "", nil))
+	res, err := land.Land(context.Background(), rec, land.Request{Message: "subject", DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(msg, "\nSandbox-Usage: input_tokens=100 output_tokens=20 cost_usd=0.2500\n") {
+	if msg := res.Plan.Message; !strings.Contains(msg, "\nSandbox-Usage: input_tokens=100 output_tokens=20 cost_usd=0.2500\n") {
 		t.Errorf("land message has no usage trailer:\n%s", msg)
 	}
 	// A second supervisor of the same exit counts the run once.
@@ -456,5 +457,32 @@ func TestSuperviseNotifiesOncePerEvent(t *testing.T) {
 	}
 	if got, want := string(b), "t1 exited 7\nt1 verify-failed 2\n"; got != want {
 		t.Errorf("notify log %q, want %q", got, want)
+	}
+}
+
+// An agent the engine ended for memory is said to be out of memory, with
+// its limit; one killed otherwise, or exiting, is not.
+func TestOutOfMemory(t *testing.T) {
+	te := newTestEnv(t)
+	sb := te.start("oom")
+	ctx := context.Background()
+	if got := sb.OutOfMemory(ctx, 137); got != "" {
+		t.Errorf("a running agent: %q", got)
+	}
+	te.fake.OutOfMemory(sb.Container)
+	if got := sb.OutOfMemory(ctx, 0); got != "" {
+		t.Errorf("exit code 0: %q", got)
+	}
+	want := "out of memory (limit " + memorySize(sb.Spec.Limits.MemoryBytes) + ")"
+	if got := sb.OutOfMemory(ctx, 137); got != want || sb.Spec.Limits.MemoryBytes == 0 {
+		t.Errorf("OutOfMemory = %q; want %q", got, want)
+	}
+}
+
+func TestMemorySize(t *testing.T) {
+	for b, want := range map[int64]string{4 << 30: "4g", 512 << 20: "512m", 1536 << 20: "1536m", 3 << 10: "3k", 1000: "1000"} {
+		if got := memorySize(b); got != want {
+			t.Errorf("memorySize(%d) = %q; want %q", b, got, want)
+		}
 	}
 }

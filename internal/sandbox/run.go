@@ -12,155 +12,17 @@ import (
 	"github.com/docker/go-units"
 
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/internal/agent"
-	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/agentspec"
+	"github.com/git-sandbox/git-sandbox/internal/egress/held"
+	"github.com/git-sandbox/git-sandbox/internal/network"
 	"github.com/git-sandbox/git-sandbox/internal/notify"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
-	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/toolchain"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
 )
-
-// resume starts an existing sandbox's container again. Its container keeps
-// what was installed outside /workspace; a container that is gone is an
-// error that says how to recover the work.
-func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartResult, error) {
-	d, err := sb.engine(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, err := sb.ContainerState(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if st == nil {
-		return nil, usererr.New("sandbox %s has no container any more", sb.Display()).
-			Hint("its work is safe: git sandbox rescue list %s shows the snapshots", sb.Display()).
-			Hint("git sandbox rm %s removes the rest, then start it again", sb.Display())
-	}
-	if st.Running {
-		return nil, usererr.New("sandbox %s is already running", sb.Display()).
-			Hint("git sandbox attach %s connects to it; git sandbox logs %s shows its output", sb.Display(), sb.Display()).
-			WithCode(usererr.ExitRefused)
-	}
-	// The visible store is the repository's, not the sandbox's: removed,
-	// it is packed again (the engine would refuse a missing mount source).
-	if vis := e.visibleStore(); st.Mounts[vis.Objects()] != "" {
-		if _, err := os.Stat(vis.Objects()); errors.Is(err, os.ErrNotExist) {
-			if _, err := vis.Refresh(ctx, e.Git()); err != nil {
-				return nil, err
-			}
-		}
-	}
-	// Docker mounts a bind source by path when the container starts again:
-	// a source swapped for a symlink since creation would be followed.
-	for dest, src := range st.Mounts {
-		resolved, err := container.RefuseUnsafeHostPath("mount "+dest, src)
-		if err != nil {
-			return nil, err
-		}
-		if resolved != src {
-			return nil, usererr.New("the mount source %s of sandbox %s now resolves to %s", src, sb.Display(), resolved).
-				Hint("something replaced a sandbox directory with a symlink; check it, then git sandbox rm %s", sb.Display())
-		}
-	}
-	if err := checkFixedFlags(sb, o); err != nil {
-		return nil, err
-	}
-	adapter, err := agent.Get(sb.Agent)
-	if err != nil {
-		return nil, err
-	}
-	newTask := o.Prompt != "" || len(o.Args) > 0
-	limits := o.Memory != "" || o.CPUs > 0 || o.Pids > 0
-	if o.Rerun && newTask {
-		return nil, usererr.New("--rerun runs the sandbox's original task again; it takes no new one").
-			Hint("give the follow-up task without --rerun: git sandbox start %s -p TASK", sb.Display())
-	}
-	if o.Verify != "" && o.Verify != sb.Verify {
-		if err := sb.Update(func(r *record.Record) error { r.Verify = o.Verify; return nil }); err != nil {
-			return nil, err
-		}
-		e.UI.Infof("verify for %s is now: %s", sb.Display(), termsafe.String(o.Verify))
-	}
-	fresh := st.Status == "created" // never ran: it starts as planned
-	var argv []string
-	interactive := false
-	switch {
-	case o.Rerun || fresh:
-		if limits {
-			// Limits need a new container.
-			if sb.Spec == nil {
-				return nil, usererr.New("sandbox %s was made by an older git sandbox that did not record its container: its limits cannot change", sb.Display()).
-					Hint("start it without --memory, --cpus and --pids")
-			}
-			argv = sb.withSetup(sb.agentArgv())
-		}
-	case newTask:
-		task := agent.Task{Prompt: o.Prompt, Args: o.Args, Terminal: o.IO.StdinIsTerminal, Continue: true}
-		if argv, err = adapter.Argv(task); err != nil {
-			return nil, usererr.Wrap(err, "%v", err)
-		}
-		interactive = adapter.Interactive(task)
-		if interactive && !o.IO.StdinIsTerminal && !o.Detach {
-			return nil, agent.NeedTerminal(adapter.Name())
-		}
-		argv = sb.withSetup(argv)
-	default:
-		// Nothing new to do: go on with the agent interactively, never run
-		// its task again unasked.
-		if !o.IO.StdinIsTerminal && !o.Detach {
-			return nil, usererr.New("sandbox %s has run its task; without a new one, start goes on with the agent interactively, which needs a terminal", sb.Display()).
-				Hint("give it a follow-up task: git sandbox start %s -p TASK", sb.Display()).
-				Hint("run its original task again: git sandbox start %s --rerun; run a command in it: git sandbox exec %s -- CMD", sb.Display(), sb.Display()).
-				WithCode(usererr.ExitRefused)
-		}
-		task := agent.Task{Terminal: o.IO.StdinIsTerminal, Continue: true}
-		if argv, err = adapter.Argv(task); err != nil {
-			return nil, usererr.Wrap(err, "%v", err)
-		}
-		interactive = true
-		argv = sb.withSetup(argv)
-	}
-	if argv != nil {
-		if err := e.recreate(ctx, d, sb, argv, interactive, o); err != nil {
-			return nil, err
-		}
-	}
-	if err := e.restartProxy(ctx, d, sb, o.IO); err != nil {
-		return nil, err
-	}
-	if argv != nil && sb.setupPerContainer() {
-		// The new container's first start runs setup alone, without the
-		// login in the home.
-		if err := sb.clearLogin(); err != nil {
-			return nil, err
-		}
-		if err := e.runSetup(ctx, d, sb, o.IO, false); err != nil {
-			return nil, err
-		}
-	}
-	if err := sb.loadLogin(); err != nil {
-		return nil, err
-	}
-	if sb.Stopped {
-		if err := sb.Update(func(r *record.Record) error { r.Stopped = false; return nil }); err != nil {
-			return nil, err
-		}
-	}
-	switch {
-	case newTask:
-		e.UI.Infof("giving %s a follow-up task", sb.Display())
-	case argv != nil && !o.Rerun && !fresh:
-		e.UI.Infof("continuing %s interactively", sb.Display())
-	default:
-		e.UI.Infof("resuming %s", sb.Display())
-	}
-	code, err := e.run(ctx, d, sb, o.Detach, o.IO)
-	return &StartResult{Sandbox: sb, Resumed: true, ExitCode: code}, err
-}
 
 // checkFixedFlags refuses the flags that cannot change for an existing
 // sandbox, naming them: they decide what the sandbox is, not what it does
@@ -192,13 +54,7 @@ func checkFixedFlags(sb *Sandbox, o StartOptions) error {
 
 // agentArgv is the agent's command in the recorded container spec, without
 // the setup wrapper.
-func (sb *Sandbox) agentArgv() []string {
-	argv := sb.Spec.Argv
-	if len(argv) >= 4 && argv[0] == "/bin/sh" && argv[1] == "-c" && (argv[2] == setupScript || argv[2] == setupThenRun) {
-		return argv[4:]
-	}
-	return argv
-}
+func (sb *Sandbox) agentArgv() []string { return agentspec.AgentArgv(sb.Spec.Argv) }
 
 // setupPerContainer reports whether each new container of the sandbox runs
 // setup first: it has a setup and no warm image holding its result.
@@ -215,7 +71,18 @@ func (sb *Sandbox) withSetup(argv []string) []string {
 	if !sb.setupPerContainer() {
 		return argv
 	}
-	return append([]string{"/bin/sh", "-c", setupScript, "git-sandbox-setup"}, argv...)
+	return append([]string{"/bin/sh", "-c", toolchain.SetupScript, "git-sandbox-setup"}, argv...)
+}
+
+// agentCommand is what a new container of the agent runs: its command,
+// whether the agent is asked to be interactive, the task's prompt (its
+// label and GIT_SANDBOX_PROMPT), and whether it is a follow-up task, which
+// the record lists.
+type agentCommand struct {
+	argv        []string
+	interactive bool
+	prompt      string
+	followUp    bool
 }
 
 // recreate replaces the sandbox's (stopped) container by a new one from
@@ -223,58 +90,18 @@ func (sb *Sandbox) withSetup(argv []string) []string {
 // argv, with the limits and terminal of this start. If the new one cannot
 // be created, the old spec is created again, so the sandbox always has a
 // container.
-func (e *Env) recreate(ctx context.Context, d Engine, sb *Sandbox, argv []string, interactive bool, o StartOptions) error {
+func (e *Env) recreate(ctx context.Context, d Engine, sb *Sandbox, c agentCommand, o StartOptions) error {
 	if sb.Spec == nil {
 		return usererr.New("sandbox %s was made by an older git sandbox that did not record its container, so it cannot take a follow-up task", sb.Display()).
 			Hint("run its original task again with git sandbox start %s --rerun, or run a command with git sandbox exec", sb.Display())
 	}
-	spec := sb.Spec.Clone()
-	spec.Argv = argv
-	tty := o.IO.StdinIsTerminal && !o.Detach || interactive && o.Detach
-	spec.TTY = tty
-	spec.OpenStdin = tty || (!o.Detach && o.IO.StdinIsPipe)
-	spec.StdinOnce = spec.OpenStdin && !spec.TTY
-	var env []string
-	for _, kv := range spec.Env {
-		if !strings.HasPrefix(kv, "TERM=") && !strings.HasPrefix(kv, "GIT_SANDBOX_PROMPT=") {
-			env = append(env, kv)
-		}
-	}
-	if tty {
-		env = append(env, "TERM="+firstNonEmpty(os.Getenv("TERM"), "xterm-256color"))
-	}
-	if o.Prompt != "" {
-		env = append(env, "GIT_SANDBOX_PROMPT="+o.Prompt)
-		spec.Labels[container.LabelPrompt] = o.Prompt
-	}
-	spec.Env = env
-	if o.Memory != "" {
-		mem, err := config.MemoryBytes(o.Memory)
-		if err != nil {
-			return usererr.New("--memory %q: %v", o.Memory, err)
-		}
-		spec.Limits.MemoryBytes = mem
-	}
-	if o.CPUs > 0 {
-		spec.Limits.CPUs = o.CPUs
-	}
-	if o.Pids > 0 {
-		spec.Limits.Pids = o.Pids
-	}
-	if o.Verify != "" {
-		spec.Labels[container.LabelVerify] = o.Verify
-	}
-	for i, m := range spec.Mounts {
-		if m.Volume {
-			continue // the engine's own (caches; copy mode's files)
-		}
-		src, err := container.RefuseUnsafeHostPath(m.Why, m.Source)
-		if err != nil {
-			return err
-		}
-		spec.Mounts[i].Source = src
-	}
-	if err := spec.Validate(); err != nil {
+	spec := sb.Spec.ToSpec()
+	tty := o.IO.StdinIsTerminal && !o.Detach || c.interactive && o.Detach
+	if err := agentspec.Rebuild(spec, agentspec.Again{
+		Argv: sb.withSetup(agentspec.WithTerminalWait(c.argv, tty)),
+		TTY:  tty, OpenStdin: tty || (!o.Detach && o.IO.StdinIsPipe),
+		Prompt: c.prompt, Memory: o.Memory, CPUs: o.CPUs, Pids: o.Pids, Verify: o.Verify,
+	}); err != nil {
 		return err
 	}
 	unlock, err := record.Lock(e.Layout.Lock(sb.Branch))
@@ -286,15 +113,15 @@ func (e *Env) recreate(ctx context.Context, d Engine, sb *Sandbox, argv []string
 		return fmt.Errorf("replace the container: %w", err)
 	}
 	if _, err := d.Create(ctx, spec); err != nil {
-		if _, rerr := d.Create(context.WithoutCancel(ctx), sb.Spec); rerr != nil {
+		if _, rerr := d.Create(context.WithoutCancel(ctx), sb.Spec.ToSpec()); rerr != nil {
 			e.UI.Warnf("the old container could not be made again either: %v", rerr)
 		}
 		return fmt.Errorf("create the follow-up container: %w", err)
 	}
 	return sb.Update(func(r *record.Record) error {
-		r.Spec = spec
-		if o.Prompt != "" {
-			r.Tasks = append(r.Tasks, o.Prompt)
+		r.Spec = record.ContainerOf(spec)
+		if c.followUp && c.prompt != "" {
+			r.Tasks = append(r.Tasks, c.prompt)
 		}
 		return nil
 	})
@@ -348,10 +175,10 @@ func (e *Env) run(ctx context.Context, d Engine, sb *Sandbox, detach bool, io IO
 	if _, err := sb.Snapshotter().Take(context.WithoutCancel(ctx), rescue.ReasonExit); err != nil {
 		e.UI.Warnf("final snapshot failed: %v", err)
 	}
-	if err := sb.saveLogin(); err != nil {
+	if err := e.network().SaveLogin(sb.Record); err != nil {
 		e.UI.Warnf("%v", err)
 	}
-	HintCLIDenials(e.UI, sb.CLIDenials())
+	network.HintCLIDenials(e.UI, e.network().CLIDenials(sb.Record))
 	sb.quarantineNested(context.WithoutCancel(ctx))
 	return res.Code, nil
 }
@@ -365,7 +192,7 @@ func (e *Env) startLocked(ctx context.Context, d Engine, sb *Sandbox) error {
 		return err
 	}
 	defer unlock()
-	if err := e.restoreNested(sb); err != nil {
+	if err := e.restoreNested(ctx, sb); err != nil {
 		return err
 	}
 	if err := d.Start(ctx, sb.Container); err != nil {
@@ -400,8 +227,8 @@ const SupervisorCommand = "__supervise"
 // superviseInBackground starts the supervisor of a sandbox whose agent was
 // just started.
 func (e *Env) superviseInBackground(branch string) error {
-	if e.spawn != nil {
-		return e.spawn(branch)
+	if e.Background != nil {
+		return e.Background.Supervise(branch)
 	}
 	return e.spawnSupervisor(branch)
 }
@@ -472,51 +299,83 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 		// automatic verify as one that exits later.
 		return e.supervisedExit(ctx, sb, st.ExitCode, run)
 	}
-	waitC := d.WaitExit(ctx, sb.Container, container.WaitNotRunning)
-	after := e.after
-	if after == nil {
-		after = time.After
+	// A bound worktree is watched while the agent runs: snapshots look at
+	// what changed only.
+	if w, ok := sb.Workspace().(interface{ Watch(context.Context) func() }); ok {
+		defer w.Watch(ctx)()
 	}
-	next := after(interval)
-	failed := 0 // interval snapshots that failed in a row
-	budgetSaid := false
+	if sb.Egress != nil && e.Config != nil && e.Config.NetworkPrompt && e.Config.Notify != "" {
+		hctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go e.network().WatchHeld(hctx, sb.Branch, func(q held.Request) { e.notify(hctx, sb, notify.EgressHeld, nil, q.ID) })
+	}
+	waitC := d.WaitExit(ctx, sb.Container, container.WaitNotRunning)
+	clock := e.Clock
+	if clock == nil {
+		clock = realClock{}
+	}
+	p := &pacing{e: e, sb: sb, snap: snap, interval: interval}
+	next := clock.After(interval)
 	for {
 		select {
 		case <-next:
-			busy := false
-			var spent *rescue.BudgetSpent
-			t, err := snap.Take(ctx, rescue.ReasonInterval)
-			switch {
-			case errors.Is(err, record.ErrBusy):
-				// A command of the user's holds the lock or waits for it:
-				// it goes first, and this snapshot is tried again soon.
-				busy = true
-				e.UI.Tracef("interval snapshot of %s: the sandbox's lock is held or awaited; trying again later", sb.Branch)
-			case errors.As(err, &spent):
-				failed = 0
-				if !budgetSaid {
-					budgetSaid = true
-					e.UI.Warnf("%s interval snapshots stop: this sandbox's snapshots wrote %s, budget.snapshots is %s; the exit snapshot is still taken", time.Now().Format(time.RFC3339), units.BytesSize(float64(spent.Used)), units.BytesSize(float64(spent.Budget)))
-				}
-			case err != nil:
-				failed++
-				e.UI.Warnf("%s snapshot failed (%d in a row; next try in %s): %v", time.Now().Format(time.RFC3339), failed, nextSnapshotTry(interval, failed, false), err)
-			default:
-				failed = 0
-				if t.New {
-					e.UI.Infof("%s snapshot %s (%d changes)", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes)
-				}
-			}
+			busy := p.intervalSnapshot(ctx)
 			e.notifyDenied(ctx, sb, run)
+			e.notifySpend(ctx, sb)
 			// The wait starts when this try ended: a snapshot slower than
 			// the interval is not followed at once by the next one.
-			next = after(nextSnapshotTry(interval, failed, busy))
+			next = clock.After(nextSnapshotTry(interval, p.failed, busy))
 		case res := <-waitC:
 			return e.supervisedExit(ctx, sb, res.Code, run)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// pacing is the supervisor's run of interval snapshots.
+type pacing struct {
+	e        *Env
+	sb       *Sandbox
+	snap     *rescue.Snapshotter
+	interval time.Duration
+	// failed counts the interval snapshots that failed in a row;
+	// budgetSaid is set once the spent budget was said.
+	failed     int
+	budgetSaid bool
+}
+
+// intervalSnapshot takes one interval snapshot, and reports whether it
+// gave way to a command holding or awaiting the sandbox's lock.
+func (p *pacing) intervalSnapshot(ctx context.Context) (busy bool) {
+	e := p.e
+	var spent *rescue.BudgetSpent
+	began := time.Now()
+	t, err := p.snap.Take(ctx, rescue.ReasonInterval)
+	took := time.Since(began)
+	switch {
+	case errors.Is(err, record.ErrBusy):
+		// A command of the user's holds the lock or waits for it: it goes
+		// first, and this snapshot is tried again soon.
+		e.UI.Tracef("interval snapshot of %s: the sandbox's lock is held or awaited; trying again later", p.sb.Branch)
+		return true
+	case errors.As(err, &spent):
+		p.failed = 0
+		if !p.budgetSaid {
+			p.budgetSaid = true
+			e.UI.Warnf("%s interval snapshots stop: this sandbox's snapshots wrote %s, budget.snapshots is %s; the exit snapshot is still taken", time.Now().Format(time.RFC3339), units.BytesSize(float64(spent.Used)), units.BytesSize(float64(spent.Budget)))
+		}
+	case err != nil:
+		p.failed++
+		e.UI.Warnf("%s snapshot failed (%d in a row; next try in %s): %v", time.Now().Format(time.RFC3339), p.failed, nextSnapshotTry(p.interval, p.failed, false), err)
+	default:
+		p.failed = 0
+		if t.New {
+			// How long it took is in the log: a soak reads its latency here.
+			e.UI.Infof("%s snapshot %s (%d changes, took %s)", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes, took.Round(time.Millisecond))
+		}
+	}
+	return false
 }
 
 // How the supervisor paces its interval snapshots besides the interval.
@@ -557,7 +416,7 @@ func nextSnapshotTry(interval time.Duration, failed int, busy bool) time.Duratio
 // already recorded for it is kept), announcing each (notify) once.
 func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int, run string) error {
 	ctx = context.WithoutCancel(ctx)
-	if err := sb.saveLogin(); err != nil {
+	if err := e.network().SaveLogin(sb.Record); err != nil {
 		e.UI.Warnf("%v", err)
 	}
 	snap := sb.Snapshotter()
@@ -571,7 +430,11 @@ func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int, run str
 		return fmt.Errorf("final snapshot: %w", err)
 	}
 	sb.quarantineNested(ctx)
-	e.UI.Infof("%s agent exited with code %d; snapshot %s", time.Now().Format(time.RFC3339), code, shortID(t.ID))
+	why := ""
+	if oom := sb.OutOfMemory(ctx, code); oom != "" {
+		why = " (" + oom + ")"
+	}
+	e.UI.Infof("%s agent exited with code %d%s; snapshot %s", time.Now().Format(time.RFC3339), code, why, shortID(t.ID))
 	e.recordUsage(ctx, sb, run)
 	e.notify(ctx, sb, notify.Exited, &code, run)
 	e.notifyDenied(ctx, sb, run)

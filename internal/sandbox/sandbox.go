@@ -10,20 +10,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
 	"github.com/git-sandbox/git-sandbox/internal/config"
+	"github.com/git-sandbox/git-sandbox/internal/engines"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+	"github.com/git-sandbox/git-sandbox/internal/network"
 	"github.com/git-sandbox/git-sandbox/internal/record"
-	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/toolchain"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/workspace"
 	"github.com/git-sandbox/git-sandbox/rescue"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
@@ -36,28 +37,85 @@ type Env struct {
 	Config *config.Loaded
 	// UI receives every message, warning and trace line.
 	UI *ui.Printer
-	// Connect reaches the container engine on first use; nil means the
-	// Docker daemon from the environment. Tests put a fake here.
-	Connect func(ctx context.Context) (Engine, error)
+	// Engines reaches the engines sandboxes run on, by name (nil: as the
+	// user's config says, through internal/engines).
+	Engines Connector
+	// Background starts the tool's own processes that outlive a command:
+	// supervisors and the trash's purge (nil: detached processes of this
+	// binary).
+	Background Background
+	// Clock paces the supervisor's interval snapshots (nil: real time).
+	Clock Clock
+	// Faults fails a flow after a named step (tests of rollback; nil:
+	// never).
+	Faults Faults
+	// ProxyBinary is the binary the egress proxy's image holds (nil: this
+	// git-sandbox, checked to be static; tests, whose executable is no
+	// git-sandbox, name another).
+	ProxyBinary ProxyBinary
 
 	engineMu sync.Mutex
 	engines  map[string]*engineConn
 
-	// spawn starts the supervisor (spawnSupervisor when nil; tests, whose
-	// executable is not git-sandbox, record the call instead).
-	spawn func(branch string) error
-	// purge deletes the trash (EmptyTrash spawns a detached process when
-	// nil; tests delete it in place).
-	purge func(trash string) error
-	// connectNamed, when set, reaches every engine by name (tests with
-	// more than one fake engine).
-	connectNamed func(ctx context.Context, name string) (Engine, error)
-	// failStep, when set, is asked after each step of create whether to
-	// fail there (tests of the rollback).
-	failStep func(step string) error
-	// after, when set, stands for time.After in the supervisor's pacing of
-	// its interval snapshots (tests record the waits and skip them).
-	after func(d time.Duration) <-chan time.Time
+	excludesOnce sync.Once
+	excludes     string
+}
+
+// excludesFile is the user's core.excludesFile, read from their config
+// once (a git process) when a workspace first needs it.
+func (e *Env) excludesFile() string {
+	e.excludesOnce.Do(func() { e.excludes = e.Repo.ExcludesFile() })
+	return e.excludes
+}
+
+// Connector reaches container engines by the name the user's config
+// gives them ("" is the environment's Docker daemon).
+type Connector interface {
+	Connect(ctx context.Context, name string) (Engine, error)
+}
+
+// ConnectorFunc is a function that is a Connector.
+type ConnectorFunc func(ctx context.Context, name string) (Engine, error)
+
+// Connect calls f.
+func (f ConnectorFunc) Connect(ctx context.Context, name string) (Engine, error) { return f(ctx, name) }
+
+// configConnector connects as the user's config says.
+type configConnector struct{ cfg *config.Loaded }
+
+func (c configConnector) Connect(ctx context.Context, name string) (Engine, error) {
+	return engines.Connect(ctx, c.cfg, name)
+}
+
+// Background starts the tool's own processes that outlive a command.
+type Background interface {
+	// Supervise starts the supervisor of a sandbox whose agent was just
+	// started.
+	Supervise(branch string) error
+	// Purge deletes what removed sandboxes left in a trash directory.
+	Purge(trash string) error
+}
+
+// Clock is the supervisor's sense of time.
+type Clock interface {
+	After(d time.Duration) <-chan time.Time
+}
+
+// realClock is time itself.
+type realClock struct{}
+
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// ProxyBinary says which binary the egress proxy's image holds.
+type ProxyBinary = network.ProxyBinary
+
+// ProxyBinaryFunc is a function that is a ProxyBinary.
+type ProxyBinaryFunc = network.ProxyBinaryFunc
+
+// Faults fails flows at named steps.
+type Faults interface {
+	// At returns the error to fail with after step, or nil.
+	At(step string) error
 }
 
 // NewEnv builds an Env for the repository.
@@ -98,16 +156,11 @@ func (e *Env) EngineNamed(ctx context.Context, name string) (Engine, error) {
 	}
 	e.engineMu.Unlock()
 	c.once.Do(func() {
-		switch {
-		case e.connectNamed != nil:
-			c.eng, c.err = e.connectNamed(ctx, name)
-		case e.Connect != nil:
-			c.eng, c.err = e.Connect(ctx)
-		case name == "":
-			c.eng, c.err = connectDocker(ctx)
-		default:
-			c.eng, c.err = e.connectConfigured(ctx, name)
+		conn := e.Engines
+		if conn == nil {
+			conn = configConnector{e.Config}
 		}
+		c.eng, c.err = conn.Connect(ctx, name)
 	})
 	return c.eng, c.err
 }
@@ -135,13 +188,17 @@ func (e *Env) Git() *gitcmd.Runner { return e.Repo.Git() }
 type Sandbox struct {
 	*record.Record
 	env *Env
+	// interrupted marks the sandbox of a start that was killed midway:
+	// its teardown leaves a branch alone that moved from the start commit
+	// (the user may have taken the name up since).
+	interrupted bool
 }
 
 // Find loads the sandbox of a branch.
 func (e *Env) Find(branch string) (*Sandbox, error) {
 	r, err := record.Load(e.Layout.Record(branch))
 	if errors.Is(err, record.ErrNotExist) {
-		return nil, errNoSandbox(branch)
+		return nil, e.errNoSandbox(branch)
 	}
 	if err != nil {
 		return nil, err
@@ -153,9 +210,17 @@ func (e *Env) Find(branch string) (*Sandbox, error) {
 // has no sandbox.
 var ErrNotFound = errors.New("no such sandbox")
 
-func errNoSandbox(branch string) error {
-	return usererr.Wrap(ErrNotFound, "no sandbox %s in this repository", termsafe.String(branch)).
-		Hint("git sandbox ps lists them; git sandbox start %s creates it", termsafe.String(branch))
+func (e *Env) errNoSandbox(branch string) error {
+	err := usererr.Wrap(ErrNotFound, "no sandbox %s in this repository", termsafe.String(branch))
+	all, _ := e.All()
+	names := make([]string, len(all))
+	for i, sb := range all {
+		names[i] = sb.Branch
+	}
+	if near := usererr.Closest(branch, names); near != "" {
+		return err.Hint("did you mean %s?", termsafe.String(near)).Hint("git sandbox ps lists them")
+	}
+	return err.Hint("git sandbox ps lists them; git sandbox start %s creates it", termsafe.String(branch))
 }
 
 // All loads every sandbox of the repository.
@@ -171,107 +236,50 @@ func (e *Env) All() ([]*Sandbox, []error) {
 // Refs names the sandbox's refs.
 func (s *Sandbox) Refs() rescue.Refs { return rescue.Refs{Branch: s.Branch} }
 
-// Snapshotter returns the sandbox's snapshotter.
-func (s *Sandbox) Snapshotter() *rescue.Snapshotter {
-	if s.Copy != nil {
-		return s.copySnapshotter()
-	}
-	return s.env.snapshotter(s.Record.Engine, s.Branch, s.Worktree, s.Start, s.Baseline, s.PrivateGitDir, s.Container)
+// Workspace is the sandbox's files and git, wherever they are.
+func (s *Sandbox) Workspace() workspace.Workspace {
+	return workspace.Open(s.env.workspaceEnv(s.Record.Engine), s.Record)
 }
 
-func (e *Env) snapshotter(engine, branch, wt, start, baseline, privateGit, containerName string) *rescue.Snapshotter {
-	l := e.Layout
-	return &rescue.Snapshotter{
-		CommonDir:    e.Repo.CommonDir,
-		Branch:       branch,
-		Worktree:     wt,
-		Index:        l.RescueIndex(branch),
-		Scratch:      l.ScratchGitDir(branch),
-		Lock:         l.Lock(branch),
-		ExcludesFile: e.excludesFile(),
-		AgentGitDir:  privateGit,
-		Quarantine:   l.Quarantine(branch),
-		MaxFileSize:  e.maxFileSize(),
-		Budget:       e.snapshotBudget(),
-		Usage:        l.SnapshotUsage(branch),
-		Start:        start,
-		Baseline:     baseline,
-		Freeze:       e.freezer(engine, containerName),
-		AgentHead: func() string {
-			if privateGit == "" {
-				return ""
-			}
-			id, _, err := agentrepo.Head(privateGit)
-			if err != nil {
-				return ""
-			}
-			return id
+// workspaceEnv is what the workspaces of sandboxes on the named engine
+// work with.
+func (e *Env) workspaceEnv(engine string) *workspace.Env {
+	budget, _ := e.syncBudget()
+	return &workspace.Env{
+		Repo: e.Repo, Layout: e.Layout, UI: e.UI,
+		Engine: func(ctx context.Context) (workspace.Engine, error) {
+			return e.EngineNamed(ctx, engine)
 		},
+		ExcludesFile: e.excludesFile,
+		MaxFileSize:  e.Config.MaxFileSizeBytes(),
+		SyncBudget:   budget,
 	}
 }
 
-// freezer pauses the sandbox's container while a snapshot reads the
-// worktree, if it runs. A running container that cannot be paused, or a
-// daemon that cannot be asked, fails the snapshot: reading the worktree
-// while the agent can swap symlinks in is not safe.
-//
-// Snapshots hold the sandbox's lock, and so does starting its container,
-// so a container found paused here was left paused by a snapshotter that
-// died: this one thaws it when done. Ctrl-C and termination wait until the
-// agent is thawed.
-func (e *Env) freezer(engine, name string) func(ctx context.Context) (func(), error) {
-	if name == "" {
-		// No container yet (the baseline): no agent has run.
-		return nil
+// Snapshotter returns the sandbox's snapshotter. Once the baseline is
+// taken an agent may run: its container is frozen while its files are
+// read.
+func (s *Sandbox) Snapshotter() *rescue.Snapshotter {
+	ws := s.Workspace()
+	var freeze workspace.Freeze
+	if s.Baseline != "" {
+		engine := s.Record.Engine
+		connect := func(ctx context.Context) (container.Engine, error) { return s.env.EngineNamed(ctx, engine) }
+		freeze = workspace.Freezer(connect, s.Container, s.env.UI.Tracef)
 	}
-	return func(ctx context.Context) (func(), error) {
-		d, err := e.EngineNamed(ctx, engine)
-		if err != nil {
-			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
-		}
-		// Signals wait until the agent runs again, then act.
-		release := sigstack.Hold()
-		err = d.Pause(ctx, name)
-		e.UI.Tracef("pause %s: %v", name, err)
-		switch {
-		case err == nil:
-		case container.IsNotFound(err):
-			release()
-			return func() {}, nil
-		case container.IsConflict(err):
-			st, ierr := d.Inspect(ctx, name)
-			if ierr != nil || !st.Paused {
-				// Not running: nothing can change the files.
-				release()
-				return func() {}, nil
-			}
-			// Paused and left so: frozen now, thawed by us afterwards.
-		default:
-			release()
-			return nil, fmt.Errorf("cannot pause the agent to read its files safely: %w", err)
-		}
-		return func() {
-			_ = d.Unpause(context.WithoutCancel(ctx), name)
-			release()
-		}, nil
+	l := s.env.Layout
+	return &rescue.Snapshotter{
+		CommonDir: s.env.Repo.CommonDir,
+		Branch:    s.Branch,
+		Scratch:   l.ScratchGitDir(s.Branch),
+		Lock:      l.Lock(s.Branch),
+		Source:    ws.Source(freeze),
+		Budget:    s.env.Config.SnapshotBudgetBytes(),
+		Usage:     l.SnapshotUsage(s.Branch),
+		Start:     s.Start,
+		Baseline:  s.Baseline,
+		AgentHead: ws.AgentHead,
 	}
-}
-
-// excludesFile returns the user's core.excludesFile (their own trusted
-// config), expanded, or "" when unset or missing.
-func (e *Env) excludesFile() string {
-	out, err := e.Git().Output(context.Background(), "config", "--path", "--get", "core.excludesFile")
-	if err != nil || out == "" {
-		if xdg := os.Getenv("XDG_CONFIG_HOME"); xdg != "" {
-			out = filepath.Join(xdg, "git", "ignore")
-		} else if home, herr := os.UserHomeDir(); herr == nil {
-			out = filepath.Join(home, ".config", "git", "ignore")
-		}
-	}
-	if _, err := os.Stat(out); err != nil {
-		return ""
-	}
-	return out
 }
 
 // Update changes the sandbox's record under its lock.
@@ -311,33 +319,74 @@ func shortID(id string) string {
 	return id
 }
 
-// maxFileSize is rescue.max_file_size in bytes (0: no limit).
-// snapshotBudget is budget.snapshots in bytes (0: no bound).
-func (e *Env) snapshotBudget() int64 {
-	if e.Config == nil {
-		return 0
-	}
-	n, err := config.MemoryBytes(e.Config.Budget.Snapshots)
-	if err != nil {
-		return 0
-	}
-	return n
-}
-
 // SnapshotBudget reports the bytes the sandbox's snapshots wrote and the
 // budget (0: none); spent says interval snapshots have stopped.
 func (s *Sandbox) SnapshotBudget() (used, budget int64, spent bool) {
-	used, budget = rescue.ReadUsage(s.env.Layout.SnapshotUsage(s.Branch)), s.env.snapshotBudget()
+	used, budget = rescue.ReadUsage(s.env.Layout.SnapshotUsage(s.Branch)), s.env.Config.SnapshotBudgetBytes()
 	return used, budget, budget > 0 && used >= budget
 }
 
-func (e *Env) maxFileSize() int64 {
-	if e.Config == nil {
-		return 0
-	}
-	n, err := config.FileSizeBytes(e.Config.Rescue.MaxFileSize)
+// Toolchain is what runs setup, keeps warm images and makes caches for the
+// repository's sandboxes.
+func (e *Env) Toolchain() *toolchain.Env {
+	return &toolchain.Env{Repo: e.Repo, Config: e.Config, UI: e.UI}
+}
+
+// Caches lists the repository's cache volumes on the engine the
+// environment names.
+func (e *Env) Caches(ctx context.Context) ([]toolchain.Cache, error) {
+	d, err := e.Engine(ctx)
 	if err != nil {
-		return 0
+		return nil, err
 	}
-	return n
+	return e.Toolchain().CachesOn(ctx, d)
+}
+
+// CachesOn lists the repository's cache volumes on an engine.
+func (e *Env) CachesOn(ctx context.Context, d Engine) ([]toolchain.Cache, error) {
+	return e.Toolchain().CachesOn(ctx, d)
+}
+
+// setupSnapshot takes the snapshot of what setup wrote into the worktree
+// as the sandbox's new baseline (what setup wrote is not the agent's
+// work), and returns the trees before and after when setup wrote there.
+func (s *Sandbox) setupSnapshot(ctx context.Context) (from, to string, err error) {
+	before := s.Baseline
+	taken, err := s.Snapshotter().Take(ctx, rescue.ReasonSetup)
+	if err != nil || !taken.New {
+		return "", "", err
+	}
+	if err := s.Update(func(r *record.Record) error { r.Baseline = taken.ID; return nil }); err != nil {
+		return "", "", err
+	}
+	start, err := rescue.Read(ctx, s.env.Git(), before)
+	if err != nil {
+		return "", "", err
+	}
+	return start.Tree, taken.Tree, nil
+}
+
+// placer chooses engines for new sandboxes.
+func (e *Env) placer() engines.Placer {
+	return engines.Placer{Config: e.Config, Connect: e.EngineNamed, UI: e.UI}
+}
+
+// network is what makes a sandbox's networks, proxy, secrets' files and
+// home.
+func (e *Env) network() *network.Env {
+	return &network.Env{Repo: e.Repo, Layout: e.Layout, Config: e.Config, UI: e.UI, Faults: e.Faults, ProxyBinary: e.ProxyBinary}
+}
+
+// NetLog is the sandbox's egress decision log on the host.
+func (s *Sandbox) NetLog() string { return s.env.network().NetLog(s.Branch) }
+
+// CLIDenials are the hosts the sandbox's agent CLI needs that its proxy
+// denied.
+func (s *Sandbox) CLIDenials() []network.CLIDenial { return s.env.network().CLIDenials(s.Record) }
+
+// Live is what changes the sandbox's egress policy while it exists
+// (ChangeEgress, AllowOnce, Held of network.Env) and the sandbox to it.
+func (s *Sandbox) Live() (*network.Env, network.LiveTarget) {
+	engine := func(ctx context.Context) (network.Engine, error) { return s.engine(ctx) }
+	return s.env.network(), network.LiveTarget{Branch: s.Branch, Update: s.Update, Remote: s.Workspace().Remote(), Engine: engine}
 }

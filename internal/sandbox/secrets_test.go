@@ -12,6 +12,8 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/egress/sandboxca"
+	"github.com/git-sandbox/git-sandbox/internal/network"
 )
 
 const testSecretValue = "sk-ant-api03-REALVALUEdonotleak0123456789"
@@ -52,7 +54,7 @@ func TestSecretsWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := json.Marshal(res.Plan)
-	if v, _ := envValue(res.Plan.Container.Env, "API_KEY"); strings.Contains(string(b), "REALVALUE") || v != placeholderPending ||
+	if v, _ := envValue(res.Plan.Container.Env, "API_KEY"); strings.Contains(string(b), "REALVALUE") || v != network.PlaceholderPending ||
 		!strings.Contains(string(b), `"source":"from_file `+keyFile+`"`) {
 		t.Errorf("dry run plan: %s", b)
 	}
@@ -78,8 +80,10 @@ func TestSecretsWiring(t *testing.T) {
 		}
 	}
 	trust := te.env.Layout.TrustDir("t1")
-	if !slices.ContainsFunc(spec.Mounts, func(m container.Mount) bool { return m.Target == egress.SystemBundlePath && m.ReadOnly }) ||
-		!slices.ContainsFunc(spec.Mounts, func(m container.Mount) bool { return m.Target == trustDirIn && m.Source == trust && m.ReadOnly }) {
+	if !slices.ContainsFunc(spec.Mounts, func(m container.Mount) bool { return m.Target == sandboxca.SystemBundlePath && m.ReadOnly }) ||
+		!slices.ContainsFunc(spec.Mounts, func(m container.Mount) bool {
+			return m.Target == network.AgentTrustDir && m.Source == trust && m.ReadOnly
+		}) {
 		t.Errorf("agent mounts: %+v", spec.Mounts)
 	}
 	for _, m := range spec.Mounts {
@@ -97,14 +101,14 @@ func TestSecretsWiring(t *testing.T) {
 		}
 		return nil
 	})
-	bundle, _ := os.ReadFile(filepath.Join(trust, trustBundleFile))
-	caPEM, _ := os.ReadFile(filepath.Join(trust, trustCAFile))
+	bundle, _ := os.ReadFile(filepath.Join(trust, network.TrustBundleFile))
+	caPEM, _ := os.ReadFile(filepath.Join(trust, network.TrustCAFile))
 	if len(caPEM) == 0 || !strings.Contains(string(bundle), string(caPEM)) {
 		t.Errorf("bundle does not hold the CA")
 	}
 
 	// The proxy's configuration.
-	cfgPath := filepath.Join(te.env.Layout.ProxyDir("t1"), proxyConfigFile)
+	cfgPath := filepath.Join(te.env.Layout.ProxyDir("t1"), network.ProxyConfigFile)
 	fi, err := os.Stat(cfgPath)
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("proxy config: %v %v", fi, err)

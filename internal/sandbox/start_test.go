@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/config"
-	"github.com/git-sandbox/git-sandbox/internal/enginefake"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/rescue"
@@ -124,16 +124,11 @@ func TestStartBuildsMissingDefaultImage(t *testing.T) {
 
 // Every step of create that fails after the branch exists leaves nothing.
 func TestStartRollsBackEachStep(t *testing.T) {
-	for _, step := range []string{"worktree", "carry", "baseline", "record", "private repository", "container"} {
+	for _, step := range []string{"state directory", "worktree", "baseline", "record", "private repository", "home", "network", "caches", "warm image", "container", "setup"} {
 		t.Run(step, func(t *testing.T) {
 			te := newTestEnv(t)
 			te.write("README", "carried\n") // so --carry has something to do
-			te.env.failStep = func(s string) error {
-				if s == step {
-					return errors.New("injected failure at " + s)
-				}
-				return nil
-			}
+			te.env.Faults = failAt{step, errors.New("injected failure at " + step)}
 			o := detached("t1")
 			o.Carry = true
 			_, err := te.env.Start(context.Background(), o)
@@ -146,7 +141,7 @@ func TestStartRollsBackEachStep(t *testing.T) {
 				t.Errorf("checkout changed: %q", b)
 			}
 			// And the same start then works.
-			te.env.failStep = nil
+			te.env.Faults = nil
 			te.start("t1")
 		})
 	}
@@ -354,7 +349,7 @@ func TestEngineUnreachable(t *testing.T) {
 	te.start("t1")
 	te.reopen()
 	down := errors.New("daemon down")
-	te.env.Connect = func(context.Context) (Engine, error) { return nil, down }
+	te.env.Engines = ConnectorFunc(func(context.Context, string) (Engine, error) { return nil, down })
 	// ps works and says unknown.
 	st, err := te.env.Statuses(context.Background())
 	if err != nil || len(st) != 1 || st[0].State != StateUnknown {
@@ -429,9 +424,15 @@ func TestStartPlanFromDevcontainer(t *testing.T) {
 	if res, err = te.env.Start(context.Background(), o); err != nil || res.Plan.Devcontainer != nil || res.Plan.Setup != "" || res.Plan.Container.Image != "other:1" {
 		t.Errorf("--image: %v %+v", err, res.Plan)
 	}
-	// A real start on an engine that cannot build images says so and makes
-	// nothing.
+	// A real start refuses the image the user has not allowed, naming it
+	// and where it comes from; once allowed, an engine that cannot build
+	// images says so. Either way nothing is made.
 	o.Image, o.DryRun = "", false
+	if _, err := te.env.Start(context.Background(), o); err == nil || !strings.Contains(err.Error(), "proj:1 from .devcontainer.json line 1 (image)") {
+		t.Errorf("start of a repository's image not allowed: %v", err)
+	}
+	te.assertNothingLeft("t1", false)
+	te.env.Config.AllowedImages = []string{"proj:1"}
 	if _, err := te.env.Start(context.Background(), o); err == nil || !strings.Contains(err.Error(), "cannot build the image .devcontainer.json describes") {
 		t.Errorf("start on the fake engine: %v", err)
 	}
@@ -439,7 +440,8 @@ func TestStartPlanFromDevcontainer(t *testing.T) {
 }
 
 // --publish: loopback only, a free host port chosen where none is given,
-// fixed at creation (labels, record, ps); refused without a network.
+// fixed at creation (labels, record, ps); refused without a network. (In
+// allowlist mode the proxy publishes them: TestAllowlistProxyPublishesPorts.)
 func TestStartPublishesPorts(t *testing.T) {
 	te := newTestEnv(t)
 	o := detached("t1")
@@ -470,12 +472,6 @@ func TestStartPublishesPorts(t *testing.T) {
 			return o
 		}(),
 		"no network": func() StartOptions { o := detached("t3"); o.Publish = []string{"80"}; o.Network = "none"; return o }(),
-		"allowlist": func() StartOptions {
-			o := detached("t5")
-			o.Publish = []string{"80"}
-			o.Network = "allowlist"
-			return o
-		}(),
 		"twice": func() StartOptions {
 			o := detached("t4")
 			o.Publish = []string{"80", "1:80"}

@@ -46,10 +46,10 @@ type paced struct {
 
 func pace(te *testEnv) *paced {
 	p := &paced{waits: make(chan time.Duration), fire: make(chan time.Time)}
-	te.env.after = func(d time.Duration) <-chan time.Time {
+	te.env.Clock = clockFunc(func(d time.Duration) <-chan time.Time {
 		p.waits <- d
 		return p.fire
-	}
+	})
 	return p
 }
 

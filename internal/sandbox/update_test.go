@@ -10,8 +10,9 @@ import (
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/land"
 )
 
 // privateGit runs git in the agent's repository (as the agent would).
@@ -65,12 +66,12 @@ func TestUpdateConflictThenResolveAndLand(t *testing.T) {
 		t.Errorf("the agent's MERGE_HEAD = %s, want %s", got, tip)
 	}
 
-	_, err = sb.Land(context.Background(), landOpts())
+	_, err = land.Land(context.Background(), sb, landOpts())
 	if usererr.Code(err) != usererr.ExitConflict || !strings.Contains(err.Error(), "lib.txt") {
 		t.Fatalf("land with markers left: %v", err)
 	}
 	te.writeIn(sb.Worktree, "lib.txt", "one\nTWO both\nthree\n")
-	lr, err := sb.Land(context.Background(), landOpts())
+	lr, err := land.Land(context.Background(), sb, landOpts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestLandUpdateAndTheAgentsSubject(t *testing.T) {
 	sb = te.find("t1")
 	o := landOpts()
 	o.Message, o.Update = "", true
-	res, err := sb.Land(context.Background(), o)
+	res, err := land.Land(context.Background(), sb, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
-	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
@@ -12,7 +14,6 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/verify"
-	"github.com/git-sandbox/git-sandbox/internal/version"
 	"github.com/git-sandbox/git-sandbox/rescue"
 )
 
@@ -34,7 +35,7 @@ func (s *Sandbox) VerifyNow(ctx context.Context, io IO) (*record.Verdict, *rescu
 // snapshot's tree and records the verdict, keyed by that tree, in the
 // record (outside the agent's reach).
 func (s *Sandbox) RunVerify(ctx context.Context, snap *rescue.Taken, io IO) (*record.Verdict, error) {
-	unlock, err := s.lockVerify()
+	unlock, err := s.LockVerify()
 	if err != nil {
 		return nil, err
 	}
@@ -45,10 +46,10 @@ func (s *Sandbox) RunVerify(ctx context.Context, snap *rescue.Taken, io IO) (*re
 	return s.runVerifyLocked(ctx, snap, io)
 }
 
-// lockVerify serialises verify runs of the sandbox and reloads the record,
+// LockVerify serialises verify runs of the sandbox and reloads the record,
 // so a verdict that appeared while waiting (the supervisor verifies when
 // the agent exits) is seen.
-func (s *Sandbox) lockVerify() (func(), error) {
+func (s *Sandbox) LockVerify() (func(), error) {
 	// A verify runs as long as the project's tests do.
 	unlock, err := record.LockFor(s.env.Layout.VerifyLock(s.Branch), time.Hour)
 	if err != nil {
@@ -65,11 +66,11 @@ func (s *Sandbox) lockVerify() (func(), error) {
 // image, built when it is the default one and missing.
 func (s *Sandbox) verifyImage(ctx context.Context, d Engine, io IO) (string, error) {
 	if s.WarmImage != "" {
-		if ok, err := d.ImageExists(ctx, s.WarmImage); err == nil && ok {
+		if ok, err := d.Images().Exists(ctx, s.WarmImage); err == nil && ok {
 			return s.WarmImage, nil
 		}
 	}
-	return s.Image, s.env.ensureImage(ctx, d, s.Image, io)
+	return s.Image, s.env.Toolchain().EnsureImage(ctx, d, s.Image, io.Stderr)
 }
 
 // runVerifyLocked runs verify; the caller holds the verify lock.
@@ -89,88 +90,72 @@ func (s *Sandbox) runVerifyLocked(ctx context.Context, snap *rescue.Taken, io IO
 }
 
 // treeRun prepares a throwaway container run on one tree of this sandbox
-// (verify, the commit hooks): its image (the warm one when there is one);
-// its own settings, so such a run never gets more network, a weaker
-// runtime or higher limits than the sandbox was started with; its network
-// (none unless verify_allow, whose proxy files go in netDir); the export
-// budget.
-// The container is named after the sandbox's plus suffix and labelled
-// with role; cleanup removes what the network took.
+// (verify, the commit hooks): its image (the warm one when there is one)
+// and what verify.Prepare gives it (the sandbox's settings, its network,
+// the export budget). The container is named after the sandbox's plus
+// suffix and labelled with role; cleanup removes what the network took.
 func (s *Sandbox) treeRun(ctx context.Context, io IO, suffix, role, netDir, workDir string) (verify.Options, func(), error) {
 	d, err := s.engine(ctx)
 	if err != nil {
 		return verify.Options{}, nil, err
 	}
-	if s.Copy != nil {
-		if vp, err := VerifyPolicy(s.env.Config); err != nil || vp != nil {
-			if err != nil {
-				return verify.Options{}, nil, err
-			}
-			return verify.Options{}, nil, errNotInCopyMode(s, "verify with verify_allow (its egress proxy)")
-		}
-	}
-	image, err := s.verifyImage(ctx, d, io)
-	if err != nil {
-		return verify.Options{}, nil, err
-	}
-	set, err := s.RunSettings()
-	if err != nil {
-		return verify.Options{}, nil, err
-	}
-	maxBytes, err := ExportBudget(s.env.Config)
-	if err != nil {
-		return verify.Options{}, nil, err
-	}
-	name := s.Container + suffix
-	network, netName, env, cleanup, err := s.env.VerifyNetwork(ctx, d, name, s.Branch, image, set, netDir)
-	if err != nil {
-		return verify.Options{}, nil, err
-	}
-	return verify.Options{
-		Engine:    d,
-		CommonDir: s.CommonDir,
-		Image:     image,
-		Name:      name,
-		Labels: map[string]string{
-			container.LabelManaged: "1", container.LabelRepo: s.RepoID, container.LabelBranch: s.Branch,
-			container.LabelRole: role, container.LabelVersion: version.Version,
-		},
-		Network:     network,
-		NetworkName: netName,
-		Env:         env,
-		Runtime:     set.Runtime,
-		Limits:      set.Limits,
-		UID:         os.Getuid(),
-		GID:         os.Getgid(),
-		WorkDir:     workDir,
-		MaxBytes:    maxBytes,
-		Stdout:      io.Stderr,
-		Stderr:      io.Stderr,
-		Volumes:     s.Copy != nil,
-	}, cleanup, nil
+	ws := s.Workspace()
+	return verify.Prepare(ctx, verify.Beside{
+		Engine: d, Config: s.env.Config, Network: s.env.network(),
+		CommonDir: s.CommonDir, RepoID: s.RepoID,
+		Name: s.Container + suffix, Branch: s.Branch, Role: role,
+		Image:  func(ctx context.Context) (string, error) { return s.verifyImage(ctx, d, io) },
+		Record: s.Record, NetDir: netDir, WorkDir: workDir,
+		Remote: ws.Remote(), EngineName: s.engineName(), Out: io.Stderr,
+	})
 }
 
-// VerifyNetwork gives a verify container its network: none, unless the
-// user's verify_allow lists hosts and set (the sandbox's own settings, or
-// the config's) allows a network at all; then networks and a proxy of its
-// own, made here and removed by cleanup. dir holds the proxy's files.
-func (e *Env) VerifyNetwork(ctx context.Context, d Engine, name, branch, image string, set RunSettings, dir string) (mode container.NetworkMode, netName string, env []string, cleanup func(), err error) {
-	none := func() {}
-	vp, err := VerifyPolicy(e.Config)
+// PushVerify prepares verify's run on a pushed commit of ref: in the
+// configured image (which must exist: a push builds nothing), as strict as
+// the sandbox of ref's branch when it is one's, in a work directory of its
+// own that cleanup removes with what the run made.
+func (e *Env) PushVerify(ctx context.Context, ref, commit string, out io.Writer) (verify.Options, func(), error) {
+	cfg := e.Config
+	d, err := e.Engine(ctx)
 	if err != nil {
-		return "", "", nil, none, err
+		return verify.Options{}, nil, err
 	}
-	if vp == nil || set.Network == container.NetworkNone {
-		return container.NetworkNone, "", nil, none, nil
+	var rec *record.Record
+	if b, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
+		sb, err := e.Find(b)
+		switch {
+		case err == nil:
+			rec = sb.Record
+		case !errors.Is(err, ErrNotFound):
+			return verify.Options{}, nil, err
+		}
 	}
-	eg, err := e.planEgressFor(name, branch, image, set.Runtime, vp, filepath.Join(dir, "verify-proxy"), filepath.Join(dir, "verify-net"))
+	if err := os.MkdirAll(e.Layout.RepoDir(), 0o700); err != nil {
+		return verify.Options{}, nil, err
+	}
+	work, err := os.MkdirTemp(e.Layout.RepoDir(), ".push-verify-")
 	if err != nil {
-		return "", "", nil, none, err
+		return verify.Options{}, nil, err
 	}
-	var u undo
-	if err := e.createEgress(ctx, d, branch, eg, &u); err != nil {
-		u.run()
-		return "", "", nil, none, err
+	name := "push-verify-" + commit[:12]
+	o, cleanup, err := verify.Prepare(ctx, verify.Beside{
+		Engine: d, Config: cfg, Network: e.network(), CommonDir: e.Repo.CommonDir, RepoID: e.Repo.ID,
+		Name: container.Name(e.Repo.ID, e.Repo.Name, name), Branch: name, Role: container.RoleVerify,
+		Image:  func(ctx context.Context) (string, error) { return cfg.Image, e.imagePresent(ctx, d, cfg.Image) },
+		Record: rec, NetDir: work, WorkDir: work, Pushed: true, Out: out,
+	})
+	if err != nil {
+		_ = os.RemoveAll(work)
+		return verify.Options{}, nil, err
 	}
-	return container.NetworkAllowlist, eg.InternalNetwork, proxyEnv(eg.ProxyURL), u.run, nil
+	return o, func() { cleanup(); _ = os.RemoveAll(work) }, nil
+}
+
+// imagePresent refuses an image the engine lacks.
+func (e *Env) imagePresent(ctx context.Context, d Engine, image string) error {
+	ok, err := d.Images().Exists(ctx, image)
+	if err != nil || ok {
+		return err
+	}
+	return container.ErrImageMissing(image, image == config.DefaultImage())
 }

@@ -14,7 +14,7 @@ func TestChangesReportsABurstAndConfirmsIt(t *testing.T) {
 	// An exit is several events; they are reported once, then once more
 	// a second later (the daemon's list lags its events).
 	te.fake.Exit(sb.Container, 0)
-	for i, want := range []time.Duration{watchSettle, watchConfirm} {
+	for i, want := range []time.Duration{100 * time.Millisecond, time.Second} {
 		select {
 		case <-changes:
 		case <-time.After(want + 5*time.Second):
@@ -24,7 +24,7 @@ func TestChangesReportsABurstAndConfirmsIt(t *testing.T) {
 	select {
 	case <-changes:
 		t.Fatal("a third report for one burst")
-	case <-time.After(2 * watchConfirm):
+	case <-time.After(2 * time.Second):
 	}
 	cancel()
 	if _, ok := <-changes; ok {

@@ -47,9 +47,7 @@ func escape(s string, keepLines bool) string {
 			b.WriteString(`\\`)
 		case r < 0x20 || r == 0x7f:
 			fmt.Fprintf(&b, `\x%02x`, r)
-		case r >= 0x80 && r < 0xa0:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		case isBidiControl(r) || (!unicode.IsPrint(r) && !unicode.IsSpace(r)):
+		case Unsafe(r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteRune(r)
@@ -69,6 +67,26 @@ func isPlain(s string, keepLines bool) bool {
 		}
 	}
 	return true
+}
+
+// Unsafe reports whether r must not reach a terminal as it is: a C0 or C1
+// control or DEL, a bidirectional control (U+061C, U+200E, U+200F,
+// U+202A–U+202E, U+2066–U+2069), the line and paragraph separators
+// (U+2028, U+2029), and every other rune that is neither printable nor a
+// space: format characters (U+200B–U+200D, U+2060–U+2064, U+FEFF, the tag
+// characters U+E0000–U+E007F), private-use, unassigned and surrogate code
+// points. String, Text and JSON escape exactly these, so text and JSON
+// output agree.
+func Unsafe(r rune) bool {
+	switch {
+	case r < 0x20 || r == 0x7f:
+		return true
+	case r < 0x7f:
+		return false
+	case r < 0xa0:
+		return true
+	}
+	return isBidiControl(r) || r == 0x2028 || r == 0x2029 || (!unicode.IsPrint(r) && !unicode.IsSpace(r))
 }
 
 func isBidiControl(r rune) bool {

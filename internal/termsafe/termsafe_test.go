@@ -20,6 +20,8 @@ func TestString(t *testing.T) {
 		{"bidi override", "a\u202eb", `a\u202eb`},
 		{"backslash is escaped so output is unambiguous", `a\x1b`, `a\\x1b`},
 		{"del", "a\x7fb", `a\x7fb`},
+		{"line separator", "a\u2028b", `a\u2028b`},
+		{"zero width space", "a\u200bb", `a\u200bb`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/visible"
 )

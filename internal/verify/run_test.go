@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/internal/enginefake"
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 )
 
 // repoWithTree makes a repository holding one commit and returns its git

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/docker/go-units"
 	"github.com/git-sandbox/git-sandbox/container"
@@ -27,13 +28,10 @@ import (
 
 // Engine is what a verify run asks of the container engine.
 type Engine interface {
-	Create(ctx context.Context, spec *container.Spec) (string, error)
-	Start(ctx context.Context, id string) error
-	Remove(ctx context.Context, id string) error
-	WaitExit(ctx context.Context, id string, cond container.WaitCondition) <-chan container.WaitResult
-	Attach(ctx context.Context, id string, s container.Streams) (func() error, error)
+	container.Runner
 	CreateVolume(ctx context.Context, s container.VolumeSpec) (*container.Volume, error)
 	RemoveVolume(ctx context.Context, name string) error
+	Abilities() container.Abilities
 }
 
 // Options describe one verify run.
@@ -118,27 +116,13 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 		spec.Mounts = append(spec.Mounts, m)
 	}
 	spec.Harden()
-	var stdin io.Reader
-	var files string
-	if o.Volumes {
-		in, done, err := o.volumes(ctx, spec)
-		defer done()
-		if err != nil {
-			return -1, err
-		}
-		stdin = in
-	} else if files, err = o.directories(ctx, spec); err != nil {
-		return -1, err
-	}
-	d := o.Engine
-	// The container goes whatever happens, Ctrl-C included.
-	_ = d.Remove(context.WithoutCancel(ctx), o.Name)
-	id, err := d.Create(ctx, spec)
+	in, err := o.input(ctx, spec)
+	defer in.done()
 	if err != nil {
 		return -1, err
 	}
-	defer d.Remove(context.WithoutCancel(ctx), id)
-	waitC := d.WaitExit(ctx, id, container.WaitNextExit)
+	// The container goes whatever happens, Ctrl-C included.
+	_ = o.Engine.Remove(context.WithoutCancel(ctx), o.Name)
 	// The repository or the agent chose the command and the files it runs
 	// on, so its output is escaped like the agent's logs.
 	streams := container.Streams{}
@@ -152,29 +136,49 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 		defer w.Flush()
 		streams.Stderr = w
 	}
-	streams.Stdin = stdin
-	wait, err := d.Attach(ctx, id, streams)
+	streams.Stdin = in.stdin
+	res, err := container.Run(ctx, o.Engine, spec, container.RunOptions{Streams: streams})
 	if err != nil {
 		return -1, err
 	}
-	if err := d.Start(ctx, id); err != nil {
-		return -1, err
-	}
-	_ = wait()
-	select {
-	case res := <-waitC:
-		if res.Err != nil {
-			return -1, fmt.Errorf("verify: %w", res.Err)
+	if res.Err != nil {
+		if ctx.Err() != nil {
+			return -1, ctx.Err()
 		}
-		if o.Collect != nil {
-			if err := o.Collect(files, res.Code); err != nil {
-				return res.Code, err
-			}
-		}
-		return res.Code, nil
-	case <-ctx.Done():
-		return -1, ctx.Err()
+		return -1, fmt.Errorf("verify: %w", res.Err)
 	}
+	if err := in.sent(); err != nil {
+		return -1, fmt.Errorf("verify: the tree did not reach the container whole: %w", err)
+	}
+	if o.Collect != nil {
+		if err := o.Collect(in.files, res.Code); err != nil {
+			return res.Code, err
+		}
+	}
+	return res.Code, nil
+}
+
+// input is how the tree reaches the container: as files in a directory
+// of this machine (files), or as a tar on its stdin (volumes).
+type input struct {
+	stdin io.Reader
+	files string
+	// sent reports how the tar's writing ended, once the container has
+	// read what it would: git archive that dies part way may have written
+	// whole blocks that end where an entry does, which tar takes for the
+	// whole tree.
+	sent func() error
+	// done removes what the input made on the engine.
+	done func()
+}
+
+// input writes the tree where the run reads it from.
+func (o Options) input(ctx context.Context, spec *container.Spec) (input, error) {
+	if o.Volumes {
+		return o.volumes(ctx, spec)
+	}
+	files, err := o.directories(ctx, spec)
+	return input{files: files, sent: func() error { return nil }, done: func() {}}, err
 }
 
 // directories writes the tree into the work directory (then runs
@@ -215,14 +219,14 @@ func (o Options) directories(ctx context.Context, spec *container.Spec) (string,
 const loader = `tar -x -f - -C ` + container.Workspace + ` && exec /bin/sh -c "$1"`
 
 // volumes makes the run's two volumes on the engine and the archive of the
-// tree the container reads on stdin; done removes the volumes (after the
-// container) and stops the archive.
-func (o Options) volumes(ctx context.Context, spec *container.Spec) (io.Reader, func(), error) {
+// tree the container reads on stdin; its done removes the volumes (after
+// the container) and stops the archive.
+func (o Options) volumes(ctx context.Context, spec *container.Spec) (input, error) {
 	d := o.Engine
 	cctx := context.WithoutCancel(ctx)
 	var made []string
 	var stop func()
-	done := func() {
+	in := input{done: func() {
 		if stop != nil {
 			stop()
 		}
@@ -230,32 +234,35 @@ func (o Options) volumes(ctx context.Context, spec *container.Spec) (io.Reader, 
 		for _, v := range made {
 			_ = d.RemoveVolume(cctx, v)
 		}
-	}
+	}}
 	for _, v := range []struct{ name, target, why string }{
 		{o.Name + "-ws", container.Workspace, "the verified tree, streamed in for this run only"},
 		{o.Name + "-home", container.Home, "a home for this run only"},
 	} {
 		if _, err := d.CreateVolume(ctx, container.VolumeSpec{Name: v.name, Labels: o.Labels}); err != nil {
-			return nil, done, err
+			return in, err
 		}
 		made = append(made, v.name)
 		spec.Mounts = append(spec.Mounts, container.Mount{Source: v.name, Target: v.target, Volume: true, NoCopy: true, Why: v.why})
 	}
-	if o.UID != 0 && !container.VolumesWritable(d) {
+	if o.UID != 0 && !d.Abilities().VolumesWritable {
 		// A new volume's root is root's: root in a container of its own
 		// (no capabilities, but the owner) opens them to the run's user.
 		if err := o.openVolumes(ctx, spec); err != nil {
-			return nil, done, err
+			return in, err
 		}
 	}
 	spec.Argv = []string{"/bin/sh", "-c", loader, "git-sandbox-verify", o.Command}
 	spec.OpenStdin, spec.StdinOnce = true, true
 	r, wait, err := Archive(ctx, o.CommonDir, o.Tree, o.WorkDir, o.MaxBytes)
 	if err != nil {
-		return nil, done, err
+		return in, err
 	}
-	stop = func() { _ = r.Close(); _ = wait() }
-	return r, done, nil
+	// sent drains what the container left unread rather than closing it,
+	// so that only git's own failure is reported.
+	in.stdin, in.sent = r, sync.OnceValue(wait)
+	stop = func() { _ = r.Close(); _ = in.sent() }
+	return in, nil
 }
 
 // openVolumes makes the volumes' roots writable by the run's user.
@@ -268,16 +275,10 @@ func (o Options) openVolumes(ctx context.Context, spec *container.Spec) error {
 	prep.Env = nil
 	prep.Argv = []string{"chmod", "0777", container.Workspace, container.Home}
 	_ = d.Remove(context.WithoutCancel(ctx), prep.Name)
-	id, err := d.Create(ctx, &prep)
+	res, err := container.Run(ctx, d, &prep, container.RunOptions{})
 	if err != nil {
 		return err
 	}
-	defer d.Remove(context.WithoutCancel(ctx), id)
-	waitC := d.WaitExit(ctx, id, container.WaitNextExit)
-	if err := d.Start(ctx, id); err != nil {
-		return err
-	}
-	res := <-waitC
 	if res.Err != nil || res.Code != 0 {
 		return fmt.Errorf("verify: prepare volumes: exit %d %v", res.Code, res.Err)
 	}

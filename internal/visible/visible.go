@@ -56,6 +56,24 @@ func (r Refs) IDs() []string {
 	return ids
 }
 
+// With returns the refs with name (a full ref name) at id: its line
+// replaced, or added where its name sorts.
+func (r Refs) With(id, name string) Refs {
+	var lines []string
+	for _, line := range strings.Split(string(r), "\n") {
+		if _, ref, ok := strings.Cut(line, " "); ok && ref != name {
+			lines = append(lines, line)
+		}
+	}
+	lines = append(lines, id+" "+name)
+	slices.SortStableFunc(lines, func(a, b string) int {
+		_, ra, _ := strings.Cut(a, " ")
+		_, rb, _ := strings.Cut(b, " ")
+		return strings.Compare(ra, rb)
+	})
+	return Refs(strings.Join(lines, "\n") + "\n")
+}
+
 // Result is what a Refresh did.
 type Result struct {
 	// Refs are the branches and tags of the user's repository now; every
@@ -65,6 +83,8 @@ type Result struct {
 	Objects int
 	// Rolled counts the packs rolled into one (0: none).
 	Rolled int
+	// Reused counts the user's packs brought in as they are (0: none).
+	Reused int
 }
 
 // Store is one repository's visible store: Dir holds objects/ (what is
@@ -82,11 +102,12 @@ func (s Store) lockFile() string { return filepath.Join(s.Dir, "lock") }
 func (s Store) packDir() string  { return filepath.Join(s.Objects(), "pack") }
 
 // Refresh brings the store up to the user's branches and tags (host is the
-// user's repository) and returns them. Concurrent refreshes of one store
+// user's repository) and extra (commits a sandbox starts at whose branch
+// is not made yet), and returns the branches and tags. Concurrent refreshes of one store
 // (two starts) take turns on a lock; a refresh killed half-way leaves a
 // scratch directory, or a pack without its index, that the next one
 // removes, and a tips file that still names only what is in the store.
-func (s Store) Refresh(ctx context.Context, host *gitcmd.Runner) (*Result, error) {
+func (s Store) Refresh(ctx context.Context, host *gitcmd.Runner, extra ...string) (*Result, error) {
 	if err := os.MkdirAll(s.packDir(), 0o755); err != nil {
 		return nil, fmt.Errorf("visible store: %w", err)
 	}
@@ -101,12 +122,30 @@ func (s Store) Refresh(ctx context.Context, host *gitcmd.Runner) (*Result, error
 		return nil, fmt.Errorf("visible store: %w", err)
 	}
 	res := &Result{Refs: refs}
-	now := dedup(res.Refs.IDs())
+	for _, id := range extra {
+		if _, err := gitcmd.ParseHash(id); err != nil {
+			return nil, fmt.Errorf("visible store: %w", err)
+		}
+	}
+	now := dedup(append(res.Refs.IDs(), extra...))
 	prev, err := s.packedTips(ctx, host)
 	if err != nil {
 		return nil, err
 	}
-	if !subset(now, prev) {
+	packs, err := s.packs()
+	if err != nil {
+		return nil, err
+	}
+	if len(prev) == 0 && len(packs) == 0 && len(now) > 0 {
+		// The first fill: the user's packs that hold only what is
+		// reachable come in as they are.
+		if res.Objects, res.Reused, err = s.fill(ctx, host, now); err != nil {
+			return nil, fmt.Errorf("visible store: %w", err)
+		}
+		if err := writeAtomic(s.tipsFile(), []byte(strings.Join(now, "\n")+"\n")); err != nil {
+			return nil, fmt.Errorf("visible store: %w", err)
+		}
+	} else if !subset(now, prev) {
 		var in strings.Builder
 		for _, id := range now {
 			in.WriteString(id + "\n")
@@ -118,7 +157,7 @@ func (s Store) Refresh(ctx context.Context, host *gitcmd.Runner) (*Result, error
 		// The tips of the last pack may be gone from the user's store (a
 		// rewritten branch, then gc): the visible store still has them.
 		r := *host
-		r.Env = append(slices.Clone(host.Env), "GIT_ALTERNATE_OBJECT_DIRECTORIES="+s.Objects())
+		r.Env = append(slices.Clone(host.Env), "GIT_ALTERNATE_OBJECT_DIRECTORIES="+quoteAlternate(s.Objects()))
 		n, _, err := writePack(ctx, &r, s.Objects(), in.String(), "--revs")
 		if err != nil {
 			return nil, fmt.Errorf("visible store: %w", err)
@@ -292,8 +331,12 @@ func writePack(ctx context.Context, r *gitcmd.Runner, objects, stdin string, arg
 		return 0, "", err
 	}
 	defer os.RemoveAll(tmp)
+	pr, err := packRunner(r, tmp)
+	if err != nil {
+		return 0, "", err
+	}
 	argv := append([]string{"pack-objects", "-q", "--delta-base-offset", "--missing=allow-promisor"}, args...)
-	out, err := r.Run(ctx, strings.NewReader(stdin), append(argv, filepath.Join(tmp, "pack"))...)
+	out, err := pr.Run(ctx, strings.NewReader(stdin), append(argv, filepath.Join(tmp, "pack"))...)
 	if err != nil {
 		return 0, "", err
 	}
@@ -313,6 +356,47 @@ func writePack(ctx context.Context, r *gitcmd.Runner, objects, stdin string, arg
 		}
 	}
 	return n, base + ".pack", nil
+}
+
+// packRunner is r with a scratch object directory in tmp as the one git
+// writes to, and r's own object directory borrowed: git pack-objects
+// writes its temporary file in the object directory it writes to and then
+// renames it to the name it is given, which fails across file systems (a
+// state directory on a tmpfs, the repository on a disk). This way the
+// file is written, renamed and finally moved into the store all on the
+// store's file system; nothing is written into r's object directory.
+func packRunner(r *gitcmd.Runner, tmp string) (*gitcmd.Runner, error) {
+	scratch := filepath.Join(tmp, "objects")
+	if err := os.MkdirAll(filepath.Join(scratch, "pack"), 0o755); err != nil {
+		return nil, err
+	}
+	own := r.ObjectDir
+	if own == "" {
+		own = filepath.Join(r.GitDir, "objects")
+	}
+	alternates := quoteAlternate(own)
+	var env []string
+	for _, kv := range r.Env {
+		if v, ok := strings.CutPrefix(kv, "GIT_ALTERNATE_OBJECT_DIRECTORIES="); ok {
+			alternates += ":" + v
+			continue
+		}
+		env = append(env, kv)
+	}
+	pr := *r
+	pr.ObjectDir = scratch
+	pr.Env = append(env, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+alternates)
+	return &pr, nil
+}
+
+// quoteAlternate writes a path for GIT_ALTERNATE_OBJECT_DIRECTORIES, whose
+// entries are separated by ":" and may be quoted as C strings.
+func quoteAlternate(p string) string {
+	if !strings.ContainsAny(p, ":\"\\") {
+		return p
+	}
+	r := strings.NewReplacer("\\", "\\\\", "\"", "\\\"")
+	return "\"" + r.Replace(p) + "\""
 }
 
 // packCount reads the number of objects from a pack's header.

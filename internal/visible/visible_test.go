@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
@@ -251,5 +252,67 @@ func TestGive(t *testing.T) {
 	}
 	if _, err := Give(context.Background(), r.host, given, []string{"--all"}, nil); err == nil {
 		t.Error("Give took an option for an object id")
+	}
+}
+
+// TestStoreOnAnotherFileSystem: the store in a tmpfs, the repository on a
+// disk. git pack-objects renames its temporary file into the name it is
+// given, which failed across file systems ("Invalid cross-device link").
+func TestStoreOnAnotherFileSystem(t *testing.T) {
+	r := newRepo(t)
+	shm, err := os.MkdirTemp("/dev/shm", "visible-test-")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	var a, b syscall.Stat_t
+	if syscall.Stat(shm, &a) != nil || syscall.Stat(r.dir, &b) != nil || a.Dev == b.Dev {
+		t.Skip("/dev/shm is on the same file system as the test's temporary directory")
+	}
+	r.store = Store{Dir: filepath.Join(shm, ".visible")}
+	c1, blob := r.commit("a.txt", "one\n")
+	// The user's pack holds only what main reaches: it is copied in, as
+	// it cannot be linked across file systems.
+	r.git("gc", "-q")
+	if res := r.refresh(); res.Objects == 0 || res.Reused != 1 {
+		t.Fatalf("first fill: %+v", res)
+	}
+	if !r.has(c1) || !r.has(blob) {
+		t.Error("the store lacks what main reaches")
+	}
+	c2, _ := r.commit("b.txt", "two\n")
+	given := filepath.Join(shm, "given", "objects")
+	if _, err := Give(context.Background(), r.host, given, []string{c2}, []string{c1}); err != nil {
+		t.Fatalf("give: %v", err)
+	}
+	// Nothing was written into the user's object directory.
+	if left, _ := filepath.Glob(filepath.Join(r.dir, ".git", "objects", "pack", "tmp_*")); len(left) > 0 {
+		t.Errorf("temporary files left in the user's store: %v", left)
+	}
+}
+
+func TestRefsWith(t *testing.T) {
+	refs := Refs("a refs/heads/main\nb refs/tags/v1\n")
+	if got := string(refs.With("c", "refs/heads/sb")); got != "a refs/heads/main\nc refs/heads/sb\nb refs/tags/v1\n" {
+		t.Errorf("added: %q", got)
+	}
+	if got := string(refs.With("c", "refs/heads/main")); got != "c refs/heads/main\nb refs/tags/v1\n" {
+		t.Errorf("replaced: %q", got)
+	}
+}
+
+func TestRefreshPacksExtraCommits(t *testing.T) {
+	r := newRepo(t)
+	r.git("checkout", "-q", "-b", "side")
+	c, blob := r.commit("side.txt", "side\n")
+	r.git("checkout", "-q", "main")
+	r.git("update-ref", "refs/remotes/origin/side", c)
+	r.git("branch", "-D", "side")
+	res, err := r.store.Refresh(context.Background(), r.host, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.has(c) || !r.has(blob) || strings.Contains(string(res.Refs), "origin") {
+		t.Errorf("extra commit not packed, or refs %q", res.Refs)
 	}
 }

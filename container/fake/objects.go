@@ -1,0 +1,152 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/git-sandbox/git-sandbox/container"
+)
+
+// CreateVolume implements the engine's CreateVolume.
+func (f *Engine) CreateVolume(ctx context.Context, s container.VolumeSpec) (*container.Volume, error) {
+	if err := f.begin("CreateVolume", s.Name); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v, ok := f.volumes[s.Name]; ok {
+		return &v, nil // as an engine does: the volume of that name
+	}
+	v := container.Volume{Name: s.Name, Labels: withManaged(s.Labels)}
+	f.volumes[s.Name] = v
+	return &v, nil
+}
+
+// RemoveVolume implements the engine's RemoveVolume.
+func (f *Engine) RemoveVolume(ctx context.Context, name string) error {
+	if err := f.begin("RemoveVolume", name); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.volumes, name)
+	return nil
+}
+
+// ListVolumes implements the engine's ListVolumes.
+func (f *Engine) ListVolumes(ctx context.Context, labels ...string) ([]container.Volume, error) {
+	if err := f.begin("ListVolumes", strings.Join(labels, ",")); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []container.Volume
+	for _, v := range f.volumes {
+		if hasLabels(v.Labels, labels) {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, func(a, b container.Volume) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// CreateNetwork implements the engine's CreateNetwork.
+func (f *Engine) CreateNetwork(ctx context.Context, s container.NetworkSpec) (*container.Network, error) {
+	if err := f.begin("CreateNetwork", s.Name); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, n := range f.networks {
+		if n.Name == s.Name && !f.DuplicateNetworkNames {
+			return nil, conflict("network %s exists", s.Name)
+		}
+		if s.Subnet != "" && f.netSpecs[id].Subnet == s.Subnet {
+			return nil, fmt.Errorf("network %s: pool overlaps: %w", s.Name, container.ErrAddressInUse)
+		}
+	}
+	f.seq++
+	n := &container.Network{ID: fmt.Sprintf("net%061d", f.seq), Name: s.Name, Internal: s.Internal, Labels: withManaged(s.Labels), Created: time.Now()}
+	f.networks[n.ID] = n
+	f.netSpecs[n.ID] = s
+	cp := *n
+	return &cp, nil
+}
+
+// NetworkSpec is what the network with this id was made from.
+func (f *Engine) NetworkSpec(id string) container.NetworkSpec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.netSpecs[id]
+}
+
+func (f *Engine) network(idOrName string) *container.Network {
+	if n, ok := f.networks[idOrName]; ok {
+		return n
+	}
+	for _, n := range f.networks {
+		if n.Name == idOrName {
+			return n
+		}
+	}
+	return nil
+}
+
+// ConnectNetwork implements the engine's ConnectNetwork.
+func (f *Engine) ConnectNetwork(ctx context.Context, networkID, containerID string) error {
+	if err := f.begin("ConnectNetwork", networkID+" "+containerID); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.network(networkID)
+	if n == nil {
+		return notFound("network", networkID)
+	}
+	c := f.lookup(containerID)
+	if c == nil {
+		return notFound("container", containerID)
+	}
+	c.Networks = append(c.Networks, n.ID)
+	return nil
+}
+
+// RemoveNetwork implements the engine's RemoveNetwork.
+func (f *Engine) RemoveNetwork(ctx context.Context, networkID string) error {
+	if err := f.begin("RemoveNetwork", networkID); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.network(networkID)
+	if n == nil {
+		return nil
+	}
+	for _, c := range f.containers {
+		if slices.Contains(c.Networks, n.ID) {
+			return conflict("network %s has active endpoints", n.Name)
+		}
+	}
+	delete(f.networks, n.ID)
+	return nil
+}
+
+// ListNetworks implements the engine's ListNetworks.
+func (f *Engine) ListNetworks(ctx context.Context, labels ...string) ([]container.Network, error) {
+	if err := f.begin("ListNetworks", strings.Join(labels, ",")); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []container.Network
+	for _, n := range f.networks {
+		if hasLabels(n.Labels, labels) {
+			out = append(out, *n)
+		}
+	}
+	slices.SortFunc(out, func(a, b container.Network) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

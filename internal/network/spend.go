@@ -1,0 +1,148 @@
+package network
+
+// Spend: the credential broker meters the model calls it passes on
+// (internal/meter). The host gives the proxy its prices and the sandbox's
+// budget in a file beside its configuration, written again when the user
+// changes the budget (git sandbox budget), which the proxy reads at its
+// next model call. The proxy appends the usage log beside its decision
+// log; rm keeps it (ArchiveUsage), as it keeps the snapshots.
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/meter"
+	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+)
+
+// MeterSettingsFile is the meter's prices and budget in the proxy's
+// configuration directory.
+const MeterSettingsFile = "meter.json"
+
+// budget is what a new sandbox may spend: asked (--budget), else the
+// user's budget.model and budget.model_tokens.
+func (e *Env) budget(asked string) (meter.Budget, error) {
+	b, err := e.Config.ModelBudget()
+	if err != nil || asked == "" {
+		return b, err
+	}
+	usd, err := meter.ParseDollars(asked)
+	if err != nil {
+		return b, usererr.New("--budget: %v", err).Hint("give dollars, such as --budget 5.00")
+	}
+	b.USD = usd
+	return b, nil
+}
+
+// CheckBudget refuses --budget for a sandbox whose spend cannot be metered:
+// no allowlist proxy, or no secret for it to broker.
+func CheckBudget(asked string, allowlist bool, secrets int) error {
+	if asked == "" || (allowlist && secrets > 0) {
+		return nil
+	}
+	return usererr.New("--budget needs the credential broker: the agent's model key must be a [[secret]] of your config, in allowlist mode").
+		Hint("with the key in the agent's environment nothing on this machine sees the calls it makes, so no budget could hold")
+}
+
+// meterSettings are the proxy's prices and budget b.
+func (e *Env) meterSettings(b meter.Budget) *meter.Settings {
+	return &meter.Settings{Prices: meter.WithBuiltin(e.Config.Prices), Budget: b}
+}
+
+// meterConfig writes the meter's settings into the proxy's configuration
+// directory dir and points cfg at them and at the usage log.
+func (e *Env) meterConfig(cfg *egress.ProxyConfig, dir string, b meter.Budget) error {
+	if err := meter.WriteSettings(filepath.Join(dir, MeterSettingsFile), e.meterSettings(b)); err != nil {
+		return err
+	}
+	cfg.Meter = &meter.Files{Usage: ProxyLogDir + "/" + meter.UsageFile, Settings: ProxyConfigDir + "/" + MeterSettingsFile}
+	return nil
+}
+
+// UsageLog is a sandbox's usage log on this machine.
+func (e *Env) UsageLog(branch string) string {
+	return filepath.Join(e.Layout.NetLogDir(branch), meter.UsageFile)
+}
+
+// Metered reports whether the broker meters r's model calls: allowlist
+// mode with a secret.
+func Metered(r *record.Record) bool { return r.Egress != nil && len(r.Egress.Secrets) > 0 }
+
+// ChangeBudget sets a sandbox's budget from arg ("+2.00" raises it, "10.00"
+// sets it), in its record and, at once, in its running proxy's settings.
+func (e *Env) ChangeBudget(ctx context.Context, t LiveTarget, arg string) (meter.Budget, error) {
+	var rec *record.Record
+	var b meter.Budget
+	err := t.Update(func(r *record.Record) (err error) {
+		rec = r
+		if !Metered(r) {
+			return usererr.New("sandbox %s is not metered: its model calls do not go through the credential broker", termsafe.String(r.Branch)).
+				Hint("a budget holds for a sandbox started in allowlist mode with the agent's model key as a [[secret]] of your config")
+		}
+		if b, err = r.Egress.Budget.Change(arg); err != nil {
+			return usererr.New("%v", err).Hint("git sandbox budget BRANCH +2.00 raises it by $2; git sandbox budget BRANCH 10.00 sets it")
+		}
+		r.Egress.Budget = b
+		return nil
+	})
+	if err != nil {
+		return b, err
+	}
+	dir := e.Layout.ProxyDir(rec.Branch)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return b, err
+	}
+	if err := meter.WriteSettings(filepath.Join(dir, MeterSettingsFile), e.meterSettings(b)); err != nil {
+		return b, err
+	}
+	if t.Remote {
+		d, err := t.Engine(ctx)
+		if err != nil {
+			return b, err
+		}
+		return b, e.reloadProxyVolumes(ctx, d, rec)
+	}
+	return b, nil
+}
+
+// ArchiveUsage moves a removed sandbox's usage log to the repository's
+// usage archive, where git sandbox usage still reads it; a sandbox without
+// one has nothing to keep.
+func (e *Env) ArchiveUsage(branch, started string) error {
+	src := e.UsageLog(branch)
+	if _, err := os.Stat(src); err != nil {
+		return nil
+	}
+	dir := e.Layout.UsageArchive()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	name := strings.ReplaceAll(branch, "/", "%2F") + "@" + started + ".jsonl"
+	return os.Rename(src, filepath.Join(dir, name))
+}
+
+// SpendOf is r's spend for ps: its usage log (beside netLog, the
+// decision log) against its budget; unmetered without a broker secret.
+func SpendOf(r *record.Record, netLog string) *meter.Status {
+	if !Metered(r) {
+		return &meter.Status{}
+	}
+	if r.Copy != nil {
+		return &meter.Status{Metered: true, OnEngine: true}
+	}
+	return meter.StatusOf(filepath.Join(filepath.Dir(netLog), meter.UsageFile), r.Egress.Budget)
+}
+
+// SpendAlert is what r's usage log at path says of its budget (see
+// meter.Alert); "" for a sandbox without a budget or not metered.
+func SpendAlert(r *record.Record, path string) string {
+	if !Metered(r) || r.Egress.Budget.IsZero() {
+		return ""
+	}
+	return meter.Alert(path, r.Egress.Budget)
+}

@@ -1,0 +1,62 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/git-sandbox/git-sandbox/container"
+	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
+	"github.com/git-sandbox/git-sandbox/internal/record"
+)
+
+// stoppedHelper is a copy-mode sandbox whose helper exists but does not
+// run (its engine restarted).
+func stoppedHelper(t *testing.T) (*Volume, *enginefake.Engine, string) {
+	t.Helper()
+	f := enginefake.New("img")
+	c := VolumeNames("sb")
+	agent := &container.Spec{Image: "img", User: "1:1", Labels: map[string]string{container.LabelRepo: "r"}}
+	id, err := f.Create(context.Background(), HelperSpec(c, "sb", agent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &Env{Engine: func(context.Context) (Engine, error) { return f, nil }}
+	return &Volume{env: env, rec: &record.Record{Branch: "sb", Copy: &c, Spec: record.ContainerOf(agent)}}, f, id
+}
+
+// An engine that keeps a task of the helper it no longer knows refuses
+// to start it ("task … already exists"): a new helper of the same name
+// and spec replaces it, and runs.
+// So does one that kept the old task's shim directory.
+func TestHelperMadeAgainWhenTheEngineKeepsAStaleTask(t *testing.T) {
+	for _, msg := range []string{
+		"Error response from daemon: task 0123: already exists",
+		"Error response from daemon: failed to start shim: mkdir /run/exec/containerd/daemon/io.containerd.runtime.v2.task/moby/0123: file exists: unknown",
+	} {
+		v, f, old := stoppedHelper(t)
+		ctx := context.Background()
+		f.FailOnce("Start", errors.New(msg))
+		if _, err := v.helper(ctx); err != nil {
+			t.Fatalf("%s: helper: %v", msg, err)
+		}
+		st, err := f.Inspect(ctx, v.rec.Copy.Helper)
+		if err != nil || !st.Running || st.ID == old {
+			t.Fatalf("the helper after %q: %+v (%v), want a new one (not %s), running", msg, st, err, old)
+		}
+	}
+}
+
+// Any other refusal to start is returned, and the helper is left as it
+// was.
+func TestHelperLeftAloneWhenItCannotStart(t *testing.T) {
+	v, f, old := stoppedHelper(t)
+	ctx := context.Background()
+	f.FailOnce("Start", errors.New("no such volume"))
+	if _, err := v.helper(ctx); err == nil {
+		t.Fatal("helper: no error")
+	}
+	if st, err := f.Inspect(ctx, v.rec.Copy.Helper); err != nil || st.ID != old || st.Running {
+		t.Errorf("the helper after a failed start: %+v (%v), want %s as it was", st, err, old)
+	}
+}

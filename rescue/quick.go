@@ -1,0 +1,374 @@
+package rescue
+
+// A watched snapshot that does not read the private index: the tree is
+// the last watched snapshot's tree with the reported paths changed. The
+// files that changed are hashed (git hash-object, the same conversions
+// update-index applies), the trees along their paths are read from the
+// last tree (git cat-file --batch) and written anew (git mktree --batch);
+// nothing else is read. git update-index and write-tree each read and
+// write the whole private index (100,000 entries: most of what a
+// snapshot of 200 changed files cost); this reads none of it.
+//
+// The private index then lags behind the snapshots: the watch state says
+// so, and the next snapshot that goes through the index (another reason,
+// anything the fast way does not handle) looks at everything, which
+// brings it up to date. Only what the fast way is sure to do as git add
+// --all would is done here; anything else — a symlink, a name git may
+// refuse, an ignore or attributes file, a nested repository, a path the
+// agent tracks that the tree lacks — is left to the index.
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
+)
+
+// maxQuickPaths: more reported paths than this go through the index.
+const maxQuickPaths = 5_000
+
+// treeEntry is one entry of a tree object.
+type treeEntry struct {
+	mode string // as a tree stores it: "100644", "40000"
+	name string
+	id   []byte // raw
+}
+
+func (e treeEntry) isTree() bool { return e.mode == "40000" }
+
+// errNotQuick: the fast way does not handle what changed.
+var errNotQuick = errors.New("not for the fast way")
+
+// quickFile is a file the fast way stages.
+type quickFile struct {
+	path, mode string
+	inTree     bool
+}
+
+// quickEdits are the changes to the last tree.
+type quickEdits struct {
+	// set: path → new entry (mode, hex id); remove: paths to drop.
+	set    map[string][2]string
+	remove map[string]bool
+	// fresh are directories that went away (their old entries are not
+	// kept, whatever comes in their place).
+	fresh map[string]bool
+}
+
+// quickTree returns the tree of the worktree: base (the tree at the
+// watcher's last token) with the reported paths as they are now, and the
+// files left out for their size. errNotQuick when the index must do it.
+func (s *Local) quickTree(ctx context.Context, g *gitcmd.Runner, v *agentView, base string, paths []string) (string, []LargeFile, error) {
+	if len(paths) > maxQuickPaths || base == "" {
+		return "", nil, errNotQuick
+	}
+	tr, err := newTreeReader(ctx, g, base)
+	if err != nil {
+		return "", nil, err
+	}
+	defer tr.close()
+	ed := &quickEdits{set: map[string][2]string{}, remove: map[string]bool{}, fresh: map[string]bool{}}
+	files, err := s.quickClassify(tr, paths, ed)
+	if err != nil {
+		return "", nil, err
+	}
+	stage, large, err := s.quickFilter(ctx, g, v, files, ed)
+	if err != nil || len(stage) == 0 && len(ed.remove) == 0 && len(ed.fresh) == 0 {
+		return base, large, err
+	}
+	if err := s.quickHash(ctx, g, stage, ed); err != nil {
+		return "", nil, err
+	}
+	tree, err := writeEdits(ctx, g, tr, ed)
+	return tree, large, err
+}
+
+// quickClassify looks at each reported path (lstat only): gone, a
+// directory, or a regular file to stage.
+func (s *Local) quickClassify(tr *treeReader, paths []string, ed *quickEdits) ([]quickFile, error) {
+	dirs := map[string]bool{} // leading directory → a plain directory of the worktree
+	var files []quickFile
+	sort.Strings(paths)
+	for _, p := range paths {
+		clean := strings.TrimSuffix(p, "/")
+		if clean == "" || !quickName(clean) {
+			return nil, errNotQuick
+		}
+		if clean != p {
+			ed.fresh[clean] = true
+			ed.remove[clean] = true
+			continue
+		}
+		if !s.plainDirs(path.Dir(p), dirs) {
+			ed.remove[p] = true // gone, or beyond a symlink: as update-index drops it
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(s.Worktree, p))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			ed.remove[p] = true
+		case err != nil:
+			return nil, errNotQuick
+		case fi.IsDir():
+			if e, ok, err := tr.entry(p); err != nil {
+				return nil, err
+			} else if ok && !e.isTree() {
+				ed.remove[p] = true
+			}
+		case fi.Mode().IsRegular():
+			e, ok, err := tr.entry(p)
+			if err != nil {
+				return nil, err
+			}
+			if ok && e.mode == "160000" {
+				return nil, errNotQuick
+			}
+			mode := "100644"
+			if fi.Mode()&0o100 != 0 {
+				mode = "100755"
+			}
+			files = append(files, quickFile{path: p, mode: mode, inTree: ok && !e.isTree()})
+		default:
+			return nil, errNotQuick // a symlink, a FIFO, a socket: the index's way
+		}
+	}
+	return files, nil
+}
+
+// quickName reports whether every part of p is a name the fast way may
+// store as git add would: not .git nor any name git may refuse or that
+// changes how other files are read (.gitignore, .gitattributes,
+// .gitmodules, NTFS short names, trailing dots and spaces).
+func quickName(p string) bool {
+	for _, part := range strings.Split(p, "/") {
+		low := strings.ToLower(part)
+		if part == "" || strings.HasPrefix(low, ".git") || strings.HasPrefix(low, "git~") ||
+			strings.HasSuffix(part, ".") || strings.HasSuffix(part, " ") || strings.ContainsAny(part, "\\\n") {
+			return false
+		}
+	}
+	return true
+}
+
+// plainDirs reports whether dir and each directory above it in the
+// worktree is a plain directory, not a symlink (known caches the
+// answers).
+func (s *Local) plainDirs(dir string, known map[string]bool) bool {
+	for d := dir; d != "."; d = path.Dir(d) {
+		if ok, seen := known[d]; seen {
+			if !ok {
+				return false
+			}
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(s.Worktree, d))
+		ok := err == nil && fi.IsDir()
+		known[d] = ok
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// quickFilter leaves out the untracked files an ignore rule covers and
+// the files too large; it returns the files to hash. A new file under a
+// nested repository is the index's to handle.
+func (s *Local) quickFilter(ctx context.Context, g *gitcmd.Runner, v *agentView, files []quickFile, ed *quickEdits) ([]quickFile, []LargeFile, error) {
+	var stage []quickFile
+	var large []LargeFile
+	var untracked bytes.Buffer
+	for _, f := range files {
+		if s.underRepo(f.path) {
+			return nil, nil, errNotQuick
+		}
+		if l, ok := s.tooBig(v, f.path, f.inTree); ok {
+			large = append(large, l)
+			if f.inTree {
+				ed.remove[f.path] = true
+			}
+			continue
+		}
+		if !f.inTree {
+			untracked.WriteString(f.path + "\x00")
+		}
+		stage = append(stage, f)
+	}
+	if untracked.Len() == 0 {
+		return stage, large, nil
+	}
+	out, err := g.Run(ctx, &untracked, "check-ignore", "--no-index", "-z", "--stdin")
+	var ge *gitcmd.Error
+	if err != nil && !(errors.As(err, &ge) && ge.Code == 1) {
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
+	}
+	ignored := map[string]bool{}
+	for _, p := range gitcmd.SplitLines(out) {
+		ignored[p] = true
+	}
+	kept := stage[:0]
+	for _, f := range stage {
+		switch {
+		case !ignored[f.path]:
+			kept = append(kept, f)
+		case s.tracks(v, f.path, false):
+			// Ignored, and the agent tracks it (git add -f): the index's
+			// way stages it as the agent's git did.
+			return nil, nil, errNotQuick
+		}
+	}
+	return kept, large, nil
+}
+
+// underRepo reports whether a leading directory of p holds a .git.
+func (s *Local) underRepo(p string) bool {
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		if _, err := os.Lstat(filepath.Join(s.Worktree, d, ".git")); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// quickHash writes the files' blobs with git hash-object, run in the
+// worktree so each path's attributes apply as update-index applies them.
+func (s *Local) quickHash(ctx context.Context, g *gitcmd.Runner, files []quickFile, ed *quickEdits) error {
+	if len(files) == 0 {
+		return nil
+	}
+	var in bytes.Buffer
+	for _, f := range files {
+		in.WriteString(f.path + "\n")
+	}
+	cmd := g.Command(ctx, "hash-object", "-w", "--stdin-paths")
+	cmd.Dir = s.Worktree
+	cmd.Stdin = &in
+	out, err := cmd.Output()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	ids := strings.Fields(string(out))
+	if err != nil || len(ids) != len(files) {
+		// A file it cannot read: the index's way skips it and says so.
+		return errNotQuick
+	}
+	for i, f := range files {
+		ed.set[f.path] = [2]string{f.mode, ids[i]}
+		delete(ed.remove, f.path)
+	}
+	return nil
+}
+
+// treeReader reads trees of one snapshot from the user's store through
+// one git cat-file --batch.
+type treeReader struct {
+	*gitcmd.Batch
+	root   string
+	hexLen int
+	dirs   map[string][]treeEntry // directory → its entries (nil: not a tree)
+}
+
+func newTreeReader(ctx context.Context, g *gitcmd.Runner, root string) (*treeReader, error) {
+	b, err := g.StartBatch(ctx, "cat-file", "--batch")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	return &treeReader{Batch: b, root: root, hexLen: len(root), dirs: map[string][]treeEntry{}}, nil
+}
+
+func (r *treeReader) close() { _ = r.Close() }
+
+// read returns the entries of tree id.
+func (r *treeReader) read(id string) ([]treeEntry, error) {
+	if _, err := io.WriteString(r.In, id+"\n"); err != nil {
+		return nil, fmt.Errorf("snapshot: git cat-file: %w", err)
+	}
+	head, err := r.Out.ReadString('\n')
+	f := strings.Fields(head)
+	if err != nil || len(f) != 3 || f[1] != "tree" {
+		return nil, fmt.Errorf("snapshot: git cat-file: tree %s: %q", id, head)
+	}
+	n, err := strconv.Atoi(f[2])
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: git cat-file: %q", head)
+	}
+	body := make([]byte, n+1)
+	if _, err := io.ReadFull(r.Out, body); err != nil {
+		return nil, fmt.Errorf("snapshot: git cat-file: %w", err)
+	}
+	return parseTree(body[:n], r.hexLen/2)
+}
+
+func parseTree(b []byte, idLen int) ([]treeEntry, error) {
+	var out []treeEntry
+	for len(b) > 0 {
+		sp := bytes.IndexByte(b, ' ')
+		nul := bytes.IndexByte(b, 0)
+		if sp < 0 || nul < sp || len(b) < nul+1+idLen {
+			return nil, errors.New("snapshot: a tree object that cannot be read")
+		}
+		out = append(out, treeEntry{mode: string(b[:sp]), name: string(b[sp+1 : nul]), id: b[nul+1 : nul+1+idLen]})
+		b = b[nul+1+idLen:]
+	}
+	return out, nil
+}
+
+// dir returns the entries of directory d of the root tree; ok is false
+// when it is no tree there.
+func (r *treeReader) dir(d string) ([]treeEntry, bool, error) {
+	if es, seen := r.dirs[d]; seen {
+		return es, es != nil, nil
+	}
+	var id string
+	if d == "." || d == "" {
+		id = r.root
+	} else {
+		parent, ok, err := r.dir(path.Dir(d))
+		if err != nil || !ok {
+			r.dirs[d] = nil
+			return nil, false, err
+		}
+		for _, e := range parent {
+			if e.name == path.Base(d) && e.isTree() {
+				id = hex.EncodeToString(e.id)
+			}
+		}
+	}
+	if id == "" {
+		r.dirs[d] = nil
+		return nil, false, nil
+	}
+	es, err := r.read(id)
+	if err != nil {
+		return nil, false, err
+	}
+	if es == nil {
+		es = []treeEntry{}
+	}
+	r.dirs[d] = es
+	return es, true, nil
+}
+
+// entry returns the entry at p in the root tree.
+func (r *treeReader) entry(p string) (treeEntry, bool, error) {
+	es, ok, err := r.dir(path.Dir(p))
+	if err != nil || !ok {
+		return treeEntry{}, false, err
+	}
+	for _, e := range es {
+		if e.name == path.Base(p) {
+			return e, true, nil
+		}
+	}
+	return treeEntry{}, false, nil
+}
