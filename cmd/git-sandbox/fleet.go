@@ -376,7 +376,7 @@ func (c *FleetLandCmd) Run(app *App) error {
 	}
 	if stop, ok := errors.AsType[*fleet.StopError](err); ok {
 		rest := stop.State.Rest()
-		app.UI.Infof("stopped at %s; not landed: %s", termsafe.String(stop.State.Stopped), strings.Join(quoteBranches(rest), ", "))
+		app.UI.Infof("stopped at %s; not landed: %s", termsafe.String(stop.State.Stopped), termsafe.Join(rest, ", "))
 		app.UI.Hintf("fix %s (git sandbox update %s, then fix it there), then git sandbox fleet land --continue", termsafe.String(stop.State.Stopped), termsafe.String(stop.State.Stopped))
 		return stop.Err
 	}
@@ -385,12 +385,4 @@ func (c *FleetLandCmd) Run(app *App) error {
 	}
 	app.UI.Infof("landed %d sandbox(es)", len(st.Landed)-st.First)
 	return nil
-}
-
-func quoteBranches(bs []string) []string {
-	out := make([]string, len(bs))
-	for i, b := range bs {
-		out[i] = termsafe.String(b)
-	}
-	return out
 }

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
-	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/verify"
 	"github.com/git-sandbox/git-sandbox/internal/workspace"
-	"github.com/git-sandbox/git-sandbox/worktree"
 
 	"github.com/git-sandbox/git-sandbox/hooks"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
@@ -102,35 +99,20 @@ func (c *HooksInstallCmd) Run(app *App) error {
 	return nil
 }
 
-// checkInWorkTree refuses a hooks directory inside the repository's main
-// work tree or the current one (without --force; with it, warns), naming
-// the tracked hook files install would change.
+// checkInWorkTree refuses a hooks directory inside a work tree (without
+// --force; with it, warns), naming the tracked hook files install would
+// change.
 func (c *HooksInstallCmd) checkInWorkTree(app *App, env *sandbox.Env, dir string) error {
-	r := env.Repo
-	if worktree.Within(dir, r.CommonDir) || worktree.Within(dir, r.GitDir) {
+	in := hooks.CheckWorkTree(app.Ctx, env.Repo, dir)
+	if in == nil {
 		return nil
 	}
-	for _, wt := range []struct{ path, gitDir string }{{r.MainWorkTree, r.CommonDir}, {r.WorkTree, r.GitDir}} {
-		if wt.path == "" || !worktree.Within(dir, wt.path) {
-			continue
-		}
-		rel, _ := filepath.Rel(wt.path, dir)
-		g := r.GitAt(wt.gitDir, wt.path)
-		tracked, _ := g.Lines(app.Ctx, "ls-files", "-z", "--",
-			filepath.ToSlash(filepath.Join(rel, "pre-push")), filepath.ToSlash(filepath.Join(rel, hooks.Chained)))
-		if !c.Force {
-			e := usererr.New("the hooks directory %s is inside the work tree %s: the hook would be committed, pushed, and gone after a checkout", termsafe.String(dir), termsafe.String(wt.path))
-			if len(tracked) > 0 {
-				e = e.Hint("%s is tracked: install would rewrite it", termsafe.String(tracked[0]))
-			}
-			return e.Hint("call git sandbox hook pre-push from a hook of your own there, or install anyway with git sandbox hooks install --force").
-				WithCode(usererr.ExitRefused)
-		}
-		app.UI.Warnf("%s is inside the work tree %s: the hook files installed there will show in git status and be committed by git commit -a", termsafe.String(dir), termsafe.String(wt.path))
-		for _, p := range tracked {
-			app.UI.Warnf("%s is tracked: installing changes it in your work tree", termsafe.String(p))
-		}
-		return nil
+	if !c.Force {
+		return in.Refusal()
+	}
+	app.UI.Warnf("%s is inside the work tree %s: the hook files installed there will show in git status and be committed by git commit -a", termsafe.String(dir), termsafe.String(in.WorkTree))
+	for _, p := range in.Tracked {
+		app.UI.Warnf("%s is tracked: installing changes it in your work tree", termsafe.String(p))
 	}
 	return nil
 }

@@ -31,19 +31,9 @@ func (c *ProxyCmd) Run(app *App) error {
 	ctx, stop := sigstack.NotifyContext(app.Ctx, os.Interrupt)
 	defer stop()
 	if c.Forward != "" {
-		fc, err := portfwd.Load(c.Forward)
-		if err != nil {
+		if err := portfwd.Start(ctx, c.Forward, app.Stderr); err != nil {
 			return err
 		}
-		gate, err := portfwd.LocalGate()
-		if err != nil {
-			return err
-		}
-		f, err := portfwd.Listen(fc, gate, app.Stderr)
-		if err != nil {
-			return err
-		}
-		go f.Serve(ctx)
 	}
 	return egress.Run(ctx, cfg, app.Stderr, func(a net.Addr) {
 		app.UI.Infof("proxy listening on %s", a)

@@ -97,7 +97,7 @@ func (c *PsCmd) Run(app *App) error {
 	psTable(app.Stdout, list, showEngine(env, list), c.Wide)
 	for _, s := range list {
 		if len(s.Conflicts) > 0 {
-			app.UI.Warnf("%s: git sandbox update left conflict markers in %s", termsafe.String(s.Branch), strings.Join(escaped(s.Conflicts), ", "))
+			app.UI.Warnf("%s: git sandbox update left conflict markers in %s", termsafe.String(s.Branch), termsafe.Join(s.Conflicts, ", "))
 			app.UI.Hintf("resolve them in the sandbox (git sandbox exec %s, or a follow-up task); land refuses until then", termsafe.String(s.Branch))
 		}
 		if s.State == sandbox.StateLost {
@@ -298,13 +298,4 @@ func age(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%dd", int(d.Hours()/24))
 	}
-}
-
-// escaped escapes paths for a message.
-func escaped(paths []string) []string {
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		out[i] = termsafe.String(p)
-	}
-	return out
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/config"
-	"github.com/git-sandbox/git-sandbox/internal/network"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -180,9 +179,9 @@ func printPlan(app *App, p *sandbox.Plan, asJSON bool) error {
 	}
 	w := app.Stdout
 	printPlanSandbox(w, p)
-	printPlanContainer(w, p.Container)
+	p.Container.Describe(w)
 	if p.Egress != nil {
-		printPlanEgress(w, p.Egress)
+		p.Egress.Describe(w)
 	}
 	return nil
 }
@@ -208,67 +207,6 @@ func printPlanSandbox(w io.Writer, p *sandbox.Plan) {
 		fmt.Fprintf(w, "verify    %s\n", termsafe.String(p.Verify))
 	}
 	fmt.Fprintf(w, "snapshots every %s\n", p.Interval)
-}
-
-// printPlanContainer prints the agent's container as it would be created.
-func printPlanContainer(w io.Writer, s *container.Spec) {
-	fmt.Fprintf(w, "\ncontainer %s\n", s.Name)
-	fmt.Fprintf(w, "  image    %s\n", termsafe.String(s.Image))
-	fmt.Fprintf(w, "  argv     %s\n", termsafe.String(fmt.Sprintf("%q", s.Argv)))
-	fmt.Fprintf(w, "  user     %s\n", s.User)
-	fmt.Fprintf(w, "  network  %s\n", s.Network)
-	if s.NetworkName != "" {
-		fmt.Fprintf(w, "  joins    %s\n", s.NetworkName)
-	}
-	if s.Runtime != "" {
-		fmt.Fprintf(w, "  runtime  %s\n", s.Runtime)
-	}
-	fmt.Fprintf(w, "  limits   memory=%d bytes cpus=%g pids=%d\n", s.Limits.MemoryBytes, s.Limits.CPUs, s.Limits.Pids)
-	fmt.Fprintf(w, "  hardening cap-drop=%v security-opt=%v init=%v\n", s.CapDrop, s.Security, s.Init)
-	fmt.Fprintf(w, "  tty      %v (stdin %v)\n", s.TTY, s.OpenStdin)
-	for _, p := range s.Ports {
-		fmt.Fprintf(w, "  publish  %s\n", p)
-	}
-	printPlanMounts(w, s.Mounts)
-	fmt.Fprintf(w, "  env\n")
-	for _, e := range s.Env {
-		fmt.Fprintf(w, "    %s\n", termsafe.String(e))
-	}
-	fmt.Fprintf(w, "  labels\n")
-	for _, k := range container.SortedLabels(s.Labels) {
-		fmt.Fprintf(w, "    %s=%s\n", k, termsafe.String(s.Labels[k]))
-	}
-}
-
-// printPlanMounts prints a container's mounts, each with why it is there.
-func printPlanMounts(w io.Writer, mounts []container.Mount) {
-	fmt.Fprintf(w, "  mounts\n")
-	for _, m := range mounts {
-		mode := "rw"
-		if m.ReadOnly {
-			mode = "ro"
-		}
-		fmt.Fprintf(w, "    %s %s -> %s  (%s)\n", mode, m.Source, m.Target, m.Why)
-	}
-}
-
-// printPlanEgress prints allowlist mode's proxy, networks and policy.
-func printPlanEgress(w io.Writer, eg *network.EgressPlan) {
-	fmt.Fprintf(w, "\negress proxy %s (%s)\n", eg.Proxy.Name, eg.ProxyURL)
-	fmt.Fprintf(w, "  image     %s (git sandbox's own: this binary alone; entrypoint %s, no healthcheck)\n", eg.Proxy.Image, strings.Join(eg.Proxy.Entrypoint, " "))
-	fmt.Fprintf(w, "  networks  %s (internal, the agent's), %s (the proxy's way out)\n", eg.InternalNetwork, eg.EgressNetwork)
-	fmt.Fprintf(w, "  log       %s\n", eg.Log)
-	for _, p := range eg.Forward {
-		fmt.Fprintf(w, "  publish   %s (carried to the agent, %s)\n", p, network.AgentAlias)
-	}
-	fmt.Fprintf(w, "  allow\n")
-	for _, r := range eg.Allow {
-		fmt.Fprintf(w, "    %-32s %s\n", termsafe.String(r.Entry), r.Source)
-	}
-	for _, r := range eg.Remove {
-		fmt.Fprintf(w, "    -%-31s %s\n", termsafe.String(r.Entry), r.Source)
-	}
-	printPlanMounts(w, eg.Proxy.Mounts)
 }
 
 // networkVars names the network modes in start's help and its flag's enum,

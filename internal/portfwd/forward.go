@@ -153,3 +153,22 @@ func (f *Forwarder) logf(format string, args ...any) {
 	defer f.mu.Unlock()
 	fmt.Fprintf(f.errs, "port forwarding: "+format+"\n", args...)
 }
+
+// Start loads the forwarding configuration at path, listens, and serves
+// in the background until ctx ends (the proxy's --forward).
+func Start(ctx context.Context, path string, errs io.Writer) error {
+	c, err := Load(path)
+	if err != nil {
+		return err
+	}
+	gate, err := LocalGate()
+	if err != nil {
+		return err
+	}
+	f, err := Listen(c, gate, errs)
+	if err != nil {
+		return err
+	}
+	go f.Serve(ctx)
+	return nil
+}

@@ -15,7 +15,6 @@ package sandbox
 import (
 	"slices"
 
-	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agentspec"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/network"
@@ -29,9 +28,9 @@ import (
 // files is refused: --carry, --publish (a devcontainer's forwardPorts are
 // left out).
 func planCopy(p *Plan, carry, publish bool, engine *config.Engine) error {
-	if carry {
-		return usererr.New("--carry needs this machine's files: engine %s keeps the sandbox's files in volumes", p.Engine).
-			Hint("commit the work first, or start the sandbox on a local engine")
+	asks := workspace.CopyAsks{Carry: carry, Publish: len(p.in.Ports) > 0 && publish, Mounts: len(p.in.ExtraMounts) > 0}
+	if err := workspace.RefuseCopy(p.Engine, asks, config.UserPath()); err != nil {
+		return err
 	}
 	if p.Egress != nil && len(p.Egress.Secrets) > 0 {
 		// The agent trusts the sandbox's CA through files mounted from
@@ -43,17 +42,7 @@ func planCopy(p *Plan, carry, publish bool, engine *config.Engine) error {
 		if err := network.ProxyOnVolumes(p.Egress); err != nil {
 			return err
 		}
-	}
-	if len(p.in.Ports) > 0 && publish {
-		return usererr.New("--publish is not available on engine %s: its ports are on another machine", p.Engine).
-			Hint("start the sandbox on a local engine (--engine) to reach a server in it from this machine")
-	}
-	if p.Egress != nil {
 		p.Egress.SetForward(nil) // a devcontainer's forwardPorts: not published there
-	}
-	if len(p.in.ExtraMounts) > 0 {
-		return usererr.New("engine %s cannot mount host paths (copy mode), and your config has [[mount]] entries", p.Engine).
-			Hint("start the sandbox on a local engine, or remove the mounts from %s", config.UserPath())
 	}
 	names := workspace.VolumeNames(p.Container.Name)
 	p.Copy = &names
@@ -67,14 +56,7 @@ func planCopy(p *Plan, carry, publish bool, engine *config.Engine) error {
 		in.UID, in.GID = int(uid), int(gid)
 	}
 	if in.UID != 0 {
-		// The engine makes a volume's root directory root's, and no
-		// process of the sandbox may change its owner (no capabilities),
-		// so the agent's git would take /workspace for someone else's
-		// repository. Its own two directories are declared safe, in the
-		// environment (the command-line scope git honours for this).
-		in.UserEnv = append(slices.Clip(in.UserEnv), "GIT_CONFIG_COUNT=2",
-			"GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0="+container.Workspace,
-			"GIT_CONFIG_KEY_1=safe.directory", "GIT_CONFIG_VALUE_1="+workspace.CopyGitDir)
+		in.UserEnv = append(slices.Clip(in.UserEnv), workspace.SafeDirEnv()...)
 	}
 	spec, err := agentspec.Build(in)
 	if err != nil {

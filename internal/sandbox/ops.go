@@ -8,7 +8,6 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -718,24 +717,8 @@ func (s *Sandbox) OutOfMemory(ctx context.Context, code int) string {
 		return ""
 	}
 	st, err := d.Inspect(ctx, s.Container)
-	if err != nil || !st.OOMKilled {
+	if err != nil || s.Spec == nil {
 		return ""
 	}
-	if s.Spec == nil || s.Spec.Limits.MemoryBytes <= 0 {
-		return "out of memory"
-	}
-	return "out of memory (limit " + memorySize(s.Spec.Limits.MemoryBytes) + ")"
-}
-
-// memorySize writes a memory limit as the config and --memory take it.
-func memorySize(b int64) string {
-	for _, u := range []struct {
-		suffix string
-		size   int64
-	}{{"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}} {
-		if b%u.size == 0 {
-			return strconv.FormatInt(b/u.size, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(b, 10)
+	return container.OutOfMemory(st, s.Spec.Limits.MemoryBytes)
 }

@@ -473,16 +473,8 @@ func TestOutOfMemory(t *testing.T) {
 	if got := sb.OutOfMemory(ctx, 0); got != "" {
 		t.Errorf("exit code 0: %q", got)
 	}
-	want := "out of memory (limit " + memorySize(sb.Spec.Limits.MemoryBytes) + ")"
+	want := "out of memory (limit " + container.MemorySize(sb.Spec.Limits.MemoryBytes) + ")"
 	if got := sb.OutOfMemory(ctx, 137); got != want || sb.Spec.Limits.MemoryBytes == 0 {
 		t.Errorf("OutOfMemory = %q; want %q", got, want)
-	}
-}
-
-func TestMemorySize(t *testing.T) {
-	for b, want := range map[int64]string{4 << 30: "4g", 512 << 20: "512m", 1536 << 20: "1536m", 3 << 10: "3k", 1000: "1000"} {
-		if got := memorySize(b); got != want {
-			t.Errorf("memorySize(%d) = %q; want %q", b, got, want)
-		}
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/docker/go-units"
-
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agentspec"
 	"github.com/git-sandbox/git-sandbox/internal/egress/held"
@@ -314,101 +312,23 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	if clock == nil {
 		clock = realClock{}
 	}
-	p := &pacing{e: e, sb: sb, snap: snap, interval: interval}
+	p := &rescue.Pacer{Snap: snap, Interval: interval, Log: e.UI}
 	next := clock.After(interval)
 	for {
 		select {
 		case <-next:
-			busy := p.intervalSnapshot(ctx)
+			busy := p.Take(ctx)
 			e.notifyDenied(ctx, sb, run)
 			e.notifySpend(ctx, sb)
 			// The wait starts when this try ended: a snapshot slower than
 			// the interval is not followed at once by the next one.
-			next = clock.After(nextSnapshotTry(interval, p.failed, busy))
+			next = clock.After(p.Next(busy))
 		case res := <-waitC:
 			return e.supervisedExit(ctx, sb, res.Code, run)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-}
-
-// pacing is the supervisor's run of interval snapshots.
-type pacing struct {
-	e        *Env
-	sb       *Sandbox
-	snap     *rescue.Snapshotter
-	interval time.Duration
-	// failed counts the interval snapshots that failed in a row;
-	// budgetSaid is set once the spent budget was said.
-	failed     int
-	budgetSaid bool
-}
-
-// intervalSnapshot takes one interval snapshot, and reports whether it
-// gave way to a command holding or awaiting the sandbox's lock.
-func (p *pacing) intervalSnapshot(ctx context.Context) (busy bool) {
-	e := p.e
-	var spent *rescue.BudgetSpent
-	began := time.Now()
-	t, err := p.snap.Take(ctx, rescue.ReasonInterval)
-	took := time.Since(began)
-	switch {
-	case errors.Is(err, record.ErrBusy):
-		// A command of the user's holds the lock or waits for it: it goes
-		// first, and this snapshot is tried again soon.
-		e.UI.Tracef("interval snapshot of %s: the sandbox's lock is held or awaited; trying again later", p.sb.Branch)
-		return true
-	case errors.As(err, &spent):
-		p.failed = 0
-		if !p.budgetSaid {
-			p.budgetSaid = true
-			e.UI.Warnf("%s interval snapshots stop: this sandbox's snapshots wrote %s, budget.snapshots is %s; the exit snapshot is still taken", time.Now().Format(time.RFC3339), units.BytesSize(float64(spent.Used)), units.BytesSize(float64(spent.Budget)))
-		}
-	case err != nil:
-		p.failed++
-		e.UI.Warnf("%s snapshot failed (%d in a row; next try in %s): %v", time.Now().Format(time.RFC3339), p.failed, nextSnapshotTry(p.interval, p.failed, false), err)
-	default:
-		p.failed = 0
-		if t.New {
-			// How long it took is in the log: a soak reads its latency here.
-			e.UI.Infof("%s snapshot %s (%d changes, took %s)", time.Now().Format(time.RFC3339), shortID(t.ID), t.Changes, took.Round(time.Millisecond))
-		}
-	}
-	return false
-}
-
-// How the supervisor paces its interval snapshots besides the interval.
-const (
-	// failedSnapshotWait bounds the wait after interval snapshots that
-	// failed in a row, which doubles with each (an interval longer than
-	// this is kept as it is).
-	failedSnapshotWait = time.Minute
-	// busySnapshotWait is the wait after an interval snapshot gave way to
-	// a command holding or awaiting the sandbox's lock (an interval
-	// shorter than this is kept).
-	busySnapshotWait = time.Second
-)
-
-// nextSnapshotTry is how long the supervisor waits before its next
-// interval snapshot: the interval after one taken (or found unchanged);
-// after failed ones in a row, twice as long for each, up to
-// failedSnapshotWait, so a snapshot that keeps failing (an engine gone,
-// a tree refused) is not retried every interval with the sandbox's lock
-// held each time; after one that gave way to a user's command (busy),
-// soon, as the command may not take a snapshot of its own.
-func nextSnapshotTry(interval time.Duration, failed int, busy bool) time.Duration {
-	if busy {
-		return min(interval, busySnapshotWait)
-	}
-	d := interval
-	for range failed {
-		if d >= failedSnapshotWait {
-			break
-		}
-		d *= 2
-	}
-	return max(interval, min(d, failedSnapshotWait))
 }
 
 // supervisedExit takes the exit snapshot of a sandbox whose agent exited

@@ -12,31 +12,6 @@ import (
 	"github.com/git-sandbox/git-sandbox/rescue"
 )
 
-func TestNextSnapshotTry(t *testing.T) {
-	for _, c := range []struct {
-		interval time.Duration
-		failed   int
-		busy     bool
-		want     time.Duration
-	}{
-		{time.Second, 0, false, time.Second},
-		{time.Second, 1, false, 2 * time.Second},
-		{time.Second, 3, false, 8 * time.Second},
-		{time.Second, 6, false, failedSnapshotWait},
-		{time.Second, 1000, false, failedSnapshotWait},
-		{2 * time.Minute, 0, false, 2 * time.Minute},
-		{2 * time.Minute, 5, false, 2 * time.Minute}, // never sooner than the interval
-		{40 * time.Second, 1, false, failedSnapshotWait},
-		{time.Second, 0, true, time.Second},
-		{2 * time.Minute, 4, true, busySnapshotWait},
-		{100 * time.Millisecond, 0, true, 100 * time.Millisecond},
-	} {
-		if got := nextSnapshotTry(c.interval, c.failed, c.busy); got != c.want {
-			t.Errorf("nextSnapshotTry(%s, %d, %v) = %s, want %s", c.interval, c.failed, c.busy, got, c.want)
-		}
-	}
-}
-
 // paced stands for the supervisor's clock: each wait the supervisor asks
 // for is handed to the test, which lets it end (tick) when it is ready.
 type paced struct {
@@ -76,7 +51,7 @@ func (p *paced) tick(t *testing.T) {
 }
 
 // A supervisor whose interval snapshots fail waits twice as long after
-// each failure, up to failedSnapshotWait, and goes back to the interval
+// each failure, up to rescue.FailedSnapshotWait, and goes back to the interval
 // once one is taken; when the snapshot lock is held by a command it gives
 // way at once (no pause of the agent, no wait for the lock), and the exit
 // snapshot is still taken, waiting for the lock as long as it must.
@@ -98,7 +73,7 @@ func TestSuperviseBacksOffAndGivesWay(t *testing.T) {
 		p.tick(t)
 		backoff = append(backoff, p.wait(t))
 	}
-	want := []time.Duration{20 * time.Second, 40 * time.Second, failedSnapshotWait, failedSnapshotWait}
+	want := []time.Duration{20 * time.Second, 40 * time.Second, rescue.FailedSnapshotWait, rescue.FailedSnapshotWait}
 	if !slices.Equal(backoff, want) {
 		t.Errorf("waits after failed snapshots %v, want %v", backoff, want)
 	}
@@ -123,8 +98,8 @@ func TestSuperviseBacksOffAndGivesWay(t *testing.T) {
 	}
 	for range 3 {
 		p.tick(t)
-		if d := p.wait(t); d != busySnapshotWait {
-			t.Errorf("wait after giving way %s, want %s", d, busySnapshotWait)
+		if d := p.wait(t); d != rescue.BusySnapshotWait {
+			t.Errorf("wait after giving way %s, want %s", d, rescue.BusySnapshotWait)
 		}
 	}
 	if n := te.fake.Count("Pause"); n != pauses {

@@ -142,3 +142,12 @@ func (w *Writer) Flush() error {
 	_, err := io.WriteString(w.W, s)
 	return err
 }
+
+// Join escapes each of elems (see String) and joins them with sep.
+func Join(elems []string, sep string) string {
+	out := make([]string, len(elems))
+	for i, s := range elems {
+		out[i] = String(s)
+	}
+	return strings.Join(out, sep)
+}

@@ -463,3 +463,39 @@ func (v *Volume) Remove(ctx context.Context, _ string, d Engine) []error {
 	}
 	return errs
 }
+
+// CopyAsks is what a start asks for that a copy-mode sandbox cannot give:
+// each needs this machine's files or ports.
+type CopyAsks struct {
+	Carry   bool // --carry: the checkout's uncommitted work
+	Publish bool // --publish: ports on this machine
+	Mounts  bool // [[mount]] entries: this machine's paths
+}
+
+// RefuseCopy refuses what a copy-mode sandbox on engine cannot do, with
+// the way on.
+func RefuseCopy(engine string, a CopyAsks, userConfig string) error {
+	switch {
+	case a.Carry:
+		return usererr.New("--carry needs this machine's files: engine %s keeps the sandbox's files in volumes", engine).
+			Hint("commit the work first, or start the sandbox on a local engine")
+	case a.Publish:
+		return usererr.New("--publish is not available on engine %s: its ports are on another machine", engine).
+			Hint("start the sandbox on a local engine (--engine) to reach a server in it from this machine")
+	case a.Mounts:
+		return usererr.New("engine %s cannot mount host paths (copy mode), and your config has [[mount]] entries", engine).
+			Hint("start the sandbox on a local engine, or remove the mounts from %s", userConfig)
+	}
+	return nil
+}
+
+// SafeDirEnv declares the copy-mode agent's two directories safe to its
+// git, in the environment (the command-line scope git honours for this):
+// the engine makes a volume's root directory root's, and no process of
+// the sandbox may change its owner (no capabilities), so a git running
+// as another uid would take /workspace for someone else's repository.
+func SafeDirEnv() []string {
+	return []string{"GIT_CONFIG_COUNT=2",
+		"GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=" + container.Workspace,
+		"GIT_CONFIG_KEY_1=safe.directory", "GIT_CONFIG_VALUE_1=" + CopyGitDir}
+}
