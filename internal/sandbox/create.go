@@ -133,16 +133,15 @@ func (c *creation) worktree(ctx context.Context, u *steps.Undo) error {
 		return err
 	}
 	c.wo.HooksDir, c.wo.Agent = hooksDir, c.p.Container
-	var planned record.Copy
-	if c.rec.Copy != nil {
-		planned = *c.rec.Copy
-	}
-	if err := c.ws.Create(ctx, u, c.wo); err != nil || c.rec.Copy == nil || *c.rec.Copy == planned {
+	if err := c.ws.Create(ctx, u, c.wo); err != nil {
 		return err
 	}
-	// The engine's warm pool gave the volumes (the agent's mounts were renamed).
-	c.p.in.Workspace = workspace.VolumeMounts(*c.rec.Copy)
-	return c.mark.Update(c.rec)
+	if m := c.ws.PooledMounts(); m != nil {
+		// The engine's warm pool gave the volumes (the agent's mounts were renamed).
+		c.p.in.Workspace = m
+		return c.mark.Update(c.rec)
+	}
+	return nil
 }
 
 // baseline takes the first snapshot: what the sandbox started with, which

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/record"
@@ -352,6 +353,9 @@ func (b *Bind) NestedKept() string { return "under " + b.env.Layout.Quarantine(b
 func (b *Bind) NestedCopyHint(string) string {
 	return fmt.Sprintf("copy what you need from %s first (each one's git directory is kept %s while the agent is stopped)", b.rec.Worktree, b.NestedKept())
 }
+
+// PooledMounts is nil: a bound worktree is never pooled.
+func (b *Bind) PooledMounts() []container.Mount { return nil }
 
 // HostHome is the sandbox's home directory in the state directory.
 func (b *Bind) HostHome() string { return b.env.Layout.Home(b.rec.Branch) }

@@ -147,9 +147,19 @@ cp "$G/index" ` + copyIndex + `
 type Volume struct {
 	env *Env
 	rec *record.Record
+	// pooled says Create took the volumes from the engine's warm pool.
+	pooled bool
 }
 
 var _ Workspace = (*Volume)(nil)
+
+// PooledMounts are the volumes' mounts when they came from the warm pool.
+func (v *Volume) PooledMounts() []container.Mount {
+	if !v.pooled {
+		return nil
+	}
+	return VolumeMounts(*v.rec.Copy)
+}
 
 // Kind is KindVolume.
 func (v *Volume) Kind() Kind { return KindVolume }
@@ -198,6 +208,7 @@ func (v *Volume) Create(ctx context.Context, u *steps.Undo, o CreateOptions) err
 	if err != nil {
 		return err
 	}
+	v.pooled = took
 	if !took {
 		for _, name := range []string{c.Workspace, c.GitDir, c.Home, c.State} {
 			if _, err := d.CreateVolume(ctx, container.VolumeSpec{Name: name, Labels: labels}); err != nil {

@@ -52,6 +52,10 @@ type Workspace interface {
 	// Create makes the worktree at the start commit (with the carried
 	// work), registering in u how to remove what it made.
 	Create(ctx context.Context, u *steps.Undo, o CreateOptions) error
+	// PooledMounts are the agent's mounts of the workspace when Create
+	// took it from the engine's warm pool (its volumes have the pool's
+	// names), nil when the planned mounts hold.
+	PooledMounts() []container.Mount
 	// CreateAgentRepo makes the agent's private repository (once the
 	// baseline is taken).
 	CreateAgentRepo(ctx context.Context, u *steps.Undo, o CreateOptions) error
