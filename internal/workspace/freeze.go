@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/holdat"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 )
 
@@ -33,6 +34,9 @@ func Freezer(connect func(context.Context) (container.Engine, error), name strin
 		trace("pause %s: %v", name, err)
 		switch {
 		case err == nil:
+			// The fault tests stop here: the agent paused, its files
+			// not yet read.
+			holdat.Point("snapshot: paused")
 		case container.IsNotFound(err):
 			release()
 			return func() {}, nil

@@ -306,9 +306,25 @@ func helperExec(ctx context.Context, d Engine, helper, user, script string, stdi
 		return err
 	}
 	if code != 0 {
-		return fmt.Errorf("helper exited with %d: %s", code, termsafe.String(strings.TrimSpace(stderr.String())))
+		return helperFailed(code, strings.TrimSpace(stderr.String()))
 	}
 	return nil
+}
+
+// helperFailed is the error of a helper's script that exited with code
+// and wrote stderr. One killed by a signal that said nothing was most
+// likely stopped by its engine (stopped or restarted under it): it says
+// so, and that trying again starts the helper again.
+func helperFailed(code int, stderr string) error {
+	switch {
+	case stderr != "":
+		return fmt.Errorf("helper exited with %d: %s", code, termsafe.String(stderr))
+	case code > 128 && code < 160:
+		return usererr.New("the git helper was killed by signal %d (exit %d) before it was done: its engine stopped it, as when the engine stops or restarts", code-128, code).
+			Hint("try again once the engine answers: git sandbox starts the helper again, and the snapshots already taken keep the work")
+	default:
+		return fmt.Errorf("helper exited with %d", code)
+	}
 }
 
 // packTo is what packToHelper packs: the objects named in Input, one per

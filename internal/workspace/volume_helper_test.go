@@ -3,6 +3,8 @@ package workspace
 import (
 	"context"
 	"errors"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"strings"
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/container"
@@ -58,5 +60,33 @@ func TestHelperLeftAloneWhenItCannotStart(t *testing.T) {
 	}
 	if st, err := f.Inspect(ctx, v.rec.Copy.Helper); err != nil || st.ID != old || st.Running {
 		t.Errorf("the helper after a failed start: %+v (%v), want %s as it was", st, err, old)
+	}
+}
+
+// A helper's script that failed says why: what it wrote, or, killed by a
+// signal without a word (its engine stopped or restarted under it), that
+// it was, with what to do; never a message that ends in a colon.
+func TestHelperFailedSaysWhy(t *testing.T) {
+	for _, c := range []struct {
+		code       int
+		stderr     string
+		want, hint string
+	}{
+		{1, "fatal: bad tree", "helper exited with 1: fatal: bad tree", ""},
+		{137, "", "the git helper was killed by signal 9 (exit 137)", "try again once the engine answers"},
+		{143, "", "the git helper was killed by signal 15 (exit 143)", "try again once the engine answers"},
+		{2, "", "helper exited with 2", ""},
+	} {
+		err := helperFailed(c.code, c.stderr)
+		if msg := err.Error(); !strings.HasPrefix(msg, c.want) || strings.HasSuffix(msg, ":") {
+			t.Errorf("exit %d, stderr %q: %q, want it to begin %q", c.code, c.stderr, msg, c.want)
+		}
+		hint := ""
+		if ue, ok := usererr.As(err); ok && len(ue.Hints) > 0 {
+			hint = ue.Hints[0]
+		}
+		if (hint == "") != (c.hint == "") || !strings.HasPrefix(hint, c.hint) {
+			t.Errorf("exit %d: hint %q, want one that begins %q", c.code, hint, c.hint)
+		}
 	}
 }
