@@ -24,11 +24,13 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,7 +57,16 @@ func envOr(k, def string) string {
 	return def
 }
 
+// TestMain runs the suite. A run started under nohup ignores SIGHUP, and
+// every process it starts would inherit that (an ignored signal stays
+// ignored across exec, and git sandbox keeps a signal it was started
+// ignoring ignored): the tests that hang up on a git sandbox they started
+// need it started as from a terminal. A handler of this process's own
+// (caught, not ignored) is reset to the default in each child.
 func TestMain(m *testing.M) {
+	if signal.Ignored(syscall.SIGHUP) {
+		signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+	}
 	os.Exit(runMain(m))
 }
 
