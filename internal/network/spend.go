@@ -45,7 +45,8 @@ func CheckBudget(asked string, allowlist bool, secrets int) error {
 		return nil
 	}
 	return usererr.New("--budget needs the credential broker: the agent's model key must be a [[secret]] of your config, in allowlist mode").
-		Hint("with the key in the agent's environment nothing on this machine sees the calls it makes, so no budget could hold")
+		Hint("with the key in the agent's environment nothing on this machine sees the calls it makes, so no budget could hold").
+		Hint("on an engine in copy mode (a remote engine, Kubernetes) no budget holds either: it takes no [[secret]]")
 }
 
 // meterSettings are the proxy's prices and budget b.
