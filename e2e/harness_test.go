@@ -491,6 +491,21 @@ type PsEntry struct {
 	TooLarge  int      `json:"too_large"`
 	Snapshot  string   `json:"snapshot"`
 	Conflicts []string `json:"conflicts"`
+	Spend     *PsSpend `json:"spend"`
+}
+
+// PsSpend is what ps --json says of a sandbox's metered spend.
+type PsSpend struct {
+	Metered bool `json:"metered"`
+	Spent   *struct {
+		CostUSD  float64 `json:"cost_usd"`
+		Requests int     `json:"requests"`
+	} `json:"spent"`
+	Budget *struct {
+		USD    float64 `json:"usd"`
+		Tokens int64   `json:"tokens"`
+	} `json:"budget"`
+	Over bool `json:"over"`
 }
 
 // Ps returns ps --json.

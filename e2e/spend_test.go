@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -161,9 +162,38 @@ readonly = true
 		t.Errorf("ps after the raise:\n%s", ps.Stdout)
 	}
 
+	// A token budget, set live beside the dollar one: below what was
+	// spent, the next call is refused, naming --tokens; taken away, the
+	// next goes through.
+	if r := e.MustSandbox("budget", "spend", "--tokens", "10k"); !strings.Contains(r.Stdout, "of $1.02 and 10k tokens: the broker refuses its model calls") {
+		t.Errorf("budget --tokens 10k:\n%s", r)
+	}
+	if out := call("json", "/v1/messages"); !strings.HasPrefix(out, "status 429") || !strings.Contains(out, "budget of 10k tokens is spent") || !strings.Contains(out, "--tokens +TOKENS") {
+		t.Errorf("past the token budget:\n%s", out)
+	}
+	if p := e.PsOf("spend"); p.Spend == nil || !p.Spend.Over || p.Spend.Budget == nil || p.Spend.Budget.Tokens != 10_000 || math.Abs(p.Spend.Budget.USD-1.018) > 1e-9 {
+		t.Errorf("ps --json past the token budget: %+v", p.Spend)
+	}
+	e.MustSandbox("budget", "spend", "--tokens", "0")
+	if out := call("json", "/v1/messages"); !strings.HasPrefix(out, "status 200") {
+		t.Errorf("after budget --tokens 0:\n%s", out)
+	}
+
+	// A follow-up start's --budget sets the budget of the proxy made for it.
+	e.MustSandbox("exec", "spend", "--", "sh", "-c", "echo done > result.txt")
+	e.MustSandbox("stop", "spend")
+	if r := e.MustSandbox("start", "spend", "-d", "--budget", "2.00", "--", "sleep", "600"); !strings.Contains(r.Stderr, "budget for spend is now $2.00") {
+		t.Errorf("the follow-up's --budget:\n%s", r)
+	}
+	if p := e.PsOf("spend"); p.Spend == nil || p.Spend.Budget == nil || p.Spend.Budget.USD != 2 || p.Spend.Budget.Tokens != 0 || p.Spend.Over {
+		t.Errorf("ps --json after the follow-up's --budget: %+v", p.Spend)
+	}
+	if out := call("json", "/v1/messages"); !strings.HasPrefix(out, "status 200") {
+		t.Errorf("a call after the follow-up:\n%s", out)
+	}
+
 	// Land: the trailer carries the metered figures.
 	rep = e.usage("spend")
-	e.MustSandbox("exec", "spend", "--", "sh", "-c", "echo done > result.txt")
 	e.MustSandbox("stop", "spend")
 	e.MustSandbox("land", "spend")
 	msg := e.Git("log", "-1", "--format=%B")
@@ -225,5 +255,54 @@ readonly = true
 	}
 	if rep := e.usage("--fleet", "tasks"); rep.Total.Requests != 1 || math.Abs(rep.Total.CostUSD-0.006975) > 1e-9 {
 		t.Errorf("usage --fleet: %+v", rep.Total)
+	}
+}
+
+// TestCopyModeSpendUnmetered: copy mode (the second engine) takes no
+// [[secret]], so no broker meters it: a start that would need one is
+// refused naming a local engine; a sandbox there is "unmetered" in ps and
+// ps --json, usage names it apart with why, and budget (dollars or
+// tokens) and a follow-up's --budget are refused, nothing changed.
+func TestCopyModeSpendUnmetered(t *testing.T) {
+	host := startEngine2(t)
+	e := NewEnv(t)
+	must(t, os.WriteFile(filepath.Join(e.Root, "key"), []byte("sk-ant-api03-REALspendKEY0123456789\n"), 0o600))
+	e.WriteConfig("base_image = %q\n[budget]\nmodel = \"5.00\"\n[[secret]]\nname = \"API_KEY\"\nhosts = [\"api.model.test\"]\nfrom_file = %q\n\n[[engine]]\nname = \"two\"\nhost = %q\nmode = \"copy\"\n",
+		baseImage, filepath.Join(e.Root, "key"), host)
+	r := e.Sandbox("start", "cu", "-d", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "allowlist", "--", "sleep", "600")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "cannot take your [[secret]] entries") || !strings.Contains(r.Stderr, "local engine") {
+		t.Fatalf("a copy-mode start with a secret under the allowlist:\n%s", r)
+	}
+	e.MustSandbox("start", "cu", "-d", "--engine", "two", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sleep", "600")
+
+	if p := e.PsOf("cu"); p.Engine != "two" || p.Spend == nil || p.Spend.Metered || p.Spend.Spent != nil {
+		t.Errorf("ps --json of the copy-mode sandbox: engine %q, spend %+v", p.Engine, p.Spend)
+	}
+	if ps := e.MustSandbox("ps"); !regexp.MustCompile(`(?m)^cu .* unmetered\b`).MatchString(ps.Stdout) {
+		t.Errorf("ps's SPEND of the copy-mode sandbox:\n%s", ps.Stdout)
+	}
+	rep := e.usage()
+	u := e.MustSandbox("usage")
+	if rep.Total.Requests != 0 || len(rep.Sandboxes) != 0 || !strings.Contains(u.Stderr, "not metered (copy mode: its engine takes no [[secret]], so no credential broker sees its model calls): cu") {
+		t.Errorf("usage of the copy-mode sandbox: %+v\n%s", rep, u)
+	}
+	for _, args := range [][]string{{"budget", "cu", "+1.00"}, {"budget", "cu", "--tokens", "2M"}} {
+		if r := e.Sandbox(args...); r.Code == 0 || !strings.Contains(r.Stderr, "not metered (copy mode: engine two takes no [[secret]]") || !strings.Contains(r.Stderr, "local engine") {
+			t.Errorf("%s:\n%s", strings.Join(args, " "), r)
+		}
+	}
+	if r := e.MustSandbox("budget", "cu"); !strings.Contains(r.Stdout, "cu: unmetered (copy mode: engine two") {
+		t.Errorf("budget cu:\n%s", r)
+	}
+	e.MustSandbox("stop", "cu")
+	if r := e.Sandbox("start", "cu", "-d", "--budget", "2.00", "--", "sleep", "600"); r.Code == 0 || !strings.Contains(r.Stderr, "not metered (copy mode") {
+		t.Errorf("a follow-up's --budget on the copy-mode sandbox:\n%s", r)
+	}
+	if p := e.PsOf("cu"); p.State == "running" {
+		t.Errorf("the refused follow-up started the sandbox: %+v", p)
+	}
+	e.MustSandbox("rm", "--force", "cu")
+	if c := containersOn(t, host, e.RepoID()); len(c) > 0 {
+		t.Errorf("containers left on the engine: %q", c)
 	}
 }

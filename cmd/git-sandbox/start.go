@@ -30,7 +30,7 @@ type StartCmd struct {
 	Allow   []string `sep:"none" help:"Let the agent reach HOST[:PORT] (or *.SUFFIX) through the proxy, on top of the allow list (allowlist mode; repeatable, or HOST,HOST); methods and path prefixes may follow a host: \"HOST GET,HEAD /PATH/\"." placeholder:"HOST[:PORT],..."`
 	Runtime string   `help:"OCI runtime, such as runsc or kata-runtime."`
 	Engine  string   `help:"Container engine from your config ([[engine]] name), or auto: the one with the most memory left." placeholder:"NAME"`
-	Budget  string   `help:"Dollars the agent may spend on model calls, metered by the credential broker (default: budget.model)." placeholder:"DOLLARS"`
+	Budget  string   `help:"Dollars the agent may spend on model calls, metered by the credential broker (default: budget.model); for an existing sandbox, its new budget." placeholder:"DOLLARS"`
 	Memory  string   `help:"Memory limit, such as 4g."`
 	CPUs    float64  `name:"cpus" help:"CPU limit, such as 1.5."`
 	Pids    int64    `help:"Process limit."`

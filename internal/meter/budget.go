@@ -95,18 +95,55 @@ func ParseDollars(s string) (float64, error) {
 	return v, nil
 }
 
-// Change applies "+X" (raise the dollar budget by X) or "X" (set it to X)
-// to b.
-func (b Budget) Change(arg string) (Budget, error) {
-	add := strings.HasPrefix(strings.TrimSpace(arg), "+")
-	v, err := ParseDollars(strings.TrimPrefix(strings.TrimSpace(arg), "+"))
-	if err != nil {
-		return b, err
+// ParseTokens reads a number of tokens such as "2000000", "500k" or
+// "2.5M" (k: thousand, M: million).
+func ParseTokens(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := 1.0
+	switch {
+	case strings.HasSuffix(t, "k") || strings.HasSuffix(t, "K"):
+		mult = 1e3
+	case strings.HasSuffix(t, "m") || strings.HasSuffix(t, "M"):
+		mult = 1e6
 	}
-	if add {
-		b.USD += v
-	} else {
-		b.USD = v
+	if mult > 1 {
+		t = t[:len(t)-1]
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	n := math.Round(v * mult)
+	if err != nil || t == "" || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) || n > math.MaxInt64/2 || (mult == 1 && n != v) {
+		return 0, fmt.Errorf("%q is not a number of tokens such as 2000000, 500k or 2.5M", s)
+	}
+	return int64(n), nil
+}
+
+// Change applies dollars and tokens to b: "+X" raises that bound by X, "X"
+// sets it to X (0 takes the bound away); an empty one leaves it.
+func (b Budget) Change(dollars, tokens string) (Budget, error) {
+	if dollars != "" {
+		v, add := strings.CutPrefix(strings.TrimSpace(dollars), "+")
+		usd, err := ParseDollars(v)
+		if err != nil {
+			return b, err
+		}
+		if add {
+			usd += b.USD
+		}
+		b.USD = usd
+	}
+	if tokens != "" {
+		v, add := strings.CutPrefix(strings.TrimSpace(tokens), "+")
+		n, err := ParseTokens(v)
+		if err != nil {
+			return b, err
+		}
+		if add && b.Tokens > 0 {
+			if n > math.MaxInt64-b.Tokens {
+				return b, fmt.Errorf("%q raises the budget past any number of tokens", tokens)
+			}
+			n += b.Tokens
+		}
+		b.Tokens = n
 	}
 	return b, nil
 }
@@ -116,7 +153,11 @@ func (b Budget) Change(arg string) (Budget, error) {
 // agent's CLI shows. x-should-retry tells the vendors' SDKs not to try
 // again (retrying cannot help until the user raises the budget).
 func writeRefusal(w http.ResponseWriter, api API, why string) {
-	msg := "git sandbox: " + why + "; raise it with: git sandbox budget <branch> +DOLLARS"
+	raise := "+DOLLARS"
+	if strings.Contains(why, "tokens") {
+		raise = "--tokens +TOKENS"
+	}
+	msg := "git sandbox: " + why + "; raise it with: git sandbox budget <branch> " + raise
 	var v any
 	if api == Anthropic {
 		v = map[string]any{"type": "error", "error": map[string]any{"type": "rate_limit_error", "message": msg}}

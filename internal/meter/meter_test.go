@@ -2,6 +2,7 @@ package meter
 
 import (
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -221,15 +222,39 @@ func TestPrices(t *testing.T) {
 }
 
 func TestBudgetChange(t *testing.T) {
-	b, err := Budget{USD: 5}.Change("+2.00")
-	if err != nil || b.USD != 7 {
+	b, err := Budget{USD: 5}.Change("+2.00", "")
+	if err != nil || b.USD != 7 || b.Tokens != 0 {
 		t.Errorf("+2.00: %v %v", b, err)
 	}
-	if b, _ = b.Change("$10"); b.USD != 10 {
+	if b, _ = b.Change("$10", ""); b.USD != 10 {
 		t.Errorf("10: %v", b)
 	}
-	if _, err := b.Change("lots"); err == nil {
+	if _, err := b.Change("lots", ""); err == nil {
 		t.Error("lots is an amount")
+	}
+	// Tokens: set, raised, taken away; the dollars stay as they were.
+	if b, err = b.Change("", "2000000"); err != nil || b.Tokens != 2_000_000 || b.USD != 10 {
+		t.Errorf("2000000 tokens: %v %v", b, err)
+	}
+	if b, err = b.Change("", "+500k"); err != nil || b.Tokens != 2_500_000 {
+		t.Errorf("+500k tokens: %v %v", b, err)
+	}
+	if b, err = b.Change("+1", "1.5M"); err != nil || b.Tokens != 1_500_000 || b.USD != 11 {
+		t.Errorf("$+1 and 1.5M tokens: %v %v", b, err)
+	}
+	if b, err = b.Change("0", "0"); err != nil || !b.IsZero() {
+		t.Errorf("0 and 0: %v %v", b, err)
+	}
+	if b, err = (Budget{}).Change("", "+2k"); err != nil || b.Tokens != 2000 {
+		t.Errorf("+2k on no token budget: %v %v", b, err)
+	}
+	for _, bad := range []string{"lots", "-5", "1.5", "k", "", "2G", "1e30M", "NaNk"} {
+		if _, err := ParseTokens(bad); err == nil {
+			t.Errorf("ParseTokens(%q): no error", bad)
+		}
+	}
+	if _, err := (Budget{Tokens: math.MaxInt64 - 10}).Change("", "+1M"); err == nil {
+		t.Error("a raise past int64: no error")
 	}
 	if f := (Budget{USD: 10}).Fraction(Spent{USD: 8}); !near(f, 0.8) {
 		t.Errorf("fraction %v", f)

@@ -23,9 +23,6 @@ type Status struct {
 	Budget  *Budget `json:"budget,omitempty"`
 	// Over says the budget is spent: the broker refuses model calls.
 	Over bool `json:"over,omitempty"`
-	// OnEngine: the usage log is on the sandbox's engine (copy mode),
-	// not read here; the budget still holds there.
-	OnEngine bool `json:"on_engine,omitempty"`
 }
 
 // StatusOf is the spend in the usage log at path against budget b.
@@ -48,9 +45,6 @@ func StatusOf(path string, b Budget) *Status {
 func (st *Status) Column() string {
 	if st == nil || !st.Metered {
 		return "unmetered"
-	}
-	if st.OnEngine {
-		return "on engine"
 	}
 	if st.Spent == nil {
 		return "?"

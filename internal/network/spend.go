@@ -8,7 +8,6 @@ package network
 // log; rm keeps it (ArchiveUsage), as it keeps the snapshots.
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +45,8 @@ func CheckBudget(asked string, allowlist bool, secrets int) error {
 		return nil
 	}
 	return usererr.New("--budget needs the credential broker: the agent's model key must be a [[secret]] of your config, in allowlist mode").
-		Hint("with the key in the agent's environment nothing on this machine sees the calls it makes, so no budget could hold")
+		Hint("with the key in the agent's environment nothing on this machine sees the calls it makes, so no budget could hold").
+		Hint("on an engine in copy mode (a remote engine, Kubernetes) no budget holds either: it takes no [[secret]]")
 }
 
 // meterSettings are the proxy's prices and budget b.
@@ -70,23 +70,54 @@ func (e *Env) UsageLog(branch string) string {
 }
 
 // Metered reports whether the broker meters r's model calls: allowlist
-// mode with a secret.
-func Metered(r *record.Record) bool { return r.Egress != nil && len(r.Egress.Secrets) > 0 }
+// mode with a secret, on an engine that sees this machine's files. A
+// copy-mode sandbox has no broker (its start refuses [[secret]] entries),
+// so nothing meters it and no usage log of it exists.
+func Metered(r *record.Record) bool {
+	return r.Copy == nil && r.Egress != nil && len(r.Egress.Secrets) > 0
+}
 
-// ChangeBudget sets a sandbox's budget from arg ("+2.00" raises it, "10.00"
-// sets it), in its record and, at once, in its running proxy's settings.
-func (e *Env) ChangeBudget(ctx context.Context, t LiveTarget, arg string) (meter.Budget, error) {
+// WhyUnmetered says why r's model calls are not metered ("" when they are).
+func WhyUnmetered(r *record.Record) string {
+	switch {
+	case Metered(r):
+		return ""
+	case r.Copy != nil:
+		return "copy mode: engine " + termsafe.String(r.Engine) + " takes no [[secret]], so no credential broker sees its model calls"
+	}
+	return "the agent holds its own model key"
+}
+
+// CheckBudgetChange refuses a budget change (dollars, tokens: see
+// meter.Budget.Change) that cannot hold for r or does not parse, before
+// anything changes.
+func CheckBudgetChange(r *record.Record, dollars, tokens string) error {
+	if !Metered(r) {
+		err := usererr.New("sandbox %s is not metered (%s): no budget can hold for it", termsafe.String(r.Branch), WhyUnmetered(r))
+		if r.Copy != nil {
+			return err.Hint("metering needs a sandbox on a local engine, in allowlist mode, with the agent's model key as a [[secret]] of your config")
+		}
+		return err.Hint("a budget holds for a sandbox started in allowlist mode with the agent's model key as a [[secret]] of your config")
+	}
+	if _, err := r.Egress.Budget.Change(dollars, tokens); err != nil {
+		return usererr.New("%v", err).Hint("git sandbox budget BRANCH +2.00 raises it by $2; git sandbox budget BRANCH 10.00 sets it; --tokens 2M or --tokens +500k for tokens")
+	}
+	return nil
+}
+
+// ChangeBudget changes a sandbox's budget (dollars, tokens: "+X" raises
+// that bound, "X" sets it; see meter.Budget.Change) in its record and, at
+// once, in its running proxy's settings, which the proxy reads again at
+// its next model call.
+func (e *Env) ChangeBudget(t LiveTarget, dollars, tokens string) (meter.Budget, error) {
 	var rec *record.Record
 	var b meter.Budget
-	err := t.Update(func(r *record.Record) (err error) {
+	err := t.Update(func(r *record.Record) error {
 		rec = r
-		if !Metered(r) {
-			return usererr.New("sandbox %s is not metered: its model calls do not go through the credential broker", termsafe.String(r.Branch)).
-				Hint("a budget holds for a sandbox started in allowlist mode with the agent's model key as a [[secret]] of your config")
+		if err := CheckBudgetChange(r, dollars, tokens); err != nil {
+			return err
 		}
-		if b, err = r.Egress.Budget.Change(arg); err != nil {
-			return usererr.New("%v", err).Hint("git sandbox budget BRANCH +2.00 raises it by $2; git sandbox budget BRANCH 10.00 sets it")
-		}
+		b, _ = r.Egress.Budget.Change(dollars, tokens)
 		r.Egress.Budget = b
 		return nil
 	})
@@ -97,17 +128,7 @@ func (e *Env) ChangeBudget(ctx context.Context, t LiveTarget, arg string) (meter
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return b, err
 	}
-	if err := meter.WriteSettings(filepath.Join(dir, MeterSettingsFile), e.meterSettings(b)); err != nil {
-		return b, err
-	}
-	if t.Remote {
-		d, err := t.Engine(ctx)
-		if err != nil {
-			return b, err
-		}
-		return b, e.reloadProxyVolumes(ctx, d, rec)
-	}
-	return b, nil
+	return b, meter.WriteSettings(filepath.Join(dir, MeterSettingsFile), e.meterSettings(b))
 }
 
 // ArchiveUsage moves a removed sandbox's usage log to the repository's
@@ -131,9 +152,6 @@ func (e *Env) ArchiveUsage(branch, started string) error {
 func SpendOf(r *record.Record, netLog string) *meter.Status {
 	if !Metered(r) {
 		return &meter.Status{}
-	}
-	if r.Copy != nil {
-		return &meter.Status{Metered: true, OnEngine: true}
 	}
 	return meter.StatusOf(filepath.Join(filepath.Dir(netLog), meter.UsageFile), r.Egress.Budget)
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
+	"github.com/git-sandbox/git-sandbox/internal/meter"
 	"github.com/git-sandbox/git-sandbox/internal/network"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/recovery"
@@ -46,6 +48,7 @@ func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartRe
 		steps.Step{Name: "container state", Do: r.state},
 		steps.Step{Name: "mounts", Do: r.mounts},
 		steps.Step{Name: "task", Do: r.task},
+		steps.Step{Name: "budget", Do: r.budget},
 		steps.Step{Name: "container", Do: r.container},
 		steps.Step{Name: "proxy", Do: r.proxy},
 		steps.Step{Name: "setup", Do: r.setup},
@@ -83,7 +86,28 @@ func (r *resumption) state(ctx context.Context, _ *steps.Undo) error {
 			Hint("git sandbox attach %s connects to it; git sandbox logs %s shows its output", sb.Display(), sb.Display()).
 			WithCode(usererr.ExitRefused)
 	}
-	return checkFixedFlags(sb, r.o)
+	if err := checkFixedFlags(sb, r.o); err != nil {
+		return err
+	}
+	return checkFollowUpBudget(sb, r.o.Budget)
+}
+
+// checkFollowUpBudget refuses a --budget that cannot hold for an existing
+// sandbox before anything changes: the dollars a new sandbox's --budget
+// takes, for a sandbox the broker meters.
+func checkFollowUpBudget(sb *Sandbox, asked string) error {
+	if asked == "" {
+		return nil
+	}
+	if strings.HasPrefix(strings.TrimSpace(asked), "+") {
+		return usererr.New("--budget %s: start's --budget sets a budget, it does not raise one", asked).
+			Hint("raise it with git sandbox budget %s %s, or give the new budget: --budget 5.00", sb.Display(), asked)
+	}
+	if _, err := meter.ParseDollars(asked); err != nil {
+		return usererr.New("--budget: %v", err).
+			Hint("give dollars, such as --budget 5.00; git sandbox budget %s +2.00 raises it by $2", sb.Display())
+	}
+	return network.CheckBudgetChange(sb.Record, asked, "")
 }
 
 // mounts makes sure every mount source is as it was: the visible store
@@ -198,6 +222,22 @@ func (r *resumption) container(ctx context.Context, _ *steps.Undo) error {
 		return nil
 	}
 	return r.e.recreate(ctx, r.d, r.sb, agentCommand{argv: r.argv, interactive: r.interactive, prompt: r.prompt, followUp: r.newTask}, r.o)
+}
+
+// budget sets the sandbox's dollar budget to --budget, as git sandbox
+// budget does (the sandbox's record is updated in place); the proxy made
+// next reads it from the record.
+func (r *resumption) budget(context.Context, *steps.Undo) error {
+	if r.o.Budget == "" {
+		return nil
+	}
+	net, target := r.sb.Live()
+	b, err := net.ChangeBudget(target, r.o.Budget, "")
+	if err != nil {
+		return err
+	}
+	r.e.UI.Infof("budget for %s is now %s", r.sb.Display(), b)
+	return nil
 }
 
 func (r *resumption) proxy(ctx context.Context, _ *steps.Undo) error {

@@ -45,7 +45,7 @@ func checkFixedFlags(sb *Sandbox, o StartOptions) error {
 		return nil
 	}
 	return usererr.New("sandbox %s exists, and %s cannot change for it", sb.Display(), strings.Join(fixed, ", ")).
-		Hint("leave them out to go on in %s (a follow-up task: -p TASK; --verify and limits may change)", sb.Display()).
+		Hint("leave them out to go on in %s (a follow-up task: -p TASK; --verify, --budget and limits may change)", sb.Display()).
 		Hint("or start a new sandbox with them: git sandbox start NEW-BRANCH …").
 		WithCode(usererr.ExitUsage)
 }

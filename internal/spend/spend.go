@@ -6,7 +6,6 @@
 package spend
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -27,12 +26,23 @@ const (
 metered them (the model APIs' own figures, not what the agents say), totalled
 by sandbox, model and day, removed sandboxes included. Prices are the built-in
 table and your [[price]] tables; a model without a price is counted in tokens.
-A sandbox whose agent holds its own key (no [[secret]] for it) is not metered.`
-	BudgetHelp = `Show or change what a sandbox may spend on model calls. The credential broker
-meters them; once the budget is spent it answers the agent's model requests
-with the API's own 429 error. A change reaches a running sandbox at its next
-model call, without a restart. Only a sandbox whose model key is a [[secret]]
-of your config is metered.`
+A sandbox whose agent holds its own key (no [[secret]] for it) is not metered,
+nor is one in copy mode (a remote engine, Kubernetes), which takes no [[secret]].`
+	BudgetHelp = `Show or change what a sandbox may spend on model calls, in dollars, in tokens
+(input, output and cache reads and writes together), or both. The credential broker meters them;
+once either budget is spent it answers the agent's model requests with the
+API's own 429 error. A change reaches a running sandbox at its next model call,
+without a restart.
+
+  git sandbox budget B                 what B spent of its budget
+  git sandbox budget B +2.00           raise its dollar budget by $2
+  git sandbox budget B 10.00           set it to $10 (0: no dollar bound)
+  git sandbox budget B --tokens +500k  raise its token budget by 500,000
+  git sandbox budget B --tokens 2M     set it to 2,000,000 (0: no bound)
+
+Tokens are a whole number or one with k (thousand) or M (million). Only a
+sandbox whose model key is a [[secret]] of your config, on a local engine, is
+metered: copy mode (a remote engine, Kubernetes) takes no [[secret]].`
 )
 
 // Query is what git sandbox usage asks.
@@ -45,8 +55,10 @@ type Query struct {
 // Result is the totals and the sandboxes they cannot cover.
 type Result struct {
 	Report *meter.Report
-	// Unmetered are the live sandboxes whose agent holds its own key.
-	Unmetered []string
+	// Unmetered are the live sandboxes the broker does not meter: the
+	// agent holds its own key, or copy mode (UnmeteredCopy of them).
+	Unmetered     []string
+	UnmeteredCopy []string
 }
 
 // Collect totals the usage logs q covers.
@@ -56,10 +68,14 @@ func Collect(env *sandbox.Env, store *fleet.Store, q Query) (*Result, error) {
 		return nil, usererr.New("%v", err)
 	}
 	all, _ := env.All()
-	var live, unmetered []string
+	var live, unmetered, copies []string
 	for _, sb := range all {
 		live = append(live, sb.Branch)
-		if !network.Metered(sb.Record) {
+		switch {
+		case network.Metered(sb.Record):
+		case sb.Copy != nil:
+			copies = append(copies, sb.Branch)
+		default:
 			unmetered = append(unmetered, sb.Branch)
 		}
 	}
@@ -69,20 +85,20 @@ func Collect(env *sandbox.Env, store *fleet.Store, q Query) (*Result, error) {
 	}
 	if len(q.Branches) > 0 {
 		sources = meter.Only(sources, q.Branches)
-		unmetered = only(unmetered, q.Branches)
+		unmetered, copies = only(unmetered, q.Branches), only(copies, q.Branches)
 	}
 	if q.Fleet != "" {
 		var branches []string
 		if sources, branches, since, err = store.Usage(env.Layout, q.Fleet, since); err != nil {
 			return nil, err
 		}
-		unmetered = only(unmetered, branches)
+		unmetered, copies = only(unmetered, branches), only(copies, branches)
 	}
 	rep, err := meter.Totals(sources, since)
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Report: rep, Unmetered: unmetered}, nil
+	return &Result{Report: rep, Unmetered: unmetered, UnmeteredCopy: copies}, nil
 }
 
 func only(list, keep []string) []string {
@@ -101,15 +117,24 @@ func (r *Result) Notes() []string {
 	if len(r.Unmetered) > 0 {
 		out = append(out, "not metered (the agent holds its own model key): "+termsafe.String(strings.Join(r.Unmetered, ", ")))
 	}
+	if len(r.UnmeteredCopy) > 0 {
+		out = append(out, "not metered (copy mode: its engine takes no [[secret]], so no credential broker sees its model calls): "+termsafe.String(strings.Join(r.UnmeteredCopy, ", ")))
+	}
 	return out
 }
 
-// Budget changes a sandbox's budget when arg is set ("+2.00" raises it,
-// "10.00" sets it) and says what it has spent of it.
-func Budget(ctx context.Context, net *network.Env, t network.LiveTarget, r *record.Record, netLog, arg string) (string, error) {
+// Change is a budget change: dollars and tokens, each "+X" (raise that
+// bound by X), "X" (set it; 0 takes it away) or "" (leave it).
+type Change struct {
+	Dollars, Tokens string
+}
+
+// Budget changes a sandbox's budget when c says so and says what it has
+// spent of it.
+func Budget(net *network.Env, t network.LiveTarget, r *record.Record, netLog string, c Change) (string, error) {
 	name := termsafe.String(r.Branch)
-	if arg != "" {
-		if _, err := net.ChangeBudget(ctx, t, arg); err != nil {
+	if c != (Change{}) {
+		if _, err := net.ChangeBudget(t, c.Dollars, c.Tokens); err != nil {
 			return "", err
 		}
 		if err := t.Update(func(fresh *record.Record) error { *r = *fresh; return nil }); err != nil {
@@ -119,9 +144,9 @@ func Budget(ctx context.Context, net *network.Env, t network.LiveTarget, r *reco
 	st := network.SpendOf(r, netLog)
 	switch {
 	case !st.Metered:
-		return name + ": unmetered (the agent holds its own model key)", nil
+		return name + ": unmetered (" + network.WhyUnmetered(r) + ")", nil
 	case st.Over:
-		return name + ": spent " + st.Column() + ": the broker refuses its model calls (git sandbox budget " + name + " +2.00 raises it by $2)", nil
+		return name + ": spent " + st.Column() + ": the broker refuses its model calls (git sandbox budget " + name + " +2.00 raises it by $2; --tokens +500k by 500k tokens)", nil
 	}
 	return name + ": spent " + st.Column(), nil
 }
