@@ -164,3 +164,21 @@ func SpendAlert(r *record.Record, path string) string {
 	}
 	return meter.Alert(path, r.Egress.Budget)
 }
+
+// CheckFollowUpBudget refuses a --budget that cannot hold for an existing
+// sandbox before anything changes: the dollars a new sandbox's --budget
+// takes, for a sandbox the broker meters.
+func CheckFollowUpBudget(r *record.Record, asked string) error {
+	if asked == "" {
+		return nil
+	}
+	if strings.HasPrefix(strings.TrimSpace(asked), "+") {
+		return usererr.New("--budget %s: start's --budget sets a budget, it does not raise one", asked).
+			Hint("raise it with git sandbox budget %s %s, or give the new budget: --budget 5.00", termsafe.String(r.Branch), asked)
+	}
+	if _, err := meter.ParseDollars(asked); err != nil {
+		return usererr.New("--budget: %v", err).
+			Hint("give dollars, such as --budget 5.00; git sandbox budget %s +2.00 raises it by $2", termsafe.String(r.Branch))
+	}
+	return CheckBudgetChange(r, asked, "")
+}

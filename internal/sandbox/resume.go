@@ -5,11 +5,9 @@ import (
 	"errors"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
-	"github.com/git-sandbox/git-sandbox/internal/meter"
 	"github.com/git-sandbox/git-sandbox/internal/network"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/recovery"
@@ -89,25 +87,7 @@ func (r *resumption) state(ctx context.Context, _ *steps.Undo) error {
 	if err := checkFixedFlags(sb, r.o); err != nil {
 		return err
 	}
-	return checkFollowUpBudget(sb, r.o.Budget)
-}
-
-// checkFollowUpBudget refuses a --budget that cannot hold for an existing
-// sandbox before anything changes: the dollars a new sandbox's --budget
-// takes, for a sandbox the broker meters.
-func checkFollowUpBudget(sb *Sandbox, asked string) error {
-	if asked == "" {
-		return nil
-	}
-	if strings.HasPrefix(strings.TrimSpace(asked), "+") {
-		return usererr.New("--budget %s: start's --budget sets a budget, it does not raise one", asked).
-			Hint("raise it with git sandbox budget %s %s, or give the new budget: --budget 5.00", sb.Display(), asked)
-	}
-	if _, err := meter.ParseDollars(asked); err != nil {
-		return usererr.New("--budget: %v", err).
-			Hint("give dollars, such as --budget 5.00; git sandbox budget %s +2.00 raises it by $2", sb.Display())
-	}
-	return network.CheckBudgetChange(sb.Record, asked, "")
+	return network.CheckFollowUpBudget(sb.Record, r.o.Budget)
 }
 
 // mounts makes sure every mount source is as it was: the visible store
