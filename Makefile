@@ -48,6 +48,8 @@ COVER_PKGS ?= $(UNIT_PKGS)
 # Package, floor, why.
 define COVER_FLOORS
 cmd/git-sandbox  50  commands parse and print; their flows are measured in the packages that do the work
+cmd/git-sandbox/internal/fleetcmd  50  commands parse and print (fleet's); internal/fleet does the work
+cmd/git-sandbox/internal/netcmd  50  commands parse and print (net's); internal/network and internal/egress do the work
 endef
 # Package, why it has no floor here.
 define COVER_EXEMPT

@@ -12,17 +12,16 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/cliapp"
+	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/fleetcmd"
+	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/netcmd"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/cliparse"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
-	"github.com/git-sandbox/git-sandbox/internal/network"
-	"github.com/git-sandbox/git-sandbox/internal/proxyimage"
-	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
-	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
 const description = `Hand a task to an AI coding agent that runs in a Docker container on its own
@@ -49,134 +48,47 @@ type CLI struct {
 	Dir         string           `short:"C" placeholder:"PATH" help:"Run as if git sandbox was started in PATH."`
 	ShowVersion kong.VersionFlag `name:"version" help:"Print the version and exit."`
 
-	Start     StartCmd     `cmd:"" help:"Create a sandbox and run an agent in it (or resume one)."`
-	Ps        PsCmd        `cmd:"" help:"List this repository's sandboxes."`
-	Dash      DashCmd      `cmd:"" help:"A live, interactive view of this repository's sandboxes."`
-	Conflicts ConflictsCmd `cmd:"" help:"Forecast which sandboxes conflict with their base or each other."`
-	Wait      WaitCmd      `cmd:"" help:"Wait for a sandbox's agent to exit; exit with its code."`
-	Ports     PortsCmd     `cmd:"" help:"Show the ports a sandbox publishes on 127.0.0.1."`
-	Logs      LogsCmd      `cmd:"" help:"Show a sandbox's output."`
-	Net       NetCmd       `cmd:"" help:"Show what a sandbox's agent reached and was denied on the network."`
-	Usage     UsageCmd     `cmd:"" help:"What the agents spent on model calls, metered by the credential broker."`
-	Budget    BudgetCmd    `cmd:"" help:"Show or change what a sandbox may spend on model calls."`
-	Attach    AttachCmd    `cmd:"" help:"Connect your terminal to a running sandbox."`
-	Exec      ExecCmd      `cmd:"" help:"Run a command in a running sandbox."`
-	Stop      StopCmd      `cmd:"" help:"Stop a sandbox's agent (its work is kept)."`
-	Rm        RmCmd        `cmd:"" help:"Remove a sandbox (its snapshots are kept)."`
-	Diff      DiffCmd      `cmd:"" help:"Show exactly what land would apply, with review flags."`
-	Land      LandCmd      `cmd:"" help:"Land the sandbox's work as one commit on its base branch."`
-	Update    UpdateCmd    `cmd:"" help:"Bring the base branch's new commits into a sandbox (3-way merge)."`
-	Fleet     FleetCmd     `cmd:"" help:"Many sandboxes from one tasks file: start, ps, wait, stop, resume, rm, land."`
-	Sync      SyncCmd      `cmd:"" help:"Bring the agent's commits back onto the sandbox branch."`
-	Verify    VerifyCmd    `cmd:"" help:"Run the verify command on the sandbox's work now."`
-	Rescue    RescueCmd    `cmd:"" help:"Snapshots: list, show, restore, snapshot, prune."`
-	Hooks     HooksCmd     `cmd:"" help:"Install, remove or inspect the pre-push hook."`
-	Hook      HookCmd      `cmd:"" help:"Run by the installed hooks."`
-	Image     ImageCmd     `cmd:"" help:"Build the sandbox image."`
-	Config    ConfigCmd    `cmd:"" help:"Show the effective configuration."`
-	Doctor    DoctorCmd    `cmd:"" help:"Check git, Docker, the image and the configuration."`
-	MCP       MCPCmd       `cmd:"" name:"mcp" help:"Serve the Model Context Protocol: the agent you talk to hands tasks out to sandboxes."`
+	Start     StartCmd          `cmd:"" help:"Create a sandbox and run an agent in it (or resume one)."`
+	Ps        PsCmd             `cmd:"" help:"List this repository's sandboxes."`
+	Dash      DashCmd           `cmd:"" help:"A live, interactive view of this repository's sandboxes."`
+	Conflicts ConflictsCmd      `cmd:"" help:"Forecast which sandboxes conflict with their base or each other."`
+	Wait      WaitCmd           `cmd:"" help:"Wait for a sandbox's agent to exit; exit with its code."`
+	Ports     PortsCmd          `cmd:"" help:"Show the ports a sandbox publishes on 127.0.0.1."`
+	Logs      LogsCmd           `cmd:"" help:"Show a sandbox's output."`
+	Net       netcmd.NetCmd     `cmd:"" help:"Show what a sandbox's agent reached and was denied on the network."`
+	Usage     UsageCmd          `cmd:"" help:"What the agents spent on model calls, metered by the credential broker."`
+	Budget    BudgetCmd         `cmd:"" help:"Show or change what a sandbox may spend on model calls."`
+	Attach    AttachCmd         `cmd:"" help:"Connect your terminal to a running sandbox."`
+	Exec      ExecCmd           `cmd:"" help:"Run a command in a running sandbox."`
+	Stop      StopCmd           `cmd:"" help:"Stop a sandbox's agent (its work is kept)."`
+	Rm        RmCmd             `cmd:"" help:"Remove a sandbox (its snapshots are kept)."`
+	Diff      DiffCmd           `cmd:"" help:"Show exactly what land would apply, with review flags."`
+	Land      LandCmd           `cmd:"" help:"Land the sandbox's work as one commit on its base branch."`
+	Update    UpdateCmd         `cmd:"" help:"Bring the base branch's new commits into a sandbox (3-way merge)."`
+	Fleet     fleetcmd.FleetCmd `cmd:"" help:"Many sandboxes from one tasks file: start, ps, wait, stop, resume, rm, land."`
+	Sync      SyncCmd           `cmd:"" help:"Bring the agent's commits back onto the sandbox branch."`
+	Verify    VerifyCmd         `cmd:"" help:"Run the verify command on the sandbox's work now."`
+	Rescue    RescueCmd         `cmd:"" help:"Snapshots: list, show, restore, snapshot, prune."`
+	Hooks     HooksCmd          `cmd:"" help:"Install, remove or inspect the pre-push hook."`
+	Hook      HookCmd           `cmd:"" help:"Run by the installed hooks."`
+	Image     ImageCmd          `cmd:"" help:"Build the sandbox image."`
+	Config    ConfigCmd         `cmd:"" help:"Show the effective configuration."`
+	Doctor    DoctorCmd         `cmd:"" help:"Check git, Docker, the image and the configuration."`
+	MCP       MCPCmd            `cmd:"" name:"mcp" help:"Serve the Model Context Protocol: the agent you talk to hands tasks out to sandboxes."`
 
 	Version VersionCmd `cmd:"" help:"Print the version."`
 
-	Supervise SuperviseCmd `cmd:"" name:"__supervise" hidden:"" help:"Snapshot a running sandbox (started by start)."`
-	Man       ManCmd       `cmd:"" name:"__man" hidden:"" help:"Print the man page."`
-	Purge     PurgeCmd     `cmd:"" name:"__purge" hidden:"" help:"Delete what removed sandboxes left."`
-	Proxy     ProxyCmd     `cmd:"" name:"__proxy" hidden:"" help:"Run a sandbox's egress proxy (started in its proxy container)."`
-	ProxyLoad ProxyLoadCmd `cmd:"" name:"__proxy-load" hidden:"" help:"Load a proxy's configuration into its volumes (started in the proxy's image)."`
-	NetProbe  NetProbeCmd  `cmd:"" name:"__netprobe" hidden:"" help:"One end of the probe of a cluster's NetworkPolicy (started in the proxy's image)."`
-	FleetRun  FleetRunCmd  `cmd:"" name:"__fleet-run" hidden:"" help:"Run a fleet's runner (started by fleet start)."`
+	Supervise SuperviseCmd         `cmd:"" name:"__supervise" hidden:"" help:"Snapshot a running sandbox (started by start)."`
+	Man       ManCmd               `cmd:"" name:"__man" hidden:"" help:"Print the man page."`
+	Purge     PurgeCmd             `cmd:"" name:"__purge" hidden:"" help:"Delete what removed sandboxes left."`
+	Proxy     ProxyCmd             `cmd:"" name:"__proxy" hidden:"" help:"Run a sandbox's egress proxy (started in its proxy container)."`
+	ProxyLoad ProxyLoadCmd         `cmd:"" name:"__proxy-load" hidden:"" help:"Load a proxy's configuration into its volumes (started in the proxy's image)."`
+	NetProbe  NetProbeCmd          `cmd:"" name:"__netprobe" hidden:"" help:"One end of the probe of a cluster's NetworkPolicy (started in the proxy's image)."`
+	FleetRun  fleetcmd.FleetRunCmd `cmd:"" name:"__fleet-run" hidden:"" help:"Run a fleet's runner (started by fleet start)."`
 }
 
-// App is what every command's Run receives: the process's streams, the
-// printer every message goes through, and the lazily opened repository,
-// configuration and Docker client.
-type App struct {
-	Ctx    context.Context
-	Stdin  io.Reader
-	Stdout io.Writer
-	// Stderr is the raw stream, for what a container writes there; messages
-	// go through UI.
-	Stderr io.Writer
-	UI     *ui.Printer
-	Dir    string
-	kong   *kong.Kong
-
-	env *sandbox.Env
-}
-
-// IO describes the process's terminal for the sandbox package.
-func (a *App) IO() sandbox.IO { return terminalIO(a.Stdin, a.Stdout, a.Stderr) }
-
-// Env opens the repository in the working directory and loads the
-// configuration, once.
-func (a *App) Env() (*sandbox.Env, error) {
-	if a.env != nil {
-		return a.env, nil
-	}
-	root, err := worktree.StateRoot()
-	if err != nil {
-		return nil, err
-	}
-	dir := a.Dir
-	if dir == "" {
-		if dir, err = os.Getwd(); err != nil {
-			return nil, err
-		}
-	}
-	userCfg, err := config.Load("")
-	if err != nil {
-		return nil, err
-	}
-	roots := []string{root}
-	if userCfg.WorktreesDir != "" {
-		roots = append(roots, userCfg.WorktreesDir)
-	}
-	repo, err := worktree.Open(a.Ctx, dir, roots...)
-	if err != nil {
-		return nil, err
-	}
-	// The repository's own file is read from its main worktree, never from
-	// a sandbox worktree the agent writes.
-	cfg, err := config.Load(repo.MainWorkTree)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range cfg.Warnings {
-		a.UI.Warnf("%s", w)
-	}
-	a.env = sandbox.NewEnv(repo, cfg, root, a.UI)
-	if proxyBinary != nil {
-		a.env.ProxyBinary = sandbox.ProxyBinaryFunc(func() (proxyimage.Binary, error) { return proxyBinary(root) })
-	}
-	return a.env, nil
-}
-
-// proxyBinary, when set, returns the binary the egress proxy's image holds
-// instead of this one. Only this package's script tests set it, in their
-// test binary: that binary is linked dynamically, so it could not run
-// alone in the proxy's image, and their fake engine only acts the proxy
-// out. Nothing in the product sets it.
-var proxyBinary func(stateRoot string) (proxyimage.Binary, error)
-
-// selfProxyBinary is the binary the egress proxy's image holds: this one,
-// checked to run alone there.
-func selfProxyBinary(stateRoot string) (proxyimage.Binary, error) {
-	if proxyBinary != nil {
-		return proxyBinary(stateRoot)
-	}
-	return proxyimage.Self(network.ProxyBinaryCache(stateRoot))
-}
-
-// Find opens the environment and the sandbox of branch.
-func (a *App) Find(branch string) (*sandbox.Env, *sandbox.Sandbox, error) {
-	env, err := a.Env()
-	if err != nil {
-		return nil, nil, err
-	}
-	sb, err := env.Find(branch)
-	return env, sb, err
-}
+// App is what every command's Run receives (see package cliapp).
+type App = cliapp.App
 
 // stopGrace is how long a command may take to wind up after SIGTERM.
 const stopGrace = 15 * time.Second
@@ -217,12 +129,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return usererr.ExitUsage
 	}
-	app := &App{Ctx: ctx, Stdin: stdin, Stdout: stdout, Stderr: stderr, UI: p, Dir: dir, kong: parser}
-	defer func() {
-		if app.env != nil {
-			app.env.Close()
-		}
-	}()
+	app := &App{Ctx: ctx, Stdin: stdin, Stdout: stdout, Stderr: stderr, UI: p, Dir: dir, Kong: parser}
+	defer app.Close()
 	if err := kctx.Run(app); err != nil {
 		p.Error(err)
 		return usererr.Code(err)

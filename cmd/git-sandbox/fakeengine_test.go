@@ -19,6 +19,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/cliapp"
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/engines"
@@ -47,7 +48,7 @@ func installFakeEngine() {
 		return // no engine: commands that reach for one fail as with no daemon
 	}
 	holdBusy(dir)
-	proxyBinary = func(string) (proxyimage.Binary, error) { return scriptProxyBinary(dir) }
+	cliapp.ProxyBinary = func(string) (proxyimage.Binary, error) { return scriptProxyBinary(dir) }
 	engines.Override = func(ctx context.Context, name string) (container.Engine, error) {
 		d := engineDir(dir, name)
 		s, err := fake.OpenShared(d, fake.SharedOptions{Runner: &hostRunner{dir: d}})

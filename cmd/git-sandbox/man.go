@@ -17,7 +17,7 @@ type ManCmd struct{}
 
 // Run prints the page.
 func (c *ManCmd) Run(app *App) error {
-	writeMan(app.Stdout, app.kong.Model)
+	writeMan(app.Stdout, app.Kong.Model)
 	return nil
 }
 

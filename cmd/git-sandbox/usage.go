@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/fleetcmd"
 	"github.com/git-sandbox/git-sandbox/internal/spend"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
@@ -20,7 +21,7 @@ func (c *UsageCmd) Help() string { return spend.UsageHelp }
 
 // Run prints the totals by sandbox, model and day.
 func (c *UsageCmd) Run(app *App) error {
-	fl, env, err := app.fleets()
+	fl, env, err := fleetcmd.Fleets(app)
 	if err != nil {
 		return err
 	}

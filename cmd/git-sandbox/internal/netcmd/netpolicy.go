@@ -1,9 +1,10 @@
-package main
+package netcmd
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/cliapp"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/netlog"
@@ -60,7 +61,7 @@ denial back. --repo writes a deny entry to your config for this repository.`
 }
 
 // Run allows the entries.
-func (c *NetAllowCmd) Run(app *App) error {
+func (c *NetAllowCmd) Run(app *cliapp.App) error {
 	if c.Once && c.Repo {
 		return usererr.New("--once and --repo do not go together").Hint("--once answers a sandbox's held connections; --repo writes your config")
 	}
@@ -68,9 +69,9 @@ func (c *NetAllowCmd) Run(app *App) error {
 }
 
 // Run denies the entries.
-func (c *NetDenyCmd) Run(app *App) error { return c.change(app, true, false) }
+func (c *NetDenyCmd) Run(app *cliapp.App) error { return c.change(app, true, false) }
 
-func (c *netChange) change(app *App, deny, once bool) error {
+func (c *netChange) change(app *cliapp.App, deny, once bool) error {
 	verb := "allowed"
 	if deny {
 		verb = "denied"
@@ -107,7 +108,7 @@ func (c *netChange) change(app *App, deny, once bool) error {
 }
 
 // changeRepo writes the entries to the user's config for this repository.
-func (c *netChange) changeRepo(app *App, deny bool, verb string) error {
+func (c *netChange) changeRepo(app *cliapp.App, deny bool, verb string) error {
 	if len(c.Args) == 0 {
 		return usererr.New("name at least one host").Hint("git sandbox net %s --repo HOST[:PORT]...", strings.TrimSuffix(verb, "ed"))
 	}
@@ -134,7 +135,7 @@ func (c *netChange) changeRepo(app *App, deny bool, verb string) error {
 }
 
 // printPolicy prints a sandbox's effective allow list with the sources.
-func printPolicy(app *App, r *record.Record, asJSON bool) error {
+func printPolicy(app *cliapp.App, r *record.Record, asJSON bool) error {
 	entries, err := network.EffectivePolicy(r)
 	if err != nil {
 		return err
@@ -159,7 +160,7 @@ func printPolicy(app *App, r *record.Record, asJSON bool) error {
 		}
 		rows = append(rows, []string{termsafe.String(e.Entry), rule, termsafe.String(string(e.Source)), termsafe.String(note)})
 	}
-	table(app.Stdout, rows)
+	cliapp.Table(app.Stdout, rows)
 	return nil
 }
 
@@ -181,7 +182,7 @@ agents.`
 }
 
 // Run prints the suggestion.
-func (c *NetSuggestCmd) Run(app *App) error {
+func (c *NetSuggestCmd) Run(app *cliapp.App) error {
 	var sums []netlog.Summary
 	var names []string
 	for _, b := range c.Branches {

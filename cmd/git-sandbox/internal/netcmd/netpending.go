@@ -1,10 +1,11 @@
-package main
+package netcmd
 
 import (
 	"fmt"
 	"strconv"
 	"time"
 
+	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/cliapp"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 )
@@ -33,7 +34,7 @@ out. Host names come from the agent and are shown escaped.`
 }
 
 // Run lists the held connections.
-func (c *NetPendingCmd) Run(app *App) error {
+func (c *NetPendingCmd) Run(app *cliapp.App) error {
 	var sbs []*sandbox.Sandbox
 	if c.Branch != "" {
 		_, sb, err := app.Find(c.Branch)
@@ -71,7 +72,7 @@ func (c *NetPendingCmd) Run(app *App) error {
 		app.UI.Infof("no connection waits for an answer")
 		return nil
 	}
-	table(app.Stdout, rows)
+	cliapp.Table(app.Stdout, rows)
 	app.UI.Hintf("git sandbox net allow [--once] BRANCH ENTRY lets one through; git sandbox net deny BRANCH ENTRY refuses it")
 	return nil
 }

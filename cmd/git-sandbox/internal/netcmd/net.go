@@ -1,4 +1,7 @@
-package main
+// Package netcmd is git sandbox net: a sandbox's egress log and policy,
+// live changes to it, held connections, and suggestions from a run
+// (internal/network and internal/egress do the work).
+package netcmd
 
 import (
 	"bufio"
@@ -11,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/cliapp"
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/netlog"
@@ -59,7 +63,7 @@ start, or for every sandbox with allow = ["HOST"] in your config.`
 }
 
 // Run prints the log.
-func (c *NetShowCmd) Run(app *App) error {
+func (c *NetShowCmd) Run(app *cliapp.App) error {
 	_, sb, err := app.Find(c.Branch)
 	if err != nil {
 		return err
@@ -99,7 +103,7 @@ func (c *NetShowCmd) Run(app *App) error {
 			strconv.FormatInt(h.BytesUp, 10), strconv.FormatInt(h.BytesDown, 10), termsafe.String(h.Reason),
 		})
 	}
-	table(app.Stdout, rows)
+	cliapp.Table(app.Stdout, rows)
 	fmt.Fprintf(app.Stdout, "%d allowed, %d denied, %d leaks\n", s.Allowed, s.Denied, s.Leaks)
 	if d := sb.CLIDenials(); len(d) > 0 {
 		network.HintCLIDenials(app.UI, d)
@@ -111,7 +115,7 @@ func (c *NetShowCmd) Run(app *App) error {
 
 // followLog prints the log's records (raw lines with asJSON) and, with
 // follow, keeps printing new ones until the command is interrupted.
-func followLog(app *App, path string, asJSON, follow bool) error {
+func followLog(app *cliapp.App, path string, asJSON, follow bool) error {
 	// The proxy rotates its log (egress.PreviousGeneration): the older
 	// generation first, then the current file, started again from its
 	// beginning whenever it is a new file.

@@ -1,4 +1,7 @@
-package main
+// Package fleetcmd is git sandbox fleet: the commands that start, watch,
+// stop, resume, land and remove a fleet of sandboxes (internal/fleet does
+// the work).
+package fleetcmd
 
 import (
 	"errors"
@@ -8,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/cliapp"
 	"github.com/git-sandbox/git-sandbox/internal/fleet"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
@@ -36,8 +40,8 @@ the background starts queued tasks as running ones exit; it outlives the
 terminal. fleet land then lands the finished sandboxes in file order.`
 }
 
-// fleets opens the repository's fleets.
-func (a *App) fleets() (*fleet.Fleets, *sandbox.Env, error) {
+// Fleets opens the repository's fleets.
+func Fleets(a *cliapp.App) (*fleet.Fleets, *sandbox.Env, error) {
 	env, err := a.Env()
 	if err != nil {
 		return nil, nil, err
@@ -61,8 +65,8 @@ the command line: its allow entries are --allow's.`
 }
 
 // Run starts the fleet.
-func (c *FleetStartCmd) Run(app *App) error {
-	fl, _, err := app.fleets()
+func (c *FleetStartCmd) Run(app *cliapp.App) error {
+	fl, _, err := Fleets(app)
 	if err != nil {
 		return err
 	}
@@ -99,8 +103,8 @@ type FleetRunCmd struct {
 }
 
 // Run runs the fleet until no task is queued or running.
-func (c *FleetRunCmd) Run(app *App) error {
-	fl, env, err := app.fleets()
+func (c *FleetRunCmd) Run(app *cliapp.App) error {
+	fl, env, err := Fleets(app)
 	if err != nil {
 		return err
 	}
@@ -125,8 +129,8 @@ func (c *FleetRunCmd) Run(app *App) error {
 // fleetNames resolves --fleet: the named fleet, or every one for ps.
 // oneFleet opens the repository's fleets and resolves the one a command
 // names (the only one when it names none).
-func (app *App) oneFleet(name string) (*fleet.Fleets, *sandbox.Env, string, error) {
-	fl, env, err := app.fleets()
+func oneFleet(app *cliapp.App, name string) (*fleet.Fleets, *sandbox.Env, string, error) {
+	fl, env, err := Fleets(app)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -155,8 +159,8 @@ type FleetPsCmd struct {
 }
 
 // Run lists the fleets' tasks.
-func (c *FleetPsCmd) Run(app *App) error {
-	fl, _, err := app.fleets()
+func (c *FleetPsCmd) Run(app *cliapp.App) error {
+	fl, _, err := Fleets(app)
 	if err != nil {
 		return err
 	}
@@ -188,7 +192,7 @@ func (c *FleetPsCmd) Run(app *App) error {
 			rows = append(rows, []string{rep.Name, termsafe.String(r.Branch), rowState(r), r.Agent, strconv.Itoa(r.Changes), termsafe.String(firstLine(r.Error))})
 		}
 	}
-	table(app.Stdout, rows)
+	cliapp.Table(app.Stdout, rows)
 	for _, rep := range reps {
 		runner := "ended"
 		if rep.Runner {
@@ -222,8 +226,8 @@ type FleetWaitCmd struct {
 
 // Run waits for the fleet; it fails when a task failed to start or an
 // agent exited non-zero.
-func (c *FleetWaitCmd) Run(app *App) error {
-	fl, _, name, err := app.oneFleet(c.Fleet)
+func (c *FleetWaitCmd) Run(app *cliapp.App) error {
+	fl, _, name, err := oneFleet(app, c.Fleet)
 	if err != nil {
 		return err
 	}
@@ -252,8 +256,8 @@ type FleetStopCmd struct {
 }
 
 // Run stops the fleet.
-func (c *FleetStopCmd) Run(app *App) error {
-	fl, _, name, err := app.oneFleet(c.Fleet)
+func (c *FleetStopCmd) Run(app *cliapp.App) error {
+	fl, _, name, err := oneFleet(app, c.Fleet)
 	if err != nil {
 		return err
 	}
@@ -274,8 +278,8 @@ type FleetResumeCmd struct {
 }
 
 // Run starts a new runner.
-func (c *FleetResumeCmd) Run(app *App) error {
-	fl, env, name, err := app.oneFleet(c.Fleet)
+func (c *FleetResumeCmd) Run(app *cliapp.App) error {
+	fl, env, name, err := oneFleet(app, c.Fleet)
 	if err != nil {
 		return err
 	}
@@ -296,8 +300,8 @@ type FleetRmCmd struct {
 }
 
 // Run removes the fleet.
-func (c *FleetRmCmd) Run(app *App) error {
-	fl, _, name, err := app.oneFleet(c.Fleet)
+func (c *FleetRmCmd) Run(app *cliapp.App) error {
+	fl, _, name, err := oneFleet(app, c.Fleet)
 	if err != nil {
 		return err
 	}
@@ -336,8 +340,8 @@ makes the queue merge and verify again.`
 }
 
 // Run lands the queue.
-func (c *FleetLandCmd) Run(app *App) error {
-	fl, _, err := app.fleets()
+func (c *FleetLandCmd) Run(app *cliapp.App) error {
+	fl, _, err := Fleets(app)
 	if err != nil {
 		return err
 	}
