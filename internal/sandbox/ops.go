@@ -13,13 +13,11 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
-	"github.com/git-sandbox/git-sandbox/internal/agent"
-	"github.com/git-sandbox/git-sandbox/internal/forecast"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
-	"github.com/git-sandbox/git-sandbox/internal/meter"
 	"github.com/git-sandbox/git-sandbox/internal/netlog"
 	"github.com/git-sandbox/git-sandbox/internal/network"
 	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/status"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/internal/workspace"
@@ -27,83 +25,21 @@ import (
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
-// States a sandbox can be in, as ps shows them.
+// States a sandbox can be in, as ps shows them (see package status).
 const (
-	StateRunning = "running"
-	StatePaused  = "paused"
-	StateExited  = "exited"
-	StateStopped = "stopped"
-	StateCreated = "created"
-	StateMissing = "container missing"
-	StateUnknown = "unknown"
-	// StateUnreachable is a sandbox on a configured engine that does not
-	// answer.
-	StateUnreachable = "unreachable"
-	// StateLost is a sandbox whose engine lost its container while it
-	// ran (a Kubernetes Pod deleted or evicted, its node gone): the
-	// snapshots on this machine keep its work.
-	StateLost = "lost"
+	StateRunning     = status.Running
+	StatePaused      = status.Paused
+	StateExited      = status.Exited
+	StateStopped     = status.Stopped
+	StateCreated     = status.Created
+	StateMissing     = status.Missing
+	StateUnknown     = status.Unknown
+	StateUnreachable = status.Unreachable
+	StateLost        = status.Lost
 )
 
 // Status is one row of ps.
-type Status struct {
-	Branch    string    `json:"branch"`
-	State     string    `json:"state"`
-	ExitCode  *int      `json:"exit_code"`
-	Agent     string    `json:"agent"`
-	Base      string    `json:"base"`
-	Created   time.Time `json:"created"`
-	Worktree  string    `json:"worktree"`
-	Baseline  string    `json:"baseline"`
-	Container string    `json:"container"`
-	// Engine is the configured engine the sandbox is on ("" for the
-	// environment's); EngineError why it did not answer.
-	Engine      string `json:"engine,omitempty"`
-	EngineError string `json:"engine_error,omitempty"`
-	Changes     int    `json:"changes"`
-	// Network is the network mode; Denied counts the egress proxy's
-	// refusals (allowlist mode).
-	Network string `json:"network,omitempty"`
-	Denied  int    `json:"denied"`
-	// TooLarge counts the untracked files the newest snapshot left out
-	// for being larger than rescue.max_file_size.
-	TooLarge int `json:"too_large,omitempty"`
-	// Nested are the nested git repositories the newest snapshot met in
-	// the worktree (see rescue.Snapshot.Nested).
-	Nested []string `json:"nested,omitempty"`
-	// SnapshotBytes is what the sandbox's snapshots wrote into the object
-	// store; SnapshotBudgetSpent says budget.snapshots is used up, so
-	// interval snapshots have stopped.
-	SnapshotBytes       int64  `json:"snapshot_bytes,omitempty"`
-	SnapshotBudgetSpent bool   `json:"snapshot_budget_spent,omitempty"`
-	Snapshot            string `json:"snapshot"`
-	// SnapshotTree is the newest snapshot's tree: what land would take
-	// now (land --expect accepts it).
-	SnapshotTree string `json:"snapshot_tree,omitempty"`
-	// Verdict is verify's verdict on that tree: "passed", "failed",
-	// "stale" (verify ran on an older tree only), "none", or "" without a
-	// verify command.
-	Verdict string `json:"verdict,omitempty"`
-	// SnapshotTime is when the newest snapshot (where Changes comes from)
-	// was taken.
-	SnapshotTime time.Time `json:"snapshot_time"`
-	// Forecast is the conflict forecast: the paths that would conflict
-	// with the base's tip and with other sandboxes if both landed (nil
-	// when it could not be made).
-	Forecast *forecast.Result `json:"forecast"`
-	// Usage is what the agent reported spending (tokens, cost), summed
-	// over its runs; absent when it reported nothing.
-	Usage *agent.Usage `json:"usage,omitempty"`
-	// Spend is what the credential broker metered (see network.SpendOf).
-	Spend  *meter.Status `json:"spend"`
-	Prompt string        `json:"prompt,omitempty"`
-	Verify string        `json:"verify,omitempty"`
-	// Ports are the published ports (on the host's loopback interface).
-	Ports []container.Port `json:"ports,omitempty"`
-	// Conflicts are the paths the last git sandbox update left conflicted
-	// that still hold conflict markers in the worktree.
-	Conflicts []string `json:"conflicts,omitempty"`
-}
+type Status = status.Row
 
 // Statuses reports every sandbox of the repository. Records are the source
 // of truth for which sandboxes exist; the engines add their state in one
@@ -129,7 +65,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 	out := make([]Status, 0, len(sbs))
 	for _, sb := range sbs {
 		st := sb.status(tips)
-		st.setState(sb, engines[sb.Record.Engine])
+		setState(&st, sb, engines[sb.Record.Engine])
 		out = append(out, st)
 	}
 	if fc, err := e.forecast(ctx, sbs, tips, false); err != nil {
@@ -220,59 +156,15 @@ func (sb *Sandbox) status(tips map[string]rescue.Tip) Status {
 		st.Changes, st.Snapshot, st.TooLarge, st.Nested = t.Changes, t.ID, t.TooLarge, t.Nested
 		st.SnapshotTime, st.SnapshotTree = t.Time, t.Tree
 	}
-	st.Verdict = verdictOf(sb, st.SnapshotTree)
+	st.Verdict = status.Verdict(sb.Verify, sb.Verdicts, st.SnapshotTree)
 	return st
 }
 
-// setState is the state of the sandbox's container, as its engine's answer
-// a says.
-func (st *Status) setState(sb *Sandbox, a *engineAnswer) {
+// setState is the state of the sandbox's container, as its engine's
+// answer a says.
+func setState(st *Status, sb *Sandbox, a *engineAnswer) {
 	c, ok := a.byName[sb.Container]
-	switch {
-	case a.err != nil && sb.Record.Engine != "":
-		st.State = StateUnreachable
-		st.EngineError = a.err.Error()
-	case a.err != nil:
-		st.State = StateUnknown
-	case !ok:
-		st.State = StateMissing
-	case c.Status == container.StatusLost:
-		st.State = StateLost
-	case c.Running:
-		st.State = StateRunning
-	case c.Status == "paused":
-		// A snapshot is reading its files this instant (or one died doing
-		// so; the next snapshot thaws it).
-		st.State = StatePaused
-	case c.Status == "created":
-		st.State = StateCreated
-	default:
-		if c.ListExitCode != nil {
-			code := *c.ListExitCode
-			st.ExitCode = &code
-		}
-		st.State = StateExited
-		if sb.Stopped {
-			st.State = StateStopped
-		}
-	}
-}
-
-// verdictOf names verify's verdict on tree for ps.
-func verdictOf(sb *Sandbox, tree string) string {
-	if sb.Verify == "" {
-		return ""
-	}
-	if v, ok := sb.Verdicts[tree]; ok && tree != "" {
-		if v.OK {
-			return "passed"
-		}
-		return "failed"
-	}
-	if len(sb.Verdicts) > 0 {
-		return "stale"
-	}
-	return "none"
+	st.SetState(c, ok, a.err, sb.Record.Engine != "", sb.Stopped)
 }
 
 // existing connects to the engine and returns the sandbox's container, which
