@@ -131,11 +131,7 @@ func New(o Options) (*Proxy, error) {
 	if len(p.secrets) > 0 && p.ca == nil {
 		return nil, errors.New("egress proxy: secrets need a CA")
 	}
-	res := o.Resolver
-	if res == nil {
-		res = dnscache.New(&net.Resolver{PreferGo: true})
-	}
-	p.dialer = &dialer{policy: p.policy.get, resolver: res, timeout: p.timeout}
+	p.dialer = &dialer{policy: p.policy.get, resolver: dnscache.Or(o.Resolver), timeout: p.timeout}
 	p.dialer.net.KeepAlive = 30 * time.Second
 
 	p.buffers = &bufferPool{}

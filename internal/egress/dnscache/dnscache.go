@@ -15,6 +15,7 @@ package dnscache
 import (
 	"container/list"
 	"context"
+	"net"
 	"net/netip"
 	"slices"
 	"sync"
@@ -65,6 +66,15 @@ type call struct {
 	addrs   []netip.Addr
 	err     error
 	waiters int // callers that joined it (c.mu)
+}
+
+// Or is r, or when r is nil the system's resolver (Go's own) behind a
+// Cache.
+func Or(r Resolver) Resolver {
+	if r != nil {
+		return r
+	}
+	return New(&net.Resolver{PreferGo: true})
 }
 
 // New is a cache in front of r.

@@ -288,3 +288,23 @@ func (c *Cache) waiting(network, host string) int {
 	}
 	return 0
 }
+
+// Or keeps a resolver it is given and puts a cache in front of the
+// system's otherwise.
+func TestOr(t *testing.T) {
+	r := newFake()
+	if got := Or(r); got != Resolver(r) {
+		t.Errorf("Or(r) = %T", got)
+	}
+	c, ok := Or(nil).(*Cache)
+	if !ok {
+		t.Fatalf("Or(nil) = %T", Or(nil))
+	}
+	if res, ok := c.r.(*net.Resolver); !ok || !res.PreferGo {
+		t.Errorf("behind the cache: %#v", c.r)
+	}
+	// A name the system resolves without a name server.
+	if a, err := c.LookupNetIP(context.Background(), "ip", "localhost"); err != nil || len(a) == 0 {
+		t.Errorf("localhost: %v, %v", a, err)
+	}
+}
