@@ -119,15 +119,20 @@ func (c *Cache) LookupNetIP(ctx context.Context, network, host string) ([]netip.
 	}
 }
 
+// lookupLimit bounds a lookup whose caller set no deadline: a lookup that
+// never ended would hold every later caller of its name.
+const lookupLimit = 30 * time.Second
+
 // lookup asks the resolver for k on behalf of every caller waiting on cl,
-// with ctx's deadline but not its cancellation, and keeps a good answer.
+// with ctx's deadline (or lookupLimit) but not its cancellation, and keeps
+// a good answer.
 func (c *Cache) lookup(ctx context.Context, k key, cl *call) {
-	lctx := context.WithoutCancel(ctx)
-	if d, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
-		lctx, cancel = context.WithDeadline(lctx, d)
-		defer cancel()
+	d, ok := ctx.Deadline()
+	if !ok {
+		d = time.Now().Add(lookupLimit)
 	}
+	lctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), d)
+	defer cancel()
 	addrs, err := c.r.LookupNetIP(lctx, k.network, k.host)
 	c.mu.Lock()
 	defer c.mu.Unlock()

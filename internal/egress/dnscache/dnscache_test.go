@@ -241,6 +241,12 @@ func TestCallerGivingUpLeavesTheLookup(t *testing.T) {
 	if got := lookup(t, c, "a.test."); got != a || r.count("a.test.") != 1 {
 		t.Fatalf("after: %v (shared %v), asked %d times", got, a, r.count("a.test."))
 	}
+	// A caller without a deadline still gives the lookup one.
+	r.deadline.Store(false)
+	lookup(t, c, "b.test.")
+	if !r.deadline.Load() {
+		t.Error("a lookup without a deadline")
+	}
 }
 
 // At most max names are kept: expired ones go first, then the oldest.
