@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/internal/atomicfile"
+	"github.com/git-sandbox/git-sandbox/internal/egress/dnscache"
 )
 
 func TestLivePolicyChange(t *testing.T) {
@@ -141,5 +142,47 @@ func TestLiveDenyReachesAnOpenTunnel(t *testing.T) {
 		if err := os.Remove(e.live); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A name's answer kept by the resolver's cache (as New puts it in front of
+// the system's) is vetted against the policy of each connection: a live
+// deny of the address it names, or of the name, refuses the next
+// connection although the name is not asked again.
+func TestLiveDenyWithCachedAnswer(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
+	t.Cleanup(up.Close)
+	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
+	live := filepath.Join(t.TempDir(), LiveFile)
+	res := newResolver("late.test", "127.0.0.1")
+	p, err := New(Options{
+		// The loopback address is named too: a name may not reach it
+		// otherwise.
+		Policy:   &Policy{Allow: MustParseEntries(FromUser, "late.test:"+port, "127.0.0.1:"+port)},
+		Live:     live,
+		Resolver: dnscache.New(res),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, p)
+	var l LivePolicy
+	for i, step := range []struct {
+		deny  string // the live deny before the request; "" for none
+		allow string // the live allow, likewise
+		want  int
+	}{{"", "", 200}, {"", "", 200}, {"127.0.0.1", "", 403}, {"", "127.0.0.1", 200}, {"late.test", "", 403}} {
+		if step.deny != "" || step.allow != "" {
+			l.Change(step.deny != "", MustParseEntries(FromLive, step.deny+step.allow))
+			if err := WriteLive(live, &l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := rawRequest(t, addr, "CONNECT late.test:"+port+" HTTP/1.1", "late.test:"+port); got != step.want {
+			t.Errorf("step %d (deny %q, allow %q): %d, want %d", i, step.deny, step.allow, got, step.want)
+		}
+	}
+	if n := res.asked("late.test"); n != 1 {
+		t.Errorf("the name was asked %d times, want once (kept)", n)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/git-sandbox/git-sandbox/internal/egress/dnscache"
 	"github.com/git-sandbox/git-sandbox/internal/egress/held"
 	"github.com/git-sandbox/git-sandbox/internal/egress/sandboxca"
 	"github.com/git-sandbox/git-sandbox/internal/meter"
@@ -43,7 +44,7 @@ type Options struct {
 	// CA signs the certificates shown for intercepted hosts; required
 	// when there are secrets.
 	CA *sandboxca.CA
-	// Resolver resolves host names; nil is the system's.
+	// Resolver resolves host names; nil is the system's, behind a dnscache.
 	Resolver Resolver
 	// UpstreamRoots verify upstream servers of intercepted hosts; nil is
 	// the system roots.
@@ -130,11 +131,7 @@ func New(o Options) (*Proxy, error) {
 	if len(p.secrets) > 0 && p.ca == nil {
 		return nil, errors.New("egress proxy: secrets need a CA")
 	}
-	res := o.Resolver
-	if res == nil {
-		res = &net.Resolver{PreferGo: true}
-	}
-	p.dialer = &dialer{policy: p.policy.get, resolver: res, timeout: p.timeout}
+	p.dialer = &dialer{policy: p.policy.get, resolver: dnscache.Or(o.Resolver), timeout: p.timeout}
 	p.dialer.net.KeepAlive = 30 * time.Second
 
 	p.buffers = &bufferPool{}
