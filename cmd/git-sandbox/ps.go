@@ -23,9 +23,10 @@ import (
 
 // PsCmd is git sandbox ps.
 type PsCmd struct {
-	JSON  bool `help:"Print a JSON array."`
-	Wide  bool `help:"Add the WORKTREE column (--json always has it)."`
-	Watch bool `short:"w" help:"Print the table again whenever a sandbox's container changes state (from Docker's events), until interrupted; with --json, one array per line."`
+	JSON     bool `help:"Print a JSON array."`
+	Wide     bool `help:"Add the WORKTREE column (--json always has it)."`
+	Watch    bool `short:"w" help:"Print the table again whenever a sandbox's container changes state (from Docker's events), until interrupted; with --json, one array per line."`
+	AllRepos bool `name:"all-repos" help:"List the sandboxes of every repository on this machine, with a REPO column (--json: repo, repo_path, repo_missing)."`
 }
 
 // Help is ps's long help.
@@ -54,11 +55,22 @@ git sandbox dash is the interactive view.
 
 With engines in your config, an ENGINE column says where each sandbox runs;
 the engines are asked at once, and the sandboxes of one that does not answer
-are listed as unreachable, with its error.`
+are listed as unreachable, with its error.
+
+--all-repos lists the sandboxes of every repository that has any on
+this machine (the ones git sandbox's state directory holds), from anywhere,
+with a REPO column: the repository's directory name, or its path where two
+share a name. A repository moved or deleted since its sandboxes started is
+shown as "NAME (missing)", its sandboxes listed from their records (their
+containers' state still asked of the engines), and named below the table
+with where it was.`
 }
 
 // Run lists sandboxes.
 func (c *PsCmd) Run(app *App) error {
+	if c.AllRepos {
+		return c.runAll(app)
+	}
 	// ps always asks the environment's engine: it is reached while git
 	// finds the repository.
 	early := engines.ConnectEarly(app.Ctx)
@@ -94,7 +106,13 @@ func (c *PsCmd) Run(app *App) error {
 		app.UI.Hintf("git sandbox start BRANCH -p \"TASK\" creates one")
 		return nil
 	}
-	psTable(app.Stdout, list, showEngine(env, list), c.Wide)
+	psTable(app.Stdout, list, nil, showEngine(env, list), c.Wide)
+	psNotes(app, list)
+	return nil
+}
+
+// psNotes are the warnings and hints below ps's table.
+func psNotes(app *App, list []sandbox.Status) {
 	for _, s := range list {
 		if len(s.Conflicts) > 0 {
 			app.UI.Warnf("%s: git sandbox update left conflict markers in %s", termsafe.String(s.Branch), termsafe.Join(s.Conflicts, ", "))
@@ -120,7 +138,6 @@ func (c *PsCmd) Run(app *App) error {
 			app.UI.Hintf("git sandbox rescue show %s lists them", s.Snapshot[:min(12, len(s.Snapshot))])
 		}
 	}
-	return nil
 }
 
 // watch prints the table (or JSON) now and again after every change.
@@ -159,7 +176,7 @@ func (c *PsCmd) watch(app *App, env *sandbox.Env) error {
 		case len(list) == 0:
 			b.WriteString("no sandboxes in this repository\n")
 		default:
-			psTable(&b, list, showEngine(env, list), c.Wide)
+			psTable(&b, list, nil, showEngine(env, list), c.Wide)
 		}
 		if b.String() == last {
 			return nil
@@ -197,8 +214,9 @@ func (c *PsCmd) watch(app *App, env *sandbox.Env) error {
 	}
 }
 
-// psTable writes ps's table.
-func psTable(w io.Writer, list []sandbox.Status, engines, wide bool) {
+// psTable writes ps's table; repos, when given, is the REPO column (one
+// per row of list).
+func psTable(w io.Writer, list []sandbox.Status, repos []psRepo, engines, wide bool) {
 	head := []string{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "SNAPSHOT", "DENIED", "SPEND", "CONFLICTS"}
 	ports := slices.ContainsFunc(list, func(s sandbox.Status) bool { return len(s.Ports) > 0 })
 	if ports {
@@ -210,8 +228,11 @@ func psTable(w io.Writer, list []sandbox.Status, engines, wide bool) {
 	if engines {
 		head = slices.Insert(head, 2, "ENGINE")
 	}
+	if repos != nil {
+		head = slices.Insert(head, 0, "REPO")
+	}
 	rows := [][]string{head}
-	for _, s := range list {
+	for i, s := range list {
 		state := s.State
 		if s.State == sandbox.StateExited && s.ExitCode != nil {
 			state = "exited (" + strconv.Itoa(*s.ExitCode) + ")"
@@ -226,6 +247,10 @@ func psTable(w io.Writer, list []sandbox.Status, engines, wide bool) {
 			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
 			age(time.Since(s.Created)), strconv.Itoa(s.Changes), snapshotAge(s), denied(s), s.Spend.Column(), s.Forecast.Column(),
 		}
+		if repos != nil && repos[i].missing {
+			// Its snapshots are in the repository that is gone.
+			row[5], row[6] = "?", "?"
+		}
 		if ports {
 			row = append(row, portsColumn(s.Ports))
 		}
@@ -239,9 +264,18 @@ func psTable(w io.Writer, list []sandbox.Status, engines, wide bool) {
 			}
 			row = slices.Insert(row, 2, termsafe.String(eng))
 		}
+		if repos != nil {
+			row = slices.Insert(row, 0, repos[i].name)
+		}
 		rows = append(rows, row)
 	}
 	table(w, rows)
+}
+
+// psRepo is a row's REPO column, and whether the repository is missing.
+type psRepo struct {
+	name    string
+	missing bool
 }
 
 // portsColumn is ps's PORTS: each published port as host port -> the

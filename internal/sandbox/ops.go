@@ -120,7 +120,31 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 	answers := make(chan map[string]*engineAnswer, 1)
 	go func() { answers <- e.engineStates(ctx, sbs) }()
 	tips := rescue.ReadTips(ctx, e.Git(), baseRefs(sbs)...)
-	engines := <-answers
+	out := e.withStates(sbs, tips, <-answers)
+	if fc, err := e.forecast(ctx, sbs, tips, false); err != nil {
+		e.UI.Warnf("conflict forecast: %v", err)
+	} else {
+		for i := range out {
+			out[i].Forecast = fc[out[i].Branch]
+		}
+	}
+	return out, nil
+}
+
+// RecordedStatuses reports every sandbox of a repository that is gone
+// from where it was (NewGoneEnv): what the records and the engines say,
+// without the snapshots' counts or the forecast, which need its git.
+func (e *Env) RecordedStatuses(ctx context.Context) []Status {
+	sbs, errs := e.All()
+	for _, err := range errs {
+		e.UI.Warnf("%v", err)
+	}
+	return e.withStates(sbs, nil, e.engineStates(ctx, sbs))
+}
+
+// withStates is each sandbox's status with its engine's word on its
+// container.
+func (e *Env) withStates(sbs []*Sandbox, tips map[string]rescue.Tip, engines map[string]*engineAnswer) []Status {
 	for _, name := range slices.Sorted(maps.Keys(engines)) {
 		if a := engines[name]; name != "" && a.err != nil {
 			e.UI.Warnf("engine %s is unreachable: %v", name, a.err)
@@ -132,14 +156,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		st.setState(sb, engines[sb.Record.Engine])
 		out = append(out, st)
 	}
-	if fc, err := e.forecast(ctx, sbs, tips, false); err != nil {
-		e.UI.Warnf("conflict forecast: %v", err)
-	} else {
-		for i := range out {
-			out[i].Forecast = fc[out[i].Branch]
-		}
-	}
-	return out, nil
+	return out
 }
 
 // engineAnswer is what one engine said of the repository's containers.
