@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
@@ -19,6 +20,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/meter"
 	"github.com/git-sandbox/git-sandbox/internal/netlog"
 	"github.com/git-sandbox/git-sandbox/internal/network"
+	"github.com/git-sandbox/git-sandbox/internal/rawterm"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -552,37 +554,49 @@ func (s *Sandbox) Logs(ctx context.Context, follow bool, tail string, stdout, st
 	return d.Logs(ctx, s.Container, container.LogsOptions{Follow: follow, Tail: tail, Stdout: stdout, Stderr: stderr})
 }
 
-// Attach connects the terminal to the running agent.
-func (s *Sandbox) Attach(ctx context.Context, io IO) error {
+// Attach connects the terminal (or pipes) to the running agent until its
+// output ends, ctx ends, or, on a terminal, the user types Ctrl-P Ctrl-Q
+// (rawterm.DetachKeys): then detached is true and the agent runs on. On a
+// terminal every other key, Ctrl-C included, goes to the agent.
+func (s *Sandbox) Attach(ctx context.Context, io IO) (detached bool, err error) {
 	d, st, err := s.existing(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !st.Running {
-		return usererr.New("sandbox %s is not running", s.Display()).
+		return false, usererr.New("sandbox %s is not running", s.Display()).
 			Hint("git sandbox start %s resumes it; git sandbox logs %s shows what it printed", s.Display(), s.Display())
 	}
 	tty := st.TTY
 	if tty && !io.StdinIsTerminal {
-		return usererr.New("sandbox %s has a terminal and this command has none", s.Display()).
+		return false, usererr.New("sandbox %s has a terminal and this command has none", s.Display()).
 			Hint("attach from a terminal, or read its output with git sandbox logs -f %s", s.Display())
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var keys atomic.Bool
 	streams := container.Streams{Stdout: io.Stdout, Stderr: io.Stderr, TTY: tty, TerminalFd: io.StdinFd}
 	if st.OpenStdin && (io.StdinIsTerminal || io.StdinIsPipe) {
 		streams.Stdin = io.Stdin
+		if tty {
+			// The detach keys are read here, not by the engine, so they
+			// are the same on every engine.
+			streams.Stdin = rawterm.Detachable(io.Stdin, func() { keys.Store(true); cancel() })
+		}
 	}
 	// The engine refuses to attach to a paused container: attach under the
 	// sandbox's lock, so no snapshot pauses the agent while it connects.
 	unlock, err := record.Lock(s.env.Layout.Lock(s.Branch))
 	if err != nil {
-		return err
+		return false, err
 	}
 	wait, err := d.Attach(ctx, s.Container, streams)
 	unlock()
 	if err != nil {
-		return err
+		return false, err
 	}
-	return wait()
+	err = wait()
+	return keys.Load(), err
 }
 
 // Exec runs a command in the running sandbox as the sandbox user, in
