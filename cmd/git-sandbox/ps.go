@@ -16,6 +16,8 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/engines"
+	"github.com/git-sandbox/git-sandbox/internal/forecast"
+	"github.com/git-sandbox/git-sandbox/internal/meter"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
@@ -35,17 +37,20 @@ func (c *PsCmd) Help() string {
 code, stopped, container missing, lost when a Kubernetes engine lost its Pod;
 unknown while Docker is unreachable), agent,
 base branch, age, files changed since the baseline and how old the snapshot
-that count comes from is (a running agent is snapshotted every
-rescue.interval), denied egress, spend, the conflict forecast, published
-ports (PORTS, when a sandbox has any: host port -> the agent's), and with
---wide the worktree. A
+that count comes from is (SNAP; a running agent is snapshotted every
+rescue.interval), denied egress, spend (SPEND, when the credential broker
+meters a sandbox: "$1.20/$5.00" of its budget), the conflict forecast,
+published ports (PORTS, when a sandbox has any: host port -> the agent's),
+and with --wide the worktree; without --wide the table fits 100 columns for
+everyday names. A
 sandbox whose last git sandbox update left files with conflict markers says
 how many in its state ("exited (0), 2 conflicted"), and the paths are named
 below the table (and in --json as "conflicts").
 
 CONFLICTS forecasts landing from the newest snapshots: "base" when landing
-now would conflict with the base branch's tip, and the other sandboxes it
-would conflict with if both landed (--json: "forecast"). git sandbox
+now would conflict with the base branch's tip, else the first other sandbox
+it would conflict with if both landed, and how many more ("base+2"; --json:
+"forecast" has them all). git sandbox
 conflicts lists the paths.
 
 --watch follows Docker's events for this repository's containers and prints
@@ -217,7 +222,7 @@ func (c *PsCmd) watch(app *App, env *sandbox.Env) error {
 // psTable writes ps's table; repos, when given, is the REPO column (one
 // per row of list).
 func psTable(w io.Writer, list []sandbox.Status, repos []psRepo, engines, wide bool) {
-	head := []string{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "SNAPSHOT", "DENIED", "SPEND", "CONFLICTS"}
+	head := []string{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "SNAP", "DENIED", "SPEND", "CONFLICTS"}
 	ports := slices.ContainsFunc(list, func(s sandbox.Status) bool { return len(s.Ports) > 0 })
 	if ports {
 		head = append(head, "PORTS")
@@ -245,7 +250,7 @@ func psTable(w io.Writer, list []sandbox.Status, repos []psRepo, engines, wide b
 		}
 		row := []string{
 			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
-			age(time.Since(s.Created)), strconv.Itoa(s.Changes), snapshotAge(s), denied(s), s.Spend.Column(), s.Forecast.Column(),
+			age(time.Since(s.Created)), strconv.Itoa(s.Changes), snapshotAge(s), denied(s), spendColumn(s.Spend), conflictsColumn(s.Forecast),
 		}
 		if repos != nil && repos[i].missing {
 			// Its snapshots are in the repository that is gone.
@@ -269,7 +274,34 @@ func psTable(w io.Writer, list []sandbox.Status, repos []psRepo, engines, wide b
 		}
 		rows = append(rows, row)
 	}
+	if !slices.ContainsFunc(list, func(s sandbox.Status) bool { return s.Spend != nil && s.Spend.Metered }) {
+		// No model calls are metered (no secret is brokered): no SPEND.
+		i := slices.Index(head, "SPEND")
+		for j := range rows {
+			rows[j] = slices.Delete(rows[j], i, i+1)
+		}
+	}
 	table(w, rows)
+}
+
+// spendColumn is ps's SPEND: what the broker metered, of the budget
+// ("$1.20/$5.00"), "-" where it meters nothing.
+func spendColumn(st *meter.Status) string {
+	if st == nil || !st.Metered {
+		return "-"
+	}
+	return strings.Replace(st.Column(), " of ", "/", 1)
+}
+
+// conflictsColumn is ps's CONFLICTS: the first of what the sandbox would
+// conflict with and how many more ("base+2"); git sandbox conflicts
+// names them all.
+func conflictsColumn(r *forecast.Result) string {
+	names := r.Names()
+	if len(names) <= 1 {
+		return r.Column()
+	}
+	return termsafe.String(names[0]) + "+" + strconv.Itoa(len(names)-1)
 }
 
 // psRepo is a row's REPO column, and whether the repository is missing.
