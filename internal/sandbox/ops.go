@@ -554,6 +554,13 @@ func (s *Sandbox) Logs(ctx context.Context, follow bool, tail string, stdout, st
 	return d.Logs(ctx, s.Container, container.LogsOptions{Follow: follow, Tail: tail, Stdout: stdout, Stderr: stderr})
 }
 
+// Changes is how many files the sandbox's newest snapshot changed from its
+// baseline; ok is false when it has none.
+func (s *Sandbox) Changes(ctx context.Context) (n int, ok bool) {
+	t, ok := rescue.ReadTips(ctx, s.env.Git())[s.Refs().Rescue()]
+	return t.Changes, ok
+}
+
 // Attach connects the terminal (or pipes) to the running agent until its
 // output ends, ctx ends, or, on a terminal, the user types Ctrl-P Ctrl-Q
 // (rawterm.DetachKeys): then detached is true and the agent runs on. On a
