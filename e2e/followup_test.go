@@ -65,6 +65,42 @@ func TestFollowUpTasks(t *testing.T) {
 	}
 }
 
+// A sandbox whose container was removed on the engine (docker rm) takes a
+// follow-up task: start makes its container again from the record, in the
+// same worktree, on the same branch, and its snapshots go on from where
+// they were; the work of both tasks lands.
+func TestFollowUpAfterContainerRemoved(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "gone", "--agent", "shell", "--network", "none", "--", "sh", "-c", "echo one > one.txt")
+	name := e.PsOf("gone").Container
+	before := len(e.Snapshots("gone"))
+	runOK(t, "", nil, "docker", "rm", "-f", name)
+	if st := e.PsOf("gone").State; st != "container missing" {
+		t.Fatalf("ps after docker rm: %s", st)
+	}
+	if r := e.Sandbox("wait", "gone"); r.Code == 0 || !strings.Contains(r.Stderr, "git sandbox start gone -p") {
+		t.Errorf("wait on a sandbox without its container does not say how to go on: %s", r)
+	}
+	r := e.MustSandbox("start", "gone", "-p", "the second part", "--", "sh", "-c", "cat one.txt > two.txt")
+	if !strings.Contains(r.Stderr, "no container any more; making it again") {
+		t.Errorf("start does not say it made the container again: %s", r)
+	}
+	if got := readFile(filepath.Join(e.Worktree("gone"), "two.txt")); got != "one\n" {
+		t.Errorf("the follow-up did not run in the same worktree: two.txt = %q", got)
+	}
+	if n := len(e.Snapshots("gone")); n <= before {
+		t.Errorf("snapshots: %d before, %d after", before, n)
+	}
+	if p := e.PsOf("gone"); p.State != "exited" || p.Changes != 2 {
+		t.Errorf("ps after the follow-up: %+v", p)
+	}
+	e.MustSandbox("land", "gone")
+	if e.Git("show", "main:two.txt") != "one" || e.Git("show", "main:one.txt") != "one" {
+		t.Error("the work of both tasks did not land")
+	}
+}
+
 // wait returns after the exit snapshot: ps right after counts the changes.
 func TestWaitThenPsShowsChanges(t *testing.T) {
 	t.Parallel()

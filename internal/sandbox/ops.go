@@ -356,8 +356,12 @@ func (s *Sandbox) exitSnapshot(ctx context.Context) error {
 }
 
 func errMissing(s *Sandbox) error {
-	return usererr.New("sandbox %s has no container any more", s.Display()).
-		Hint("git sandbox rescue list %s shows its snapshots; git sandbox rm %s cleans up", s.Display(), s.Display())
+	err := usererr.New("sandbox %s has no container any more", s.Display())
+	if s.Spec != nil && !s.Workspace().Remote() {
+		// resume makes it again from the record.
+		err = err.Hint("git sandbox start %s -p \"TASK\" makes it again for a follow-up task (--rerun: its first task), in the same worktree, branch and snapshots", s.Display())
+	}
+	return err.Hint("git sandbox rescue list %s shows its snapshots; git sandbox rm %s cleans up", s.Display(), s.Display())
 }
 
 // Running reports whether the sandbox's container runs. Docker being
