@@ -34,7 +34,7 @@ func TestFollowUpTasks(t *testing.T) {
 	}
 
 	for _, flags := range [][]string{{"--base", "main"}, {"--network", "none"}, {"--image", "x"}, {"--carry"}} {
-		r := e.Sandbox(append([]string{"start", "t1", "-p", "echo no >> marker.txt"}, flags...)...)
+		r := e.Sandbox(append(append([]string{"start", "t1", "-p", "no"}, flags...), "--", "sh", "-c", "echo no >> marker.txt")...)
 		if r.Code == 0 || !strings.Contains(r.Stderr, flags[0]) {
 			t.Errorf("start %v on an existing sandbox: want a refusal naming %s, got %s", flags, flags[0], r)
 		}
@@ -45,8 +45,8 @@ func TestFollowUpTasks(t *testing.T) {
 		t.Errorf("marker after --rerun = %q", got)
 	}
 
-	e.MustSandbox("start", "t1", "-p", `echo "two:$GIT_SANDBOX_PROMPT" | cut -c1-4 >> marker.txt`, "--memory", "512m")
-	if got := readFile(marker); !strings.HasSuffix(got, "\ntwo:\n") || strings.Count(got, "run:") != 2 {
+	e.MustSandbox("start", "t1", "-p", "two", "--memory", "512m", "--", "sh", "-c", `echo "two:$GIT_SANDBOX_PROMPT" >> marker.txt`)
+	if got := readFile(marker); !strings.HasSuffix(got, "\ntwo:two\n") || strings.Count(got, "run:") != 2 {
 		t.Errorf("marker after the follow-up task = %q", got)
 	}
 	name := e.PsOf("t1").Container

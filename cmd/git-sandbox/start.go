@@ -160,7 +160,11 @@ func (c *StartCmd) Run(app *App) error {
 	}
 	if n, ok := res.Sandbox.Changes(app.Ctx); ok && n == 0 {
 		app.UI.Infof("%s changed no file", name)
-		app.UI.Hintf("git sandbox start %s -p \"TASK\" gives it a follow-up task; git sandbox rm %s removes it", name, name)
+		task := `-p "TASK"`
+		if res.Sandbox.Agent == "shell" {
+			task = "-- CMD"
+		}
+		app.UI.Hintf("git sandbox start %s %s gives it a follow-up task; git sandbox rm %s removes it", name, task, name)
 	} else {
 		app.UI.Hintf("git sandbox diff %s shows the change; git sandbox land %s lands it", name, name)
 	}

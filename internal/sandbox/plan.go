@@ -140,7 +140,7 @@ func (pl *planning) pickAgent(context.Context) error {
 	pl.adapter = adapter
 	pl.task = agent.Task{Prompt: o.Prompt, Args: o.Args, Terminal: o.IO.StdinIsTerminal}
 	if pl.argv, err = adapter.Argv(pl.task); err != nil {
-		return usererr.Wrap(err, "%v", err)
+		return asUserError(err)
 	}
 	pl.interactive = adapter.Interactive(pl.task)
 	if pl.interactive && !o.IO.StdinIsTerminal && !o.Detach {
@@ -371,4 +371,13 @@ func firstPositive(vals ...float64) float64 {
 // WorkspaceLines say where the sandbox's files and git will be.
 func (p *Plan) WorkspaceLines() []workspace.Line {
 	return workspace.Describe(&record.Record{Branch: p.Branch, Worktree: p.Worktree, PrivateGitDir: p.PrivateGitDir, Copy: p.Copy})
+}
+
+// asUserError is an adapter's refusal as the user sees it: its own hints
+// kept when it has them.
+func asUserError(err error) error {
+	if _, ok := usererr.As(err); ok {
+		return err
+	}
+	return usererr.Wrap(err, "%v", err)
 }

@@ -195,7 +195,7 @@ func (r *resumption) again(adapter agent.Adapter) error {
 func (r *resumption) followUp(adapter agent.Adapter, task agent.Task) error {
 	argv, err := adapter.Argv(task)
 	if err != nil {
-		return usererr.Wrap(err, "%v", err)
+		return asUserError(err)
 	}
 	r.interactive = adapter.Interactive(task)
 	if r.interactive && !r.o.IO.StdinIsTerminal && !r.o.Detach {
