@@ -20,7 +20,7 @@ type FleetCmd struct {
 	Ps     FleetPsCmd     `cmd:"" help:"List a fleet's tasks: queued, running, exited."`
 	Wait   FleetWaitCmd   `cmd:"" help:"Wait until no task of a fleet is queued or running."`
 	Stop   FleetStopCmd   `cmd:"" help:"Cancel a fleet's queued tasks and stop its running agents."`
-	Resume FleetResumeCmd `cmd:"" help:"Start a new runner for a fleet whose runner ended with tasks queued."`
+	Resume FleetResumeCmd `cmd:"" help:"Start a new runner for a fleet's queued tasks and those fleet stop cancelled."`
 	Rm     FleetRmCmd     `cmd:"" help:"Remove a fleet and its sandboxes (their snapshots are kept)."`
 	Land   FleetLandCmd   `cmd:"" help:"Land finished sandboxes one after another, verifying each merged tree."`
 }
@@ -265,6 +265,7 @@ func (c *FleetStopCmd) Run(app *App) error {
 		return err
 	}
 	app.UI.Infof("fleet %s: queued tasks cancelled, %d agent(s) stopped; their work is kept", name, len(stopped))
+	app.UI.Hintf("git sandbox fleet resume %s starts the cancelled tasks; git sandbox start BRANCH goes on in a stopped one", name)
 	return nil
 }
 

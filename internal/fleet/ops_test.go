@@ -226,6 +226,19 @@ func TestResume(t *testing.T) {
 	if !slices.Equal(got, []string{Running, Queued, Queued, Exited}) || st.RunnerPID != 0 {
 		t.Errorf("after resume: %v, runner pid %d", got, st.RunnerPID)
 	}
+	// After fleet stop: the cancelled tasks are queued again, the fleet
+	// no longer stopping.
+	fe.create("stopped", task("s1", Exited), task("s2", Cancelled), task("s3", Cancelled))
+	if _, err := fe.store.Update("stopped", func(st *State) error { st.Stopping = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := fe.fl.Resume("stopped"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = fe.store.Load("stopped")
+	if got := []string{st.Tasks[0].Status, st.Tasks[1].Status, st.Tasks[2].Status}; !slices.Equal(got, []string{Exited, Queued, Queued}) || st.Stopping {
+		t.Errorf("resume after stop: %v, stopping %v", got, st.Stopping)
+	}
 	fe.create("finished", task("x", Exited))
 	if err := fe.fl.Resume("finished"); err == nil || !strings.Contains(err.Error(), "nothing to resume") {
 		t.Errorf("Resume with nothing queued = %v", err)
