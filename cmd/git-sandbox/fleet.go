@@ -315,7 +315,7 @@ func (c *FleetRmCmd) Run(app *App) error {
 
 // FleetLandCmd is git sandbox fleet land.
 type FleetLandCmd struct {
-	Branches []string `arg:"" optional:"" help:"The sandboxes, in landing order (default: the fleet's, in file order)."`
+	Branches []string `arg:"" optional:"" help:"The sandboxes, in landing order (default: the fleet's, in file order); or the fleet, by its name or tasks file, as fleet wait takes it."`
 	Fleet    string   `help:"The fleet whose sandboxes land (default: the only one)." placeholder:"NAME"`
 	Continue bool     `help:"Resume the queue that stopped, at the sandbox it stopped at."`
 	Abort    bool     `help:"Forget the queue that stopped (its sandboxes stay as they are)."`
@@ -338,9 +338,20 @@ makes the queue merge and verify again.`
 
 // Run lands the queue.
 func (c *FleetLandCmd) Run(app *App) error {
-	fl, _, err := app.fleets()
+	fl, env, err := app.fleets()
 	if err != nil {
 		return err
+	}
+	if len(c.Branches) == 1 && c.Fleet == "" {
+		// fleet land NAME lands the fleet, as fleet wait NAME waits for
+		// it, unless NAME is a sandbox.
+		name, isFleet, err := fleetArg(fl, env, c.Branches[0])
+		if err != nil {
+			return err
+		}
+		if isFleet {
+			c.Fleet, c.Branches = name, nil
+		}
 	}
 	q := &fleet.Queue{Store: fl.Store, Lander: fl.SB, Logf: app.UI.Infof}
 	if c.Abort {
@@ -354,6 +365,13 @@ func (c *FleetLandCmd) Run(app *App) error {
 		return nil
 	}
 	order := c.Branches
+	for _, b := range order {
+		// A name that is no sandbox is refused before a queue is made
+		// that would stop at it.
+		if _, err := env.Find(b); err != nil {
+			return err
+		}
+	}
 	if len(order) == 0 && !c.Continue {
 		name, err := fl.Store.Resolve(c.Fleet)
 		if err != nil {
@@ -387,3 +405,19 @@ func (c *FleetLandCmd) Run(app *App) error {
 	app.UI.Infof("landed %d sandbox(es)", len(st.Landed)-st.First)
 	return nil
 }
+
+// fleetArg says whether fleet land's one argument names a fleet (by its
+// name or its tasks file) rather than a sandbox; one that names both is
+// refused.
+func fleetArg(fl *fleet.Fleets, env *sandbox.Env, arg string) (name string, isFleet bool, err error) {
+	name, ferr := fl.Store.Resolve(arg)
+	if ferr != nil {
+		return "", false, nil
+	}
+	if _, err := env.Find(arg); err == nil {
+		return "", false, usererr.New("%s is both a fleet and a sandbox", termsafe.String(arg)).
+			Hint("git sandbox fleet land --fleet %s lands the fleet; git sandbox land %s lands the sandbox", termsafe.String(arg), termsafe.String(arg))
+	}
+	return name, true, nil
+}
+
