@@ -121,3 +121,27 @@ func TestEgressLivePolicy(t *testing.T) {
 		t.Errorf("a.sub.test from a sandbox started after --repo:\n%s", r)
 	}
 }
+
+// TestNetNamesWhyAnAllowedHostFailed: the agent gets a 502 from its proxy
+// for an allowed host it could not reach, and net says why, per host: a
+// port nothing listens on is refused, a name nothing answers to does not
+// resolve.
+func TestNetNamesWhyAnAllowedHostFailed(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.egressConfig("up.test:81", "down.test")
+	e.MustSandbox("start", "fails", "-d", "--agent", "shell", "--", "sleep", "600")
+	startUpstream(t, e.egressNetwork(), "up.test")
+	for _, host := range []string{"up.test:81", "down.test"} {
+		if out := e.MustSandbox("exec", "fails", "--", "bash", "-c", getScript, "get", host).Stdout; !strings.Contains(out, " 502 ") {
+			t.Errorf("%s: the agent got %q, want a 502", host, out)
+		}
+	}
+	r := e.MustSandbox("net", "fails")
+	for _, want := range []string{`^up\.test\s+81\s+1\s+0\s+.*\s1 failed: connection refused$`, `^down\.test\s+80\s+1\s+0\s+.*\s1 failed: the name does not resolve$`} {
+		if !regexpLine(r.Stdout, want) {
+			t.Errorf("net lacks %s:\n%s", want, r.Stdout)
+		}
+	}
+	e.MustSandbox("rm", "--force", "fails")
+}
