@@ -212,7 +212,7 @@ func (pl *planning) planNetwork(ctx context.Context) error {
 		e.UI.Warnf("--allow is ignored: the network is %s, not allowlist", p.Network)
 	}
 	secrets, shown, err := e.network().PlanSecrets(ctx, network.SecretsInput{
-		Env: o.Env, DryRun: o.DryRun, IO: network.IO{Stdin: o.IO.Stdin, StdinIsTerminal: o.IO.StdinIsTerminal, Stderr: o.IO.Stderr},
+		Env: o.Env, DryRun: o.DryRun, Agent: pl.adapter.Name(), IO: network.IO{Stdin: o.IO.Stdin, StdinIsTerminal: o.IO.StdinIsTerminal, Stderr: o.IO.Stderr},
 	}, p.Network == container.NetworkAllowlist)
 	if err == nil {
 		err = network.CheckBudget(o.Budget, p.Network == container.NetworkAllowlist, len(secrets))
