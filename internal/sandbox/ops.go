@@ -613,6 +613,9 @@ func (s *Sandbox) Attach(ctx context.Context, io IO) (detached bool, err error) 
 // Exec runs a command in the running sandbox as the sandbox user, in
 // /workspace, and returns its exit code.
 func (s *Sandbox) Exec(ctx context.Context, argv []string, io IO) (int, error) {
+	if err := s.Snapshotter().CheckWorktree(ctx); err != nil {
+		return -1, err
+	}
 	d, st, err := s.existing(ctx)
 	if err != nil {
 		return -1, err

@@ -106,6 +106,9 @@ func (r *resumption) state(ctx context.Context, _ *steps.Undo) error {
 // it).
 func (r *resumption) mounts(ctx context.Context, _ *steps.Undo) error {
 	e, sb := r.e, r.sb
+	if err := sb.Snapshotter().CheckWorktree(ctx); err != nil {
+		return err
+	}
 	if vis := workspace.VisibleStore(e.Layout); r.st.Mounts[vis.Objects()] != "" {
 		if _, err := os.Stat(vis.Objects()); errors.Is(err, os.ErrNotExist) {
 			if _, err := vis.Refresh(ctx, e.Git()); err != nil {
