@@ -190,3 +190,17 @@ func TestLandFreesTheNameAtOnce(t *testing.T) {
 		return err != nil || len(entries) == 0
 	})
 }
+
+// Started from a subdirectory of the checkout, the agent's container
+// starts in the same directory of its worktree.
+func TestStartFromASubdirectory(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.WriteFile("src/app/main.txt", "main\n")
+	e.Git("add", "-A")
+	e.Git("commit", "-q", "-m", "a subdirectory")
+	r := e.Run(filepath.Join(e.Repo, "src", "app"), nil, "git", "sandbox", "start", "sub", "--agent", "shell", "--network", "none", "--", "sh", "-c", "pwd; ls")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "/workspace/src/app\n") || !strings.Contains(r.Stdout, "main.txt") {
+		t.Errorf("start from src/app: %s", r)
+	}
+}

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -135,6 +137,7 @@ func (c *StartCmd) Run(app *App) error {
 		Verify: c.Verify, Args: c.Command, Detach: c.Detach, DryRun: c.DryRun, Env: c.Env,
 		Image: c.Image, Network: c.Network, Allow: splitAllow(c.Allow), Runtime: c.Runtime, Memory: c.Memory, CPUs: c.CPUs,
 		Pids: c.Pids, Rerun: c.Rerun, Publish: c.Publish, Engine: c.Engine, Budget: c.Budget, IO: app.IO(),
+		Subdir: app.subdir(env.Repo.WorkTree),
 	})
 	if err != nil {
 		return err
@@ -172,6 +175,26 @@ func (c *StartCmd) Run(app *App) error {
 		return usererr.ExitStatus(res.ExitCode)
 	}
 	return nil
+}
+
+// subdir is where the command runs (-C, or the working directory),
+// relative to top, the worktree it runs in ("" at the top or outside).
+func (a *App) subdir(top string) string {
+	dir := a.Dir
+	if dir == "" {
+		dir, _ = os.Getwd()
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
+	}
+	rel, err := filepath.Rel(top, dir)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return ""
+	}
+	return filepath.ToSlash(rel)
 }
 
 // sayOutOfMemory says so when the engine ended the sandbox's agent for

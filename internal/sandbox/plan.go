@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/container"
@@ -263,7 +265,8 @@ func (pl *planning) specInput(ctx context.Context) (agentspec.Input, error) {
 	p.Interval = e.Config.Rescue.Interval.String()
 	name := container.Name(e.Repo.ID, e.Repo.Name, o.Branch)
 	in := agentspec.Input{
-		Name: name, Image: pl.image, Branch: o.Branch, RepoID: e.Repo.ID, Base: p.Base,
+		Subdir: pl.subdir(ctx),
+		Name:   name, Image: pl.image, Branch: o.Branch, RepoID: e.Repo.ID, Base: p.Base,
 		Agent: pl.adapter.Name(), Prompt: o.Prompt, Verify: p.Verify, Setup: pl.setup,
 		Argv: pl.argv, AgentEnv: pl.adapter.Env(), UserEnv: pl.env,
 		Worktree: p.Worktree, Workspace: workspace.BindMounts(e.Layout, o.Branch, p.Worktree, hooksDir),
@@ -380,4 +383,19 @@ func asUserError(err error) error {
 		return err
 	}
 	return usererr.Wrap(err, "%v", err)
+}
+
+// subdir is the directory of the worktree the agent starts in: where start
+// ran, when the start commit has that directory, else the top (said, for a
+// directory it does not have).
+func (pl *planning) subdir(ctx context.Context) string {
+	sub := path.Clean("/" + filepath.ToSlash(pl.o.Subdir))[1:]
+	if sub == "" {
+		return ""
+	}
+	if t, err := pl.e.Git().Output(ctx, "cat-file", "-t", "--end-of-options", pl.p.BaseCommit+":"+sub); err != nil || strings.TrimSpace(t) != "tree" {
+		pl.e.UI.Infof("%s is not a directory of %s: the agent starts at the top of its worktree", termsafe.String(sub), shortID(pl.p.BaseCommit))
+		return ""
+	}
+	return sub
 }

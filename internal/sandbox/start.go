@@ -49,6 +49,10 @@ type StartOptions struct {
 	Engine string
 	// Budget is --budget: dollars the agent may spend on model calls.
 	Budget string
+	// Subdir is where start ran, relative to the top of the worktree
+	// (slash-separated, "" at the top): the agent starts in the same
+	// directory of its worktree when the start commit has it.
+	Subdir string
 	IO     IO
 }
 
