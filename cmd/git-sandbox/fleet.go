@@ -315,7 +315,7 @@ func (c *FleetRmCmd) Run(app *App) error {
 
 // FleetLandCmd is git sandbox fleet land.
 type FleetLandCmd struct {
-	Branches []string `arg:"" optional:"" help:"The sandboxes, in landing order (default: the fleet's, in file order); or the fleet, by its name or tasks file, as fleet wait takes it."`
+	Branches []string `arg:"" optional:"" help:"The sandboxes, in landing order (default: the fleet's, in file order); or the fleet, by its name or tasks file, as fleet wait takes it (a sandbox of that name comes first)."`
 	Fleet    string   `help:"The fleet whose sandboxes land (default: the only one)." placeholder:"NAME"`
 	Continue bool     `help:"Resume the queue that stopped, at the sandbox it stopped at."`
 	Abort    bool     `help:"Forget the queue that stopped (its sandboxes stay as they are)."`
@@ -345,11 +345,7 @@ func (c *FleetLandCmd) Run(app *App) error {
 	if len(c.Branches) == 1 && c.Fleet == "" {
 		// fleet land NAME lands the fleet, as fleet wait NAME waits for
 		// it, unless NAME is a sandbox.
-		name, isFleet, err := fleetArg(fl, env, c.Branches[0])
-		if err != nil {
-			return err
-		}
-		if isFleet {
+		if name, isFleet := fleetArg(fl, env, c.Branches[0]); isFleet {
 			c.Fleet, c.Branches = name, nil
 		}
 	}
@@ -407,17 +403,16 @@ func (c *FleetLandCmd) Run(app *App) error {
 }
 
 // fleetArg says whether fleet land's one argument names a fleet (by its
-// name or its tasks file) rather than a sandbox; one that names both is
-// refused.
-func fleetArg(fl *fleet.Fleets, env *sandbox.Env, arg string) (name string, isFleet bool, err error) {
-	name, ferr := fl.Store.Resolve(arg)
-	if ferr != nil {
-		return "", false, nil
+// name or its tasks file) and no sandbox: a sandbox's name keeps meaning
+// that sandbox (--fleet names the fleet of the same name).
+func fleetArg(fl *fleet.Fleets, env *sandbox.Env, arg string) (name string, isFleet bool) {
+	name, err := fl.Store.Resolve(arg)
+	if err != nil {
+		return "", false
 	}
 	if _, err := env.Find(arg); err == nil {
-		return "", false, usererr.New("%s is both a fleet and a sandbox", termsafe.String(arg)).
-			Hint("git sandbox fleet land --fleet %s lands the fleet; git sandbox land %s lands the sandbox", termsafe.String(arg), termsafe.String(arg))
+		return "", false
 	}
-	return name, true, nil
+	return name, true
 }
 
