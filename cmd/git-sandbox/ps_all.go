@@ -63,6 +63,7 @@ func (c *PsCmd) runAll(app *App) error {
 		repos[i] = repoStatuses(app, k, userCfg, root, roots, conns)
 	}
 	rows := allRows(repos)
+	defer sayGone(app, root, repos)
 	if c.JSON {
 		enc := termsafe.NewJSONEncoder(app.Stdout)
 		enc.SetIndent("", "  ")
@@ -82,6 +83,12 @@ func (c *PsCmd) runAll(app *App) error {
 	}
 	psTable(app.Stdout, list, names, showEng, c.Wide)
 	psNotes(app, list)
+	return nil
+}
+
+// sayGone names, below ps --all-repos's output, each repository that is
+// not where it was, and what to do.
+func sayGone(app *App, root string, repos []repoList) {
 	for _, r := range repos {
 		if r.gone == "" {
 			continue
@@ -89,7 +96,6 @@ func (c *PsCmd) runAll(app *App) error {
 		app.UI.Warnf("repository %s is not at %s any more (%s): its %d sandbox(es) are listed from their records", termsafe.String(r.known.Name), termsafe.String(shortPath(r.known.MainWorkTree)), termsafe.String(r.gone), len(r.list))
 		app.UI.Hintf("move it back there to land or remove them; their state is in %s", termsafe.String(filepath.Join(root, r.known.ID)))
 	}
-	return nil
 }
 
 // repoStatuses is what ps says of one known repository's sandboxes: in
