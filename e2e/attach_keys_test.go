@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -31,13 +32,43 @@ func (e *Env) attachOnPty(t *testing.T, branch string) *ptyAttach {
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 100})
 	must(t, err)
 	a := &ptyAttach{t: t, cmd: cmd, ptmx: ptmx, out: &ptyOutput{}, done: make(chan error, 1)}
-	go func() { _, _ = io.Copy(a.out, ptmx) }()
-	go func() { a.done <- cmd.Wait() }()
+	copied := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.MultiWriter(a.out, answering{ptmx}), ptmx)
+		close(copied)
+	}()
+	go func() {
+		err := cmd.Wait()
+		// All it printed is read before the end is reported (the pty
+		// reads EIO once its last holder has closed it).
+		select {
+		case <-copied:
+		case <-time.After(5 * time.Second):
+		}
+		a.done <- err
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		ptmx.Close()
 	})
 	return a
+}
+
+// answering stands for a terminal emulator in front of the pty: it
+// answers the queries a program writes to learn about the terminal (the
+// background colour, OSC 11; the cursor's place, DSR), as xterm does. A
+// query nobody answers makes the asker wait and read the keys typed
+// meanwhile as the answer.
+type answering struct{ pty *os.File }
+
+func (a answering) Write(b []byte) (int, error) {
+	if bytes.Contains(b, []byte("\x1b]11;?")) {
+		_, _ = a.pty.Write([]byte("\x1b]11;rgb:0000/0000/0000\x1b\\"))
+	}
+	if bytes.Contains(b, []byte("\x1b[6n")) {
+		_, _ = a.pty.Write([]byte("\x1b[1;1R"))
+	}
+	return len(b), nil
 }
 
 // typeKeys writes keys to the terminal.
@@ -82,11 +113,11 @@ func TestAttachDetachKeys(t *testing.T) {
 	for round := 1; round <= 2; round++ {
 		a := e.attachOnPty(t, "keys")
 		// What is typed reaches the shell once attach is connected.
-		Eventually(t, 60*time.Second, "the shell to answer", func() bool {
+		EventuallyOr(t, 60*time.Second, "the shell to answer", func() bool {
 			a.typeKeys(fmt.Sprintf("echo round-$((40+%d))\r", round))
 			time.Sleep(500 * time.Millisecond)
 			return strings.Contains(a.out.String(), fmt.Sprintf("round-%d", 40+round))
-		})
+		}, a.out.String)
 		a.typeKeys("\x10\x11") // Ctrl-P Ctrl-Q
 		if code := a.exited(30 * time.Second); code != 0 {
 			t.Fatalf("attach after Ctrl-P Ctrl-Q: exit %d\n%s", code, a.out.String())
@@ -110,11 +141,11 @@ func TestAttachCtrlC(t *testing.T) {
 	e := NewEnv(t)
 	e.MustSandbox("start", "tty", "-d", "--agent", "shell", "--network", "none")
 	a := e.attachOnPty(t, "tty")
-	Eventually(t, 60*time.Second, "the shell to answer", func() bool {
+	EventuallyOr(t, 60*time.Second, "the shell to answer", func() bool {
 		a.typeKeys("echo ready-$((6*7))\r")
 		time.Sleep(500 * time.Millisecond)
 		return strings.Contains(a.out.String(), "ready-42")
-	})
+	}, a.out.String)
 	a.typeKeys(`sh -c 'trap "echo sigint-$((2*3)); exit 3" INT; echo wait-$((1+1)); while :; do sleep 0.1; done'; echo "status $?"` + "\r")
 	a.waitOutput("the program to run", "wait-2")
 	a.typeKeys("\x03") // Ctrl-C
