@@ -304,8 +304,8 @@ func TestAttackVerifyExportBudget(t *testing.T) {
 }
 
 // An agent past its memory limit is ended by the engine, and start says
-// so, with the limit and how to give it more; the work it wrote before is
-// in its exit snapshot.
+// so, with the limit and how to give it more (and so does wait on one
+// started with -d); the work it wrote before is in its exit snapshot.
 func TestOutOfMemorySaysSo(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
@@ -317,5 +317,11 @@ func TestOutOfMemorySaysSo(t *testing.T) {
 	}
 	if e.snapshotWith("hog", "before.txt", "before\n") == "" {
 		t.Error("what the agent wrote before is not in a snapshot")
+	}
+	// Started in the background, wait says it.
+	e.MustSandbox("start", "hog2", "-d", "--agent", "shell", "--network", "none", "--memory", "32m", "--",
+		"sh", "-c", `x=$(head -c 400000000 /dev/zero | tr '\0' a); echo "$x" | wc -c`)
+	if r := e.Sandbox("wait", "hog2"); r.Code != 137 || !strings.Contains(r.Stderr, "agent in hog2 exited with code 137: out of memory (limit 32m)") {
+		t.Errorf("wait on an agent past its memory limit: %s", r)
 	}
 }

@@ -15,7 +15,8 @@ printf 'GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$1" "
 
 // TestEgressLivePolicy: net allow lets a refused host through on the
 // agent's next try, with neither the agent nor its proxy restarted; net
-// deny cuts a host the config allowed; both survive stop and start and are
+// deny cuts a host the config allowed; both survive stop and start (and
+// net allow on the stopped sandbox holds at its next start) and are
 // in the log; net suggest folds three names of one domain; a repository
 // cannot add entries through the user's [[repository]] tables.
 func TestEgressLivePolicy(t *testing.T) {
@@ -23,7 +24,7 @@ func TestEgressLivePolicy(t *testing.T) {
 	e := NewEnv(t)
 	e.egressConfig("api.allowed.test")
 	e.MustSandbox("start", "live", "-d", "--agent", "shell", "--", "sleep", "600")
-	startUpstream(t, e.egressNetwork(), "api.allowed.test", "late.test", "a.sub.test", "b.sub.test", "c.sub.test")
+	startUpstream(t, e.egressNetwork(), "api.allowed.test", "late.test", "a.sub.test", "b.sub.test", "c.sub.test", "stopped.test")
 
 	get := func(host string) string {
 		t.Helper()
@@ -79,13 +80,15 @@ func TestEgressLivePolicy(t *testing.T) {
 	}
 
 	// A new proxy (stop, start) gets the changes from the record.
+	// A stopped sandbox takes a change too, for its next start.
 	e.MustSandbox("stop", "live")
+	e.MustSandbox("net", "allow", "live", "stopped.test")
 	e.MustSandbox("start", "live", "-d")
 	if p := e.sandboxContainers("live", "proxy"); len(p) != 1 || started(p[0]) == proxyBefore {
 		t.Errorf("no new proxy after stop and start: %q", p)
 	}
-	if !ok("late.test") || !refused("api.allowed.test") {
-		t.Errorf("after stop and start: late.test %q, api.allowed.test %q", get("late.test"), get("api.allowed.test"))
+	if !ok("late.test") || !refused("api.allowed.test") || !ok("stopped.test") {
+		t.Errorf("after stop and start: late.test %q, api.allowed.test %q, stopped.test %q", get("late.test"), get("api.allowed.test"), get("stopped.test"))
 	}
 
 	r = e.MustSandbox("net", "suggest", "live")
@@ -117,4 +120,28 @@ func TestEgressLivePolicy(t *testing.T) {
 	if !strings.Contains(r.Stdout, "(a.sub.test)") {
 		t.Errorf("a.sub.test from a sandbox started after --repo:\n%s", r)
 	}
+}
+
+// TestNetNamesWhyAnAllowedHostFailed: the agent gets a 502 from its proxy
+// for an allowed host it could not reach, and net says why, per host: a
+// port nothing listens on is refused, a name nothing answers to does not
+// resolve.
+func TestNetNamesWhyAnAllowedHostFailed(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.egressConfig("up.test:81", "down.test")
+	e.MustSandbox("start", "fails", "-d", "--agent", "shell", "--", "sleep", "600")
+	startUpstream(t, e.egressNetwork(), "up.test")
+	for _, host := range []string{"up.test:81", "down.test"} {
+		if out := e.MustSandbox("exec", "fails", "--", "bash", "-c", getScript, "get", host).Stdout; !strings.Contains(out, " 502 ") {
+			t.Errorf("%s: the agent got %q, want a 502", host, out)
+		}
+	}
+	r := e.MustSandbox("net", "fails")
+	for _, want := range []string{`^up\.test\s+81\s+1\s+0\s+.*\s1 failed: connection refused$`, `^down\.test\s+80\s+1\s+0\s+.*\s1 failed: the name does not resolve$`} {
+		if !regexpLine(r.Stdout, want) {
+			t.Errorf("net lacks %s:\n%s", want, r.Stdout)
+		}
+	}
+	e.MustSandbox("rm", "--force", "fails")
 }

@@ -34,7 +34,7 @@ func TestFollowUpTasks(t *testing.T) {
 	}
 
 	for _, flags := range [][]string{{"--base", "main"}, {"--network", "none"}, {"--image", "x"}, {"--carry"}} {
-		r := e.Sandbox(append([]string{"start", "t1", "-p", "echo no >> marker.txt"}, flags...)...)
+		r := e.Sandbox(append(append([]string{"start", "t1", "-p", "no"}, flags...), "--", "sh", "-c", "echo no >> marker.txt")...)
 		if r.Code == 0 || !strings.Contains(r.Stderr, flags[0]) {
 			t.Errorf("start %v on an existing sandbox: want a refusal naming %s, got %s", flags, flags[0], r)
 		}
@@ -45,8 +45,8 @@ func TestFollowUpTasks(t *testing.T) {
 		t.Errorf("marker after --rerun = %q", got)
 	}
 
-	e.MustSandbox("start", "t1", "-p", `echo "two:$GIT_SANDBOX_PROMPT" | cut -c1-4 >> marker.txt`, "--memory", "512m")
-	if got := readFile(marker); !strings.HasSuffix(got, "\ntwo:\n") || strings.Count(got, "run:") != 2 {
+	e.MustSandbox("start", "t1", "-p", "two", "--memory", "512m", "--", "sh", "-c", `echo "two:$GIT_SANDBOX_PROMPT" >> marker.txt`)
+	if got := readFile(marker); !strings.HasSuffix(got, "\ntwo:two\n") || strings.Count(got, "run:") != 2 {
 		t.Errorf("marker after the follow-up task = %q", got)
 	}
 	name := e.PsOf("t1").Container
@@ -62,6 +62,42 @@ func TestFollowUpTasks(t *testing.T) {
 	e.MustSandbox("land", "t1")
 	if got := e.Git("log", "-1", "--format=%s", "main"); got != "count the runs" {
 		t.Errorf("land message = %q, want the task", got)
+	}
+}
+
+// A sandbox whose container was removed on the engine (docker rm) takes a
+// follow-up task: start makes its container again from the record, in the
+// same worktree, on the same branch, and its snapshots go on from where
+// they were; the work of both tasks lands.
+func TestFollowUpAfterContainerRemoved(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.MustSandbox("start", "gone", "--agent", "shell", "--network", "none", "--", "sh", "-c", "echo one > one.txt")
+	name := e.PsOf("gone").Container
+	before := len(e.Snapshots("gone"))
+	runOK(t, "", nil, "docker", "rm", "-f", name)
+	if st := e.PsOf("gone").State; st != "container missing" {
+		t.Fatalf("ps after docker rm: %s", st)
+	}
+	if r := e.Sandbox("wait", "gone"); r.Code == 0 || !strings.Contains(r.Stderr, "git sandbox start gone -p") {
+		t.Errorf("wait on a sandbox without its container does not say how to go on: %s", r)
+	}
+	r := e.MustSandbox("start", "gone", "-p", "the second part", "--", "sh", "-c", "cat one.txt > two.txt")
+	if !strings.Contains(r.Stderr, "no container any more; making it again") {
+		t.Errorf("start does not say it made the container again: %s", r)
+	}
+	if got := readFile(filepath.Join(e.Worktree("gone"), "two.txt")); got != "one\n" {
+		t.Errorf("the follow-up did not run in the same worktree: two.txt = %q", got)
+	}
+	if n := len(e.Snapshots("gone")); n <= before {
+		t.Errorf("snapshots: %d before, %d after", before, n)
+	}
+	if p := e.PsOf("gone"); p.State != "exited" || p.Changes != 2 {
+		t.Errorf("ps after the follow-up: %+v", p)
+	}
+	e.MustSandbox("land", "gone")
+	if e.Git("show", "main:two.txt") != "one" || e.Git("show", "main:one.txt") != "one" {
+		t.Error("the work of both tasks did not land")
 	}
 }
 
@@ -153,4 +189,18 @@ func TestLandFreesTheNameAtOnce(t *testing.T) {
 		entries, err := os.ReadDir(trash)
 		return err != nil || len(entries) == 0
 	})
+}
+
+// Started from a subdirectory of the checkout, the agent's container
+// starts in the same directory of its worktree.
+func TestStartFromASubdirectory(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.WriteFile("src/app/main.txt", "main\n")
+	e.Git("add", "-A")
+	e.Git("commit", "-q", "-m", "a subdirectory")
+	r := e.Run(filepath.Join(e.Repo, "src", "app"), nil, "git", "sandbox", "start", "sub", "--agent", "shell", "--network", "none", "--", "sh", "-c", "pwd; ls")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "/workspace/src/app\n") || !strings.Contains(r.Stdout, "main.txt") {
+		t.Errorf("start from src/app: %s", r)
+	}
 }

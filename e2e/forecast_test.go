@@ -67,8 +67,8 @@ func TestConflictForecast(t *testing.T) {
 	}
 
 	ps := e.MustSandbox("ps")
-	if !strings.Contains(ps.Stdout, "CONFLICTS") || !strings.Contains(ps.Stdout, "SNAPSHOT") {
-		t.Errorf("ps has no CONFLICTS or SNAPSHOT column:\n%s", ps.Stdout)
+	if !strings.Contains(ps.Stdout, "CONFLICTS") || !strings.Contains(ps.Stdout, " SNAP ") {
+		t.Errorf("ps has no CONFLICTS or SNAP column:\n%s", ps.Stdout)
 	}
 	for _, line := range strings.Split(ps.Stdout, "\n") {
 		f := strings.Fields(line)

@@ -32,7 +32,7 @@ func TestSetupRunsOnceAndIsNotTheAgentsWork(t *testing.T) {
 	}
 	// A follow-up task runs in a new container of the sandbox's warm
 	// image, which holds setup's result: setup does not run again.
-	r = e.MustSandbox("start", "s1", "-p", "cat /var/tmp/tool; echo follow-up-ran")
+	r = e.MustSandbox("start", "s1", "-p", "follow up", "--", "sh", "-c", "cat /var/tmp/tool; echo follow-up-ran")
 	if strings.Contains(r.Stdout+r.Stderr, "setup-ran") || !strings.Contains(r.Stdout, "tool\nfollow-up-ran") {
 		t.Errorf("follow-up with a setup: %s", r)
 	}

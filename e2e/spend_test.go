@@ -146,7 +146,7 @@ readonly = true
 	if p := e.PsOf("spend"); p.State != "running" {
 		t.Errorf("ps --json state %q", p.State)
 	}
-	if ps := e.MustSandbox("ps"); !strings.Contains(ps.Stdout, " budget ") || !strings.Contains(ps.Stdout, "of $0.02") {
+	if ps := e.MustSandbox("ps"); !strings.Contains(ps.Stdout, " budget ") || !strings.Contains(ps.Stdout, "/$0.02") {
 		t.Errorf("ps does not show the spent budget:\n%s", ps.Stdout)
 	}
 	if rep := e.usage("spend"); rep.Total.Refused != 1 {
@@ -158,7 +158,7 @@ readonly = true
 	if out := call("json", "/v1/messages"); !strings.HasPrefix(out, "status 200") {
 		t.Errorf("after budget +1.00:\n%s", out)
 	}
-	if ps := e.MustSandbox("ps"); !strings.Contains(ps.Stdout, "of $1.02") {
+	if ps := e.MustSandbox("ps"); !strings.Contains(ps.Stdout, "/$1.02") {
 		t.Errorf("ps after the raise:\n%s", ps.Stdout)
 	}
 

@@ -120,7 +120,7 @@ verify = "cat /var/tmp/tool"
 		t.Errorf("verify in a warm sandbox: %s", r)
 	}
 	// A follow-up task in a new container of the warm image: no setup.
-	if r := e.MustSandbox("start", "w2", "-p", "cat /var/tmp/tool"); strings.Contains(r.Stdout+r.Stderr, "setup-ran") || !strings.Contains(r.Stdout, "installed") {
+	if r := e.MustSandbox("start", "w2", "-p", "follow up", "--", "cat", "/var/tmp/tool"); strings.Contains(r.Stdout+r.Stderr, "setup-ran") || !strings.Contains(r.Stdout, "installed") {
 		t.Errorf("follow-up in a warm sandbox: %s", r)
 	}
 

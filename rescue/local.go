@@ -96,7 +96,9 @@ func (s *Local) Read(ctx context.Context, prevTree, head string) (*Tree, error) 
 	if err := ensureScratch(s.CommonDir, s.Scratch); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	if _, err := os.Lstat(s.Worktree); err != nil {
+	if _, err := os.Lstat(s.Worktree); errors.Is(err, os.ErrNotExist) {
+		return nil, &WorktreeGoneError{Path: s.Worktree}
+	} else if err != nil {
 		return nil, fmt.Errorf("snapshot: worktree %s: %w", s.Worktree, err)
 	}
 	if seeded := s.takeSeed(); seeded != "" {

@@ -14,6 +14,7 @@ package rescue
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +25,8 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
@@ -298,6 +301,9 @@ func (s *Snapshotter) take(ctx context.Context, reason Reason) (*Taken, error) {
 		l.reason = reason
 	}
 	read, err := s.Source.Read(ctx, prevTree.String(), head)
+	if gone, ok := errors.AsType[*WorktreeGoneError](err); ok {
+		return nil, s.worktreeGone(gone, prev.String())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -522,4 +528,36 @@ func message(s Snapshot) string {
 		fmt.Fprintf(&b, "%s: %s\n", trailerNested, strconv.Quote(p))
 	}
 	return b.String()
+}
+
+// CheckWorktree refuses, with what is left and how to get it, a sandbox
+// whose worktree on this machine was deleted (nil for one that is there,
+// or whose files are on an engine).
+func (s *Snapshotter) CheckWorktree(ctx context.Context) error {
+	l, ok := s.Source.(*Local)
+	if !ok {
+		return nil
+	}
+	if _, err := os.Lstat(l.Worktree); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	prev, _ := s.current(ctx, Refs{s.Branch}.Rescue())
+	return s.worktreeGone(&WorktreeGoneError{Path: l.Worktree}, prev.String())
+}
+
+// WorktreeGoneError is a snapshot's source finding the sandbox's worktree
+// deleted.
+type WorktreeGoneError struct{ Path string }
+
+func (e *WorktreeGoneError) Error() string { return "snapshot: worktree " + e.Path + " is gone" }
+
+// worktreeGone says what is left of a sandbox whose worktree was deleted:
+// its snapshots, newest being newest (a commit id, "" without one).
+func (s *Snapshotter) worktreeGone(e *WorktreeGoneError, newest string) error {
+	b := termsafe.String(s.Branch)
+	ue := usererr.Wrap(e, "the worktree of sandbox %s is gone (%s was deleted)", b, termsafe.String(e.Path))
+	if newest != "" {
+		ue = ue.Hint("its work up to the newest snapshot is kept: git sandbox rescue restore %s --branch NEW brings it back as a branch", newest[:min(12, len(newest))])
+	}
+	return ue.Hint("git sandbox rescue list %s lists its snapshots; git sandbox rm --force %s removes what is left", b, b)
 }

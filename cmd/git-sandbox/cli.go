@@ -113,6 +113,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		})
 	}, syscall.SIGTERM)
 	defer func() { pop(); cancel() }()
+	args, code, done := helpArgs(args, stdout)
+	if done {
+		return code
+	}
 	parser, kctx, dir, exit, err := parseArgs(args, stdout, stderr)
 	if exit >= 0 {
 		return exit

@@ -134,7 +134,8 @@ func (c *ImageBuildCmd) Help() string {
 	return fmt.Sprintf(`Builds the image sandboxes run, from an embedded Dockerfile: git and a shell on
 top of --base, plus the %s CLIs, each installed with npm within a time
 limit. The build says which agent CLIs the image has; the shell agent works
-either way. A --base image that is present locally is never pulled.`, andList(agent.Installable()))
+either way. A --base image that is present locally is never pulled. Offline,
+give --no-agents: npm would wait for its registry before it gives up.`, andList(agent.Installable()))
 }
 
 // Run builds the image.

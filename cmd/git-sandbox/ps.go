@@ -16,6 +16,8 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/engines"
+	"github.com/git-sandbox/git-sandbox/internal/forecast"
+	"github.com/git-sandbox/git-sandbox/internal/meter"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
@@ -23,9 +25,10 @@ import (
 
 // PsCmd is git sandbox ps.
 type PsCmd struct {
-	JSON  bool `help:"Print a JSON array."`
-	Wide  bool `help:"Add the WORKTREE column (--json always has it)."`
-	Watch bool `short:"w" help:"Print the table again whenever a sandbox's container changes state (from Docker's events), until interrupted; with --json, one array per line."`
+	JSON     bool `help:"Print a JSON array."`
+	Wide     bool `help:"Add the WORKTREE column (--json always has it)."`
+	Watch    bool `short:"w" help:"Print the table again whenever a sandbox's container changes state (from Docker's events), until interrupted; with --json, one array per line."`
+	AllRepos bool `name:"all-repos" help:"List the sandboxes of every repository on this machine, with a REPO column (--json: repo, repo_path, repo_missing)."`
 }
 
 // Help is ps's long help.
@@ -34,17 +37,20 @@ func (c *PsCmd) Help() string {
 code, stopped, container missing, lost when a Kubernetes engine lost its Pod;
 unknown while Docker is unreachable), agent,
 base branch, age, files changed since the baseline and how old the snapshot
-that count comes from is (a running agent is snapshotted every
-rescue.interval), denied egress, spend, the conflict forecast, published
-ports (PORTS, when a sandbox has any: host port -> the agent's), and with
---wide the worktree. A
+that count comes from is (SNAP; a running agent is snapshotted every
+rescue.interval), denied egress, spend (SPEND, when the credential broker
+meters a sandbox: "$1.20/$5.00" of its budget), the conflict forecast,
+published ports (PORTS, when a sandbox has any: host port -> the agent's),
+and with --wide the worktree; without --wide the table fits 100 columns for
+everyday names. A
 sandbox whose last git sandbox update left files with conflict markers says
 how many in its state ("exited (0), 2 conflicted"), and the paths are named
 below the table (and in --json as "conflicts").
 
 CONFLICTS forecasts landing from the newest snapshots: "base" when landing
-now would conflict with the base branch's tip, and the other sandboxes it
-would conflict with if both landed (--json: "forecast"). git sandbox
+now would conflict with the base branch's tip, else the first other sandbox
+it would conflict with if both landed, and how many more ("base+2"; --json:
+"forecast" has them all). git sandbox
 conflicts lists the paths.
 
 --watch follows Docker's events for this repository's containers and prints
@@ -54,11 +60,22 @@ git sandbox dash is the interactive view.
 
 With engines in your config, an ENGINE column says where each sandbox runs;
 the engines are asked at once, and the sandboxes of one that does not answer
-are listed as unreachable, with its error.`
+are listed as unreachable, with its error.
+
+--all-repos lists the sandboxes of every repository that has any on
+this machine (the ones git sandbox's state directory holds), from anywhere,
+with a REPO column: the repository's directory name, or its path where two
+share a name. A repository moved or deleted since its sandboxes started is
+shown as "NAME (missing)", its sandboxes listed from their records (their
+containers' state still asked of the engines), and named below the table
+with where it was.`
 }
 
 // Run lists sandboxes.
 func (c *PsCmd) Run(app *App) error {
+	if c.AllRepos {
+		return c.runAll(app)
+	}
 	// ps always asks the environment's engine: it is reached while git
 	// finds the repository.
 	early := engines.ConnectEarly(app.Ctx)
@@ -94,7 +111,13 @@ func (c *PsCmd) Run(app *App) error {
 		app.UI.Hintf("git sandbox start BRANCH -p \"TASK\" creates one")
 		return nil
 	}
-	psTable(app.Stdout, list, showEngine(env, list), c.Wide)
+	psTable(app.Stdout, list, nil, showEngine(env, list), c.Wide)
+	psNotes(app, list)
+	return nil
+}
+
+// psNotes are the warnings and hints below ps's table.
+func psNotes(app *App, list []sandbox.Status) {
 	for _, s := range list {
 		if len(s.Conflicts) > 0 {
 			app.UI.Warnf("%s: git sandbox update left conflict markers in %s", termsafe.String(s.Branch), termsafe.Join(s.Conflicts, ", "))
@@ -120,7 +143,6 @@ func (c *PsCmd) Run(app *App) error {
 			app.UI.Hintf("git sandbox rescue show %s lists them", s.Snapshot[:min(12, len(s.Snapshot))])
 		}
 	}
-	return nil
 }
 
 // watch prints the table (or JSON) now and again after every change.
@@ -159,7 +181,7 @@ func (c *PsCmd) watch(app *App, env *sandbox.Env) error {
 		case len(list) == 0:
 			b.WriteString("no sandboxes in this repository\n")
 		default:
-			psTable(&b, list, showEngine(env, list), c.Wide)
+			psTable(&b, list, nil, showEngine(env, list), c.Wide)
 		}
 		if b.String() == last {
 			return nil
@@ -197,9 +219,10 @@ func (c *PsCmd) watch(app *App, env *sandbox.Env) error {
 	}
 }
 
-// psTable writes ps's table.
-func psTable(w io.Writer, list []sandbox.Status, engines, wide bool) {
-	head := []string{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "SNAPSHOT", "DENIED", "SPEND", "CONFLICTS"}
+// psTable writes ps's table; repos, when given, is the REPO column (one
+// per row of list).
+func psTable(w io.Writer, list []sandbox.Status, repos []psRepo, engines, wide bool) {
+	head := []string{"BRANCH", "STATE", "AGENT", "BASE", "AGE", "CHANGES", "SNAP", "DENIED", "SPEND", "CONFLICTS"}
 	ports := slices.ContainsFunc(list, func(s sandbox.Status) bool { return len(s.Ports) > 0 })
 	if ports {
 		head = append(head, "PORTS")
@@ -210,8 +233,11 @@ func psTable(w io.Writer, list []sandbox.Status, engines, wide bool) {
 	if engines {
 		head = slices.Insert(head, 2, "ENGINE")
 	}
+	if repos != nil {
+		head = slices.Insert(head, 0, "REPO")
+	}
 	rows := [][]string{head}
-	for _, s := range list {
+	for i, s := range list {
 		state := s.State
 		if s.State == sandbox.StateExited && s.ExitCode != nil {
 			state = "exited (" + strconv.Itoa(*s.ExitCode) + ")"
@@ -224,7 +250,11 @@ func psTable(w io.Writer, list []sandbox.Status, engines, wide bool) {
 		}
 		row := []string{
 			termsafe.String(s.Branch), state, s.Agent, termsafe.String(s.Base),
-			age(time.Since(s.Created)), strconv.Itoa(s.Changes), snapshotAge(s), denied(s), s.Spend.Column(), s.Forecast.Column(),
+			age(time.Since(s.Created)), strconv.Itoa(s.Changes), snapshotAge(s), denied(s), spendColumn(s.Spend), conflictsColumn(s.Forecast),
+		}
+		if repos != nil && repos[i].missing {
+			// Its snapshots are in the repository that is gone.
+			row[5], row[6] = "?", "?"
 		}
 		if ports {
 			row = append(row, portsColumn(s.Ports))
@@ -239,9 +269,45 @@ func psTable(w io.Writer, list []sandbox.Status, engines, wide bool) {
 			}
 			row = slices.Insert(row, 2, termsafe.String(eng))
 		}
+		if repos != nil {
+			row = slices.Insert(row, 0, repos[i].name)
+		}
 		rows = append(rows, row)
 	}
+	if !slices.ContainsFunc(list, func(s sandbox.Status) bool { return s.Spend != nil && s.Spend.Metered }) {
+		// No model calls are metered (no secret is brokered): no SPEND.
+		i := slices.Index(head, "SPEND")
+		for j := range rows {
+			rows[j] = slices.Delete(rows[j], i, i+1)
+		}
+	}
 	table(w, rows)
+}
+
+// spendColumn is ps's SPEND: what the broker metered, of the budget
+// ("$1.20/$5.00"), "-" where it meters nothing.
+func spendColumn(st *meter.Status) string {
+	if st == nil || !st.Metered {
+		return "-"
+	}
+	return strings.Replace(st.Column(), " of ", "/", 1)
+}
+
+// conflictsColumn is ps's CONFLICTS: the first of what the sandbox would
+// conflict with and how many more ("base+2"); git sandbox conflicts
+// names them all.
+func conflictsColumn(r *forecast.Result) string {
+	names := r.Names()
+	if len(names) <= 1 {
+		return r.Column()
+	}
+	return termsafe.String(names[0]) + "+" + strconv.Itoa(len(names)-1)
+}
+
+// psRepo is a row's REPO column, and whether the repository is missing.
+type psRepo struct {
+	name    string
+	missing bool
 }
 
 // portsColumn is ps's PORTS: each published port as host port -> the

@@ -135,6 +135,7 @@ func (c *StartCmd) Run(app *App) error {
 		Verify: c.Verify, Args: c.Command, Detach: c.Detach, DryRun: c.DryRun, Env: c.Env,
 		Image: c.Image, Network: c.Network, Allow: splitAllow(c.Allow), Runtime: c.Runtime, Memory: c.Memory, CPUs: c.CPUs,
 		Pids: c.Pids, Rerun: c.Rerun, Publish: c.Publish, Engine: c.Engine, Budget: c.Budget, IO: app.IO(),
+		Subdir: app.Subdir(env.Repo.WorkTree),
 	})
 	if err != nil {
 		return err
@@ -155,17 +156,37 @@ func (c *StartCmd) Run(app *App) error {
 		app.UI.Hintf("git sandbox logs -f %s follows it; git sandbox wait %s waits for it", name, name)
 		return nil
 	}
-	if oom := res.Sandbox.OutOfMemory(app.Ctx, res.ExitCode); oom != "" {
-		app.UI.Infof("agent in %s exited with code %d: %s", name, res.ExitCode, oom)
-		app.UI.Hintf("git sandbox start %s --memory SIZE runs it again with more (limits.memory in your config sets it for new sandboxes)", name)
-	} else {
+	if !sayOutOfMemory(app, res.Sandbox, res.ExitCode) {
 		app.UI.Infof("agent in %s exited with code %d", name, res.ExitCode)
 	}
-	app.UI.Hintf("git sandbox diff %s shows the change; git sandbox land %s lands it", name, name)
+	if n, ok := res.Sandbox.Changes(app.Ctx); ok && n == 0 {
+		app.UI.Infof("%s changed no file", name)
+		task := `-p "TASK"`
+		if res.Sandbox.Agent == "shell" {
+			task = "-- CMD"
+		}
+		app.UI.Hintf("git sandbox start %s %s gives it a follow-up task; git sandbox rm %s removes it", name, task, name)
+	} else {
+		app.UI.Hintf("git sandbox diff %s shows the change; git sandbox land %s lands it", name, name)
+	}
 	if res.ExitCode != 0 {
 		return usererr.ExitStatus(res.ExitCode)
 	}
 	return nil
+}
+
+// sayOutOfMemory says so when the engine ended the sandbox's agent for
+// memory (with its limit and how to give it more), and reports whether it
+// did.
+func sayOutOfMemory(app *App, sb *sandbox.Sandbox, code int) bool {
+	oom := sb.OutOfMemory(app.Ctx, code)
+	if oom == "" {
+		return false
+	}
+	name := termsafe.String(sb.Branch)
+	app.UI.Infof("agent in %s exited with code %d: %s", name, code, oom)
+	app.UI.Hintf("git sandbox start %s --memory SIZE runs it again with more (limits.memory in your config sets it for new sandboxes)", name)
+	return true
 }
 
 // printPlan prints the plan start returned, which is already redacted:

@@ -44,6 +44,7 @@ func (c *WaitCmd) Run(app *App) error {
 			return err
 		}
 		fmt.Fprintln(app.Stdout, termsafe.String(sb.Branch))
+		sayOutOfMemory(app, sb, code)
 		if code != 0 {
 			return usererr.ExitStatus(code)
 		}
@@ -65,6 +66,7 @@ func (c *WaitCmd) Run(app *App) error {
 		if err != nil {
 			return err
 		}
+		sayOutOfMemory(app, sb, code)
 		if first == 0 {
 			first = code
 		}

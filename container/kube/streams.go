@@ -200,6 +200,12 @@ func (e *Engine) Attach(ctx context.Context, id string, s container.Streams) (fu
 		case err := <-done:
 			return err
 		case <-ctx.Done():
+			// The stream ends with ctx: a moment for it to, so the
+			// terminal is out of raw mode before the caller prints.
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+			}
 			return nil
 		}
 	}, nil

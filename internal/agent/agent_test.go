@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 func TestArgv(t *testing.T) {
@@ -21,14 +23,12 @@ func TestArgv(t *testing.T) {
 		{"codex", Task{Terminal: true}, []string{"codex", "--dangerously-bypass-approvals-and-sandbox"}, true},
 		{"codex", Task{Prompt: "p", Args: []string{"-m", "o3"}}, []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox", "-m", "o3", "p"}, false},
 		{"shell", Task{Args: []string{"sh", "-c", "make test > out.txt"}}, []string{"sh", "-c", "make test > out.txt"}, false},
-		{"shell", Task{Prompt: "echo hi"}, []string{"/bin/sh", "-c", "echo hi"}, false},
 		{"shell", Task{Terminal: true}, []string{"/bin/bash", "-l"}, true},
 		// Follow-up tasks continue the agent's conversation.
 		{"claude", Task{Prompt: "two", Continue: true}, []string{"claude", "--dangerously-skip-permissions", "--continue", "-p", "two", "--output-format", "json"}, false},
 		{"claude", Task{Terminal: true, Continue: true}, []string{"claude", "--dangerously-skip-permissions", "--continue"}, true},
 		{"codex", Task{Prompt: "two", Continue: true}, []string{"codex", "exec", "--dangerously-bypass-approvals-and-sandbox", "resume", "--last", "two"}, false},
 		{"codex", Task{Terminal: true, Continue: true}, []string{"codex", "resume", "--last", "--dangerously-bypass-approvals-and-sandbox"}, true},
-		{"shell", Task{Prompt: "echo two", Continue: true}, []string{"/bin/sh", "-c", "echo two"}, false},
 		{"shell", Task{Prompt: "two", Args: []string{"sh", "-c", "x"}, Continue: true}, []string{"sh", "-c", "x"}, false},
 	}
 	for _, tt := range tests {
@@ -46,6 +46,24 @@ func TestArgv(t *testing.T) {
 		}
 		if a.Interactive(tt.task) != tt.interactive {
 			t.Errorf("%s %+v: interactive = %v", tt.agent, tt.task, !tt.interactive)
+		}
+	}
+}
+
+// TestShellRefusesAPromptAlone: the shell agent given -p and no command
+// says it runs a command and how to give one, first task or follow-up,
+// instead of running the prompt's text.
+func TestShellRefusesAPromptAlone(t *testing.T) {
+	a, err := Get("shell")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, task := range []Task{{Prompt: "fix the login redirect"}, {Prompt: "now the tests", Continue: true}} {
+		argv, err := a.Argv(task)
+		ue, ok := usererr.As(err)
+		if argv != nil || !ok || ue.Msg != "the shell agent runs a command, not a prompt: -p alone gives it nothing to run" ||
+			!strings.Contains(strings.Join(ue.Hints, "\n"), "-p TASK -- sh -c 'SCRIPT'") {
+			t.Errorf("%+v: argv %q, %v", task, argv, err)
 		}
 	}
 }

@@ -24,6 +24,9 @@ import (
 
 // Input is everything the agent container's spec is derived from.
 type Input struct {
+	// Subdir is the directory of /workspace the agent starts in
+	// (slash-separated, clean, "" for /workspace itself).
+	Subdir   string
 	Name     string
 	Image    string
 	Branch   string
@@ -90,7 +93,7 @@ func Build(in Input) (*container.Spec, error) {
 		Name:        in.Name,
 		Image:       in.Image,
 		User:        strconv.Itoa(in.UID) + ":" + strconv.Itoa(in.GID),
-		WorkDir:     container.Workspace,
+		WorkDir:     path.Join(container.Workspace, in.Subdir),
 		Hostname:    container.Hostname(in.Branch),
 		Network:     in.Network,
 		NetworkName: in.NetworkName,

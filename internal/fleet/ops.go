@@ -264,18 +264,29 @@ func (f *Fleets) LandOrder(name string) ([]string, error) {
 }
 
 // Resume prepares a fleet whose runner ended with tasks left (killed, or
-// the machine restarted) for a new runner: a task the dead runner was
-// starting is queued again, or counted as running when its sandbox was
-// made. The caller spawns the runner.
+// the machine restarted, or fleet stop cancelled them) for a new runner:
+// a cancelled task is queued again, a task the dead runner was starting
+// is queued again, or counted as running when its sandbox was made. The
+// caller spawns the runner.
 func (f *Fleets) Resume(name string) error {
 	if f.Store.RunnerAlive(name) {
 		return usererr.New("the runner of fleet %s is running", name).
 			Hint("git sandbox fleet ps %s shows its tasks", name)
 	}
 	_, err := f.Store.Update(name, func(st *State) error {
+		// What fleet stop cancelled is queued again: resume undoes it.
+		cancelled := false
+		for i := range st.Tasks {
+			if st.Tasks[i].Status == Cancelled {
+				st.Tasks[i].Status, cancelled = Queued, true
+			}
+		}
 		if !stillQueued(st) {
-			return usererr.New("fleet %s has no queued tasks: there is nothing to resume", name).
+			return usererr.New("fleet %s has no queued or cancelled tasks: there is nothing to resume", name).
 				Hint("git sandbox fleet ps %s shows its tasks", name)
+		}
+		if cancelled {
+			st.Stopping = false
 		}
 		st.RunnerPID = 0
 		for i := range st.Tasks {

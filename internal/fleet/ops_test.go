@@ -50,6 +50,7 @@ func TestSandboxesCheckTheRepository(t *testing.T) {
 
 func TestResolveFillsBaseAndAgent(t *testing.T) {
 	fe := newFleetEnv(t)
+	fe.fake.AddImage(config.DefaultImage(), "claude")
 	f := &File{Tasks: []Task{
 		{Branch: "x", Agent: "claude", Prompt: "p", Line: 2},
 		{Branch: "y", Agent: "claude", Prompt: "p", Base: "elsewhere", Line: 6},
@@ -71,6 +72,37 @@ func TestResolveFillsBaseAndAgent(t *testing.T) {
 	f = &File{Tasks: []Task{{Branch: "w", Agent: "claude", Prompt: "p"}}}
 	if err := fe.fl.SB.Resolve(context.Background(), "t.toml", f); err == nil || !strings.Contains(err.Error(), "HEAD is detached") {
 		t.Errorf("Resolve on a detached HEAD = %v", err)
+	}
+}
+
+// TestResolveChecksTheImageHasEachAgentsCLI: a task whose agent's CLI the
+// image lacks is named with its line before anything starts, each agent
+// asked once; an image not on the engine yet (built by the first start) is
+// left to the start.
+func TestResolveChecksTheImageHasEachAgentsCLI(t *testing.T) {
+	fe := newFleetEnv(t)
+	fe.fake.AddImage(config.DefaultImage(), "claude")
+	f := &File{Tasks: []Task{
+		{Branch: "a", Agent: "claude", Prompt: "p", Line: 2},
+		{Branch: "b", Agent: "codex", Prompt: "p", Line: 6},
+		{Branch: "c", Agent: "shell", Command: []string{"true"}, Line: 10},
+		{Branch: "d", Agent: "codex", Prompt: "p", Line: 14},
+	}}
+	err := fe.fl.SB.Resolve(context.Background(), "t.toml", f)
+	probs, ok := err.(*Problems)
+	if !ok || len(probs.List) != 2 || probs.List[0].Line != 6 || probs.List[1].Line != 14 ||
+		!strings.Contains(probs.List[0].Msg, "[[task]] 2: image "+config.DefaultImage()+" has no codex CLI (agent CLIs it has: claude) (rebuild it") {
+		t.Fatalf("Resolve = %v", err)
+	}
+	if n := fe.fake.Count("ImageAgents"); n > 4 {
+		t.Errorf("the image was asked %d times for two agents", n)
+	}
+	// An image the engine does not have yet: the first start builds it.
+	if err := fe.fake.Images().Remove(context.Background(), config.DefaultImage()); err != nil {
+		t.Fatal(err)
+	}
+	if err := fe.fl.SB.Resolve(context.Background(), "t.toml", f); err != nil {
+		t.Errorf("Resolve with the image not built yet = %v", err)
 	}
 }
 
@@ -225,6 +257,19 @@ func TestResume(t *testing.T) {
 	got := []string{st.Tasks[0].Status, st.Tasks[1].Status, st.Tasks[2].Status, st.Tasks[3].Status}
 	if !slices.Equal(got, []string{Running, Queued, Queued, Exited}) || st.RunnerPID != 0 {
 		t.Errorf("after resume: %v, runner pid %d", got, st.RunnerPID)
+	}
+	// After fleet stop: the cancelled tasks are queued again, the fleet
+	// no longer stopping.
+	fe.create("stopped", task("s1", Exited), task("s2", Cancelled), task("s3", Cancelled))
+	if _, err := fe.store.Update("stopped", func(st *State) error { st.Stopping = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := fe.fl.Resume("stopped"); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = fe.store.Load("stopped")
+	if got := []string{st.Tasks[0].Status, st.Tasks[1].Status, st.Tasks[2].Status}; !slices.Equal(got, []string{Exited, Queued, Queued}) || st.Stopping {
+		t.Errorf("resume after stop: %v, stopping %v", got, st.Stopping)
 	}
 	fe.create("finished", task("x", Exited))
 	if err := fe.fl.Resume("finished"); err == nil || !strings.Contains(err.Error(), "nothing to resume") {

@@ -18,6 +18,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/proc"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"github.com/git-sandbox/git-sandbox/land"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
@@ -123,7 +124,32 @@ func (s *Sandboxes) Resolve(ctx context.Context, path string, f *File) error {
 		}
 		t.Base = cur
 	}
+	s.checkImage(ctx, f, probs)
 	return probs.err()
+}
+
+// checkImage names the tasks whose agent's CLI the image lacks, each
+// agent asked once: without it every such task would fail to start.
+func (s *Sandboxes) checkImage(ctx context.Context, f *File, probs *Problems) {
+	said := map[string]error{}
+	for i, t := range f.Tasks {
+		err, asked := said[t.Agent]
+		if !asked {
+			err = s.Env.AgentImageProblem(ctx, t.Agent)
+			said[t.Agent] = err
+		}
+		if err == nil {
+			continue
+		}
+		msg := err.Error()
+		if ue, ok := usererr.As(err); ok {
+			msg = strings.TrimSuffix(ue.Msg, "; nothing was created")
+			if len(ue.Hints) > 0 {
+				msg += " (" + ue.Hints[0] + ")"
+			}
+		}
+		probs.add(t.Line, "[[task]] %d: %s", i+1, msg)
+	}
 }
 
 // Start implements the runner's Start: git sandbox start -d with the

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/egress"
@@ -29,6 +30,60 @@ type HostSummary struct {
 	Last      time.Time `json:"last"`
 	// Reason is the newest denial's or leak's reason.
 	Reason string `json:"reason,omitempty"`
+	// Error is why the newest allowed connection that failed did (the
+	// proxy's own words: the agent got a 502).
+	Error string `json:"error,omitempty"`
+}
+
+// Failure is a host's failed connections for a table: how many and the
+// newest one's cause in short ("2 failed: connection refused"), "" when
+// none failed.
+func (h HostSummary) Failure() string {
+	if h.Errors == 0 {
+		return ""
+	}
+	return strconv.Itoa(h.Errors) + " failed: " + Cause(h.Error)
+}
+
+// causes are the short names of the usual ways a connection fails, by a
+// piece of Go's error text.
+var causes = []struct{ in, cause string }{
+	{"connection refused", "connection refused"},
+	{"connection reset", "connection reset"},
+	{"no such host", "the name does not resolve"},
+	{"server misbehaving", "the name does not resolve"},
+	{"i/o timeout", "timed out"},
+	{"deadline exceeded", "timed out"},
+	{"no route to host", "no route to the host"},
+	{"network is unreachable", "no route to the host"},
+	{"EOF", "the host closed the connection"},
+}
+
+// Cause is the short cause of a failed connection from the proxy's error
+// text: a TLS error with its last words, the usual network errors by
+// name, anything else as it is.
+func Cause(err string) string {
+	if i := strings.Index(err, "tls: "); i >= 0 {
+		return "TLS error: " + lastPart(err[i:])
+	}
+	if i := strings.Index(err, "x509: "); i >= 0 {
+		return "TLS error: " + err[i:]
+	}
+	for _, c := range causes {
+		if strings.Contains(err, c.in) {
+			return c.cause
+		}
+	}
+	return err
+}
+
+// lastPart is what follows an error's last ": ", unless that is too
+// little to say anything.
+func lastPart(s string) string {
+	if i := strings.LastIndex(s, ": "); i >= 0 && len(s)-i > 12 {
+		return s[i+2:]
+	}
+	return s
 }
 
 // Summary counts a log's decisions per host.
@@ -60,6 +115,7 @@ func Summarize(r io.Reader) (Summary, error) {
 			h.Allowed++
 			if rec.Error != "" {
 				h.Errors++
+				h.Error = rec.Error
 			}
 		case egress.Denied:
 			s.Denied++

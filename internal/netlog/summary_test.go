@@ -49,6 +49,9 @@ func TestSummarize(t *testing.T) {
 	if api.Allowed != 2 || api.Errors != 1 || api.BytesUp != 15 || api.BytesDown != 150 || !api.Last.Equal(t0.Add(time.Second)) {
 		t.Fatalf("api %+v", api)
 	}
+	if api.Error != "connect: refused" || api.Failure() != "1 failed: connect: refused" || s.Hosts[2].Failure() != "" {
+		t.Errorf("api's failure: %q, %q", api.Error, api.Failure())
+	}
 	if s.Hosts[1].Reason != "not in the allow list" || s.Hosts[0].Reason != "placeholder of K in body" {
 		t.Fatalf("reasons %+v", s.Hosts)
 	}
@@ -78,4 +81,22 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestCause: a failed connection's cause is named in short: refused, TLS
+// errors with their last words, names that do not resolve, timeouts.
+func TestCause(t *testing.T) {
+	for in, want := range map[string]string{
+		"dial tcp 10.1.2.3:443: connect: connection refused":                               "connection refused",
+		"tls: failed to verify certificate: x509: certificate signed by unknown authority": "TLS error: certificate signed by unknown authority",
+		"remote error: tls: handshake failure":                                             "TLS error: handshake failure",
+		"lookup api.example.com on 127.0.0.11:53: no such host":                            "the name does not resolve",
+		"dial tcp 10.1.2.3:443: i/o timeout":                                               "timed out",
+		"read tcp 10.1.2.3:5000->10.1.2.4:443: read: connection reset by peer":             "connection reset",
+		"the upstream answered with something that is not HTTP":                            "the upstream answered with something that is not HTTP",
+	} {
+		if got := Cause(in); got != want {
+			t.Errorf("Cause(%q) = %q, want %q", in, got, want)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
+	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/atomicfile"
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
@@ -99,6 +100,12 @@ func (e *Env) PlanSecrets(ctx context.Context, o SecretsInput, allowlist bool) (
 			continue
 		}
 		value, err := e.secretValue(ctx, cs, o.IO)
+		if errors.Is(err, errNoSource) && !agentNeeds(o.Agent, cs.Hosts) {
+			// Not the agent's own key: this sandbox starts without it.
+			e.UI.Warnf("%v; this sandbox starts without it (its %s agent does not talk to %s)", err, o.Agent, strings.Join(cs.Hosts, ", "))
+			shown = shown[:len(shown)-1]
+			continue
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -117,6 +124,10 @@ type SecretsInput struct {
 	Env []string
 	// DryRun reads no value.
 	DryRun bool
+	// Agent is the sandbox's agent: a secret for the hosts its CLI talks
+	// to (its model key) must be there; another one whose source is
+	// missing is left out, with a warning.
+	Agent string
 	// IO is the terminal a secret's command may ask on.
 	IO IO
 }
@@ -129,14 +140,18 @@ func (e *Env) secretValue(ctx context.Context, s config.Secret, io IO) (string, 
 	case s.FromEnv != "":
 		v, ok := os.LookupEnv(s.FromEnv)
 		if !ok || v == "" {
-			return "", usererr.New("%s: %s is not set", what, s.FromEnv).
+			return "", usererr.Wrap(errNoSource, "%s: %s is not set", what, s.FromEnv).
 				Hint("set %s in the environment git sandbox runs in, or remove the [[secret]] from %s", s.FromEnv, config.UserPath())
 		}
 		return v, nil
 	case s.FromFile != "":
 		b, err := os.ReadFile(s.FromFile)
 		if err != nil {
-			return "", usererr.Wrap(err, "%s: %v", what, err).Hint("the file holds the value alone, on one line")
+			cause := err
+			if errors.Is(err, os.ErrNotExist) {
+				cause = errors.Join(errNoSource, err)
+			}
+			return "", usererr.Wrap(cause, "%s: %v", what, err).Hint("the file holds the value alone, on one line")
 		}
 		v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 		return v, nil
@@ -152,6 +167,27 @@ func (e *Env) secretValue(ctx context.Context, s config.Secret, io IO) (string, 
 		}
 		return strings.TrimSuffix(strings.TrimSuffix(string(out), "\n"), "\r"), nil
 	}
+}
+
+// errNoSource is in the chain of a secret's error when its source is
+// missing: its variable is not set, its file does not exist.
+var errNoSource = errors.New("the secret's source is missing")
+
+// agentNeeds reports whether the agent's CLI talks to one of hosts.
+func agentNeeds(name string, hosts []string) bool {
+	a, err := agent.Get(name)
+	if err != nil {
+		return true // unknown: as if it did
+	}
+	for _, h := range hosts {
+		if i := strings.LastIndexByte(h, ':'); i >= 0 {
+			h = h[:i]
+		}
+		if agent.NeedsHost(a, h) {
+			return true
+		}
+	}
+	return false
 }
 
 // SecretEnv is the agent's environment for secrets: each name with its

@@ -121,6 +121,11 @@ func (c *creation) stateDir(ctx context.Context, u *steps.Undo) error {
 	}
 	u.Add(func() { os.RemoveAll(dir) })
 	u.Add(c.mark.Release)
+	// Where the repository is, for ps --all-repos (kept when the start
+	// fails: it lists repositories with a sandbox's record only).
+	if err := c.e.Layout.Remember(c.e.Repo); err != nil {
+		return err
+	}
 	return c.e.archiveChain(ctx, c.p.Branch)
 }
 

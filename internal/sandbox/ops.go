@@ -10,12 +10,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 	"github.com/git-sandbox/git-sandbox/internal/netlog"
 	"github.com/git-sandbox/git-sandbox/internal/network"
+	"github.com/git-sandbox/git-sandbox/internal/rawterm"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/status"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
@@ -56,7 +58,31 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 	answers := make(chan map[string]*engineAnswer, 1)
 	go func() { answers <- e.engineStates(ctx, sbs) }()
 	tips := rescue.ReadTips(ctx, e.Git(), baseRefs(sbs)...)
-	engines := <-answers
+	out := e.withStates(sbs, tips, <-answers)
+	if fc, err := e.forecast(ctx, sbs, tips, false); err != nil {
+		e.UI.Warnf("conflict forecast: %v", err)
+	} else {
+		for i := range out {
+			out[i].Forecast = fc[out[i].Branch]
+		}
+	}
+	return out, nil
+}
+
+// RecordedStatuses reports every sandbox of a repository that is gone
+// from where it was (NewGoneEnv): what the records and the engines say,
+// without the snapshots' counts or the forecast, which need its git.
+func (e *Env) RecordedStatuses(ctx context.Context) []Status {
+	sbs, errs := e.All()
+	for _, err := range errs {
+		e.UI.Warnf("%v", err)
+	}
+	return e.withStates(sbs, nil, e.engineStates(ctx, sbs))
+}
+
+// withStates is each sandbox's status with its engine's word on its
+// container.
+func (e *Env) withStates(sbs []*Sandbox, tips map[string]rescue.Tip, engines map[string]*engineAnswer) []Status {
 	for _, name := range slices.Sorted(maps.Keys(engines)) {
 		if a := engines[name]; name != "" && a.err != nil {
 			e.UI.Warnf("engine %s is unreachable: %v", name, a.err)
@@ -68,14 +94,7 @@ func (e *Env) Statuses(ctx context.Context) ([]Status, error) {
 		setState(&st, sb, engines[sb.Record.Engine])
 		out = append(out, st)
 	}
-	if fc, err := e.forecast(ctx, sbs, tips, false); err != nil {
-		e.UI.Warnf("conflict forecast: %v", err)
-	} else {
-		for i := range out {
-			out[i].Forecast = fc[out[i].Branch]
-		}
-	}
-	return out, nil
+	return out
 }
 
 // engineAnswer is what one engine said of the repository's containers.
@@ -229,8 +248,12 @@ func (s *Sandbox) exitSnapshot(ctx context.Context) error {
 }
 
 func errMissing(s *Sandbox) error {
-	return usererr.New("sandbox %s has no container any more", s.Display()).
-		Hint("git sandbox rescue list %s shows its snapshots; git sandbox rm %s cleans up", s.Display(), s.Display())
+	err := usererr.New("sandbox %s has no container any more", s.Display())
+	if s.Spec != nil && !s.Workspace().Remote() {
+		// resume makes it again from the record.
+		err = err.Hint("git sandbox start %s -p \"TASK\" makes it again for a follow-up task (--rerun: its first task), in the same worktree, branch and snapshots", s.Display())
+	}
+	return err.Hint("git sandbox rescue list %s shows its snapshots; git sandbox rm %s cleans up", s.Display(), s.Display())
 }
 
 // Running reports whether the sandbox's container runs. Docker being
@@ -427,42 +450,64 @@ func (s *Sandbox) Logs(ctx context.Context, follow bool, tail string, stdout, st
 	return d.Logs(ctx, s.Container, container.LogsOptions{Follow: follow, Tail: tail, Stdout: stdout, Stderr: stderr})
 }
 
-// Attach connects the terminal to the running agent.
-func (s *Sandbox) Attach(ctx context.Context, io IO) error {
+// Changes is how many files the sandbox's newest snapshot changed from its
+// baseline; ok is false when it has none.
+func (s *Sandbox) Changes(ctx context.Context) (n int, ok bool) {
+	t, ok := rescue.ReadTips(ctx, s.env.Git())[s.Refs().Rescue()]
+	return t.Changes, ok
+}
+
+// Attach connects the terminal (or pipes) to the running agent until its
+// output ends, ctx ends, or, on a terminal, the user types Ctrl-P Ctrl-Q
+// (rawterm.DetachKeys): then detached is true and the agent runs on. On a
+// terminal every other key, Ctrl-C included, goes to the agent.
+func (s *Sandbox) Attach(ctx context.Context, io IO) (detached bool, err error) {
 	d, st, err := s.existing(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !st.Running {
-		return usererr.New("sandbox %s is not running", s.Display()).
+		return false, usererr.New("sandbox %s is not running", s.Display()).
 			Hint("git sandbox start %s resumes it; git sandbox logs %s shows what it printed", s.Display(), s.Display())
 	}
 	tty := st.TTY
 	if tty && !io.StdinIsTerminal {
-		return usererr.New("sandbox %s has a terminal and this command has none", s.Display()).
+		return false, usererr.New("sandbox %s has a terminal and this command has none", s.Display()).
 			Hint("attach from a terminal, or read its output with git sandbox logs -f %s", s.Display())
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var keys atomic.Bool
 	streams := container.Streams{Stdout: io.Stdout, Stderr: io.Stderr, TTY: tty, TerminalFd: io.StdinFd}
 	if st.OpenStdin && (io.StdinIsTerminal || io.StdinIsPipe) {
 		streams.Stdin = io.Stdin
+		if tty {
+			// The detach keys are read here, not by the engine, so they
+			// are the same on every engine.
+			streams.Stdin = rawterm.Detachable(io.Stdin, func() { keys.Store(true); cancel() })
+		}
 	}
 	// The engine refuses to attach to a paused container: attach under the
 	// sandbox's lock, so no snapshot pauses the agent while it connects.
 	unlock, err := record.Lock(s.env.Layout.Lock(s.Branch))
 	if err != nil {
-		return err
+		return false, err
 	}
 	wait, err := d.Attach(ctx, s.Container, streams)
 	unlock()
 	if err != nil {
-		return err
+		return false, err
 	}
-	return wait()
+	err = wait()
+	return keys.Load(), err
 }
 
 // Exec runs a command in the running sandbox as the sandbox user, in
 // /workspace, and returns its exit code.
 func (s *Sandbox) Exec(ctx context.Context, argv []string, io IO) (int, error) {
+	if err := s.Snapshotter().CheckWorktree(ctx); err != nil {
+		return -1, err
+	}
 	d, st, err := s.existing(ctx)
 	if err != nil {
 		return -1, err

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -292,14 +293,20 @@ func TestLogsAttachExec(t *testing.T) {
 
 	out.Reset()
 	attached := make(chan error, 1)
-	go func() { attached <- sb.Attach(context.Background(), IO{Stdout: &out, Stderr: &out}) }()
+	go func() {
+		detached, err := sb.Attach(context.Background(), IO{Stdout: &out, Stderr: &out})
+		if detached {
+			err = errors.New("detached without the keys")
+		}
+		attached <- err
+	}()
 	waitFor(t, "attach", func() bool { return te.fake.Count("Attach") >= 1 })
 	te.fake.Exit(sb.Container, 0)
 	if err := <-attached; err != nil || !strings.Contains(out.String(), "hello") {
 		t.Errorf("attach = %q, %v", out.String(), err)
 	}
 	// Not running: attach and exec refuse.
-	if err := sb.Attach(context.Background(), IO{Stdout: &out, Stderr: &out}); err == nil || !strings.Contains(err.Error(), "not running") {
+	if _, err := sb.Attach(context.Background(), IO{Stdout: &out, Stderr: &out}); err == nil || !strings.Contains(err.Error(), "not running") {
 		t.Errorf("attach to a stopped sandbox: %v", err)
 	}
 }

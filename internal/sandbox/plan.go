@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/container"
@@ -140,7 +142,7 @@ func (pl *planning) pickAgent(context.Context) error {
 	pl.adapter = adapter
 	pl.task = agent.Task{Prompt: o.Prompt, Args: o.Args, Terminal: o.IO.StdinIsTerminal}
 	if pl.argv, err = adapter.Argv(pl.task); err != nil {
-		return usererr.Wrap(err, "%v", err)
+		return asUserError(err)
 	}
 	pl.interactive = adapter.Interactive(pl.task)
 	if pl.interactive && !o.IO.StdinIsTerminal && !o.Detach {
@@ -212,7 +214,7 @@ func (pl *planning) planNetwork(ctx context.Context) error {
 		e.UI.Warnf("--allow is ignored: the network is %s, not allowlist", p.Network)
 	}
 	secrets, shown, err := e.network().PlanSecrets(ctx, network.SecretsInput{
-		Env: o.Env, DryRun: o.DryRun, IO: network.IO{Stdin: o.IO.Stdin, StdinIsTerminal: o.IO.StdinIsTerminal, Stderr: o.IO.Stderr},
+		Env: o.Env, DryRun: o.DryRun, Agent: pl.adapter.Name(), IO: network.IO{Stdin: o.IO.Stdin, StdinIsTerminal: o.IO.StdinIsTerminal, Stderr: o.IO.Stderr},
 	}, p.Network == container.NetworkAllowlist)
 	if err == nil {
 		err = network.CheckBudget(o.Budget, p.Network == container.NetworkAllowlist, len(secrets))
@@ -263,7 +265,8 @@ func (pl *planning) specInput(ctx context.Context) (agentspec.Input, error) {
 	p.Interval = e.Config.Rescue.Interval.String()
 	name := container.Name(e.Repo.ID, e.Repo.Name, o.Branch)
 	in := agentspec.Input{
-		Name: name, Image: pl.image, Branch: o.Branch, RepoID: e.Repo.ID, Base: p.Base,
+		Subdir: pl.subdir(ctx),
+		Name:   name, Image: pl.image, Branch: o.Branch, RepoID: e.Repo.ID, Base: p.Base,
 		Agent: pl.adapter.Name(), Prompt: o.Prompt, Verify: p.Verify, Setup: pl.setup,
 		Argv: pl.argv, AgentEnv: pl.adapter.Env(), UserEnv: pl.env,
 		Worktree: p.Worktree, Workspace: workspace.BindMounts(e.Layout, o.Branch, p.Worktree, hooksDir),
@@ -371,4 +374,28 @@ func firstPositive(vals ...float64) float64 {
 // WorkspaceLines say where the sandbox's files and git will be.
 func (p *Plan) WorkspaceLines() []workspace.Line {
 	return workspace.Describe(&record.Record{Branch: p.Branch, Worktree: p.Worktree, PrivateGitDir: p.PrivateGitDir, Copy: p.Copy})
+}
+
+// asUserError is an adapter's refusal as the user sees it: its own hints
+// kept when it has them.
+func asUserError(err error) error {
+	if _, ok := usererr.As(err); ok {
+		return err
+	}
+	return usererr.Wrap(err, "%v", err)
+}
+
+// subdir is the directory of the worktree the agent starts in: where start
+// ran, when the start commit has that directory, else the top (said, for a
+// directory it does not have).
+func (pl *planning) subdir(ctx context.Context) string {
+	sub := path.Clean("/" + filepath.ToSlash(pl.o.Subdir))[1:]
+	if sub == "" {
+		return ""
+	}
+	if t, err := pl.e.Git().Output(ctx, "cat-file", "-t", "--end-of-options", pl.p.BaseCommit+":"+sub); err != nil || strings.TrimSpace(t) != "tree" {
+		pl.e.UI.Infof("%s is not a directory of %s: the agent starts at the top of its worktree", termsafe.String(sub), shortID(pl.p.BaseCommit))
+		return ""
+	}
+	return sub
 }

@@ -34,11 +34,16 @@ type resumption struct {
 	prompt  string
 	newTask bool
 	fresh   bool
+	// gone says the engine has no container of the sandbox any more (it
+	// was removed, or went with the engine's state): a new one is made
+	// from the record.
+	gone bool
 }
 
 // resume starts an existing sandbox's container again. Its container keeps
-// what was installed outside /workspace; a container that is gone is an
-// error that says how to recover the work.
+// what was installed outside /workspace; a container that is gone is made
+// again from the record's spec (bind mode), with the task given, its
+// original one (--rerun) or interactively, as for a follow-up.
 func (e *Env) resume(ctx context.Context, sb *Sandbox, o StartOptions) (*StartResult, error) {
 	r := &resumption{e: e, sb: sb, o: o}
 	var u steps.Undo
@@ -72,9 +77,17 @@ func (r *resumption) state(ctx context.Context, _ *steps.Undo) error {
 		return err
 	}
 	if r.st == nil {
-		return usererr.New("sandbox %s has no container any more", sb.Display()).
-			Hint("its work is safe: git sandbox rescue list %s shows the snapshots", sb.Display()).
-			Hint("git sandbox rm %s removes the rest, then start it again", sb.Display())
+		if sb.Spec == nil || sb.Workspace().Remote() {
+			// Made before the container was recorded, or its files were
+			// in volumes on the engine (copy mode): nothing to make a new
+			// container from here.
+			return usererr.New("sandbox %s has no container any more", sb.Display()).
+				Hint("its work is safe: git sandbox rescue list %s shows the snapshots", sb.Display()).
+				Hint("git sandbox rm %s removes the rest, then start it again", sb.Display())
+		}
+		r.gone = true
+		r.st = goneState(sb.Spec.ToSpec())
+		r.e.UI.Infof("sandbox %s has no container any more; making it again from its record (its branch, worktree and snapshots are kept)", sb.Display())
 	}
 	if r.st.Running {
 		if recovery.Unheld(r.e.Layout.SupervisorLock(sb.Branch)) && r.e.superviseInBackground(sb.Branch) == nil {
@@ -97,6 +110,9 @@ func (r *resumption) state(ctx context.Context, _ *steps.Undo) error {
 // it).
 func (r *resumption) mounts(ctx context.Context, _ *steps.Undo) error {
 	e, sb := r.e, r.sb
+	if err := sb.Snapshotter().CheckWorktree(ctx); err != nil {
+		return err
+	}
 	if vis := workspace.VisibleStore(e.Layout); r.st.Mounts[vis.Objects()] != "" {
 		if _, err := os.Stat(vis.Objects()); errors.Is(err, os.ErrNotExist) {
 			if _, err := vis.Refresh(ctx, e.Git()); err != nil {
@@ -137,7 +153,7 @@ func (r *resumption) task(_ context.Context, _ *steps.Undo) error {
 		}
 		r.e.UI.Infof("verify for %s is now: %s", sb.Display(), termsafe.String(o.Verify))
 	}
-	r.fresh = r.st.Status == "created" // never ran: it starts as planned
+	r.fresh = r.st.Status == "created" && !r.gone // never ran: it starts as planned
 	switch {
 	case o.Rerun || r.fresh:
 		return r.again(adapter)
@@ -171,7 +187,7 @@ func (r *resumption) again(adapter agent.Adapter) error {
 		r.interactive = adapter.Interactive(agent.Task{Prompt: sb.Prompt, Terminal: o.IO.StdinIsTerminal})
 		return nil
 	}
-	if o.Memory == "" && o.CPUs <= 0 && o.Pids <= 0 {
+	if o.Memory == "" && o.CPUs <= 0 && o.Pids <= 0 && !r.gone {
 		return nil
 	}
 	if sb.Spec == nil {
@@ -186,7 +202,7 @@ func (r *resumption) again(adapter agent.Adapter) error {
 func (r *resumption) followUp(adapter agent.Adapter, task agent.Task) error {
 	argv, err := adapter.Argv(task)
 	if err != nil {
-		return usererr.Wrap(err, "%v", err)
+		return asUserError(err)
 	}
 	r.interactive = adapter.Interactive(task)
 	if r.interactive && !r.o.IO.StdinIsTerminal && !r.o.Detach {
@@ -259,4 +275,17 @@ func (r *resumption) say() {
 	default:
 		e.UI.Infof("resuming %s", sb.Display())
 	}
+}
+
+// goneState stands for the container of a sandbox the engine no longer
+// has: never started, with the bind mounts its record names, so the
+// mounts are checked as for any resume before a new one is made.
+func goneState(spec *container.Spec) *container.State {
+	st := &container.State{Name: spec.Name, Status: "created", Mounts: map[string]string{}}
+	for _, m := range spec.Mounts {
+		if !m.Volume {
+			st.Mounts[m.Target] = m.Source
+		}
+	}
+	return st
 }

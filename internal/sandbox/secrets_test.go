@@ -181,3 +181,45 @@ func TestSecretsRefusals(t *testing.T) {
 		t.Errorf("secret in none mode: env %v, stderr %s", sb.Spec.Env, te.err.String())
 	}
 }
+
+// TestMissingSecretBlocksOnlyTheAgentThatUsesIt: a [[secret]] whose source
+// is missing refuses the sandboxes of the agent whose CLI talks to its
+// hosts (its model key), before anything is made; any other sandbox
+// starts without it, with a warning.
+func TestMissingSecretBlocksOnlyTheAgentThatUsesIt(t *testing.T) {
+	te := allowlistEnv(t)
+	te.fake.AddImage(te.env.Config.Image, "claude", "codex")
+	te.env.Config.Secrets = []config.Secret{
+		{Name: "ANTHROPIC_API_KEY", Hosts: []string{"api.anthropic.com"}, FromEnv: "GIT_SANDBOX_TEST_UNSET_VARIABLE"},
+		{Name: "TOKEN", Hosts: []string{"api.secret.test"}, FromFile: filepath.Join(te.root, "no-such-file")},
+	}
+	ctx := context.Background()
+	o := detached("c1")
+	o.Agent, o.Args, o.Prompt = "claude", nil, "fix it"
+	if _, err := te.env.Start(ctx, o); err == nil || !strings.Contains(err.Error(), "GIT_SANDBOX_TEST_UNSET_VARIABLE is not set") {
+		t.Errorf("a claude sandbox without its key: %v", err)
+	}
+	te.assertNothingLeft("c1", false)
+
+	for _, a := range []string{"codex", "shell"} {
+		te.err.Reset()
+		o := detached(a + "1")
+		if a == "codex" {
+			o.Agent, o.Args, o.Prompt = "codex", nil, "fix it"
+		}
+		res, err := te.env.Start(ctx, o)
+		if err != nil {
+			t.Fatalf("a %s sandbox with another agent's key missing: %v", a, err)
+		}
+		for _, name := range []string{"ANTHROPIC_API_KEY", "TOKEN"} {
+			if _, ok := envValue(res.Sandbox.Spec.Env, name); ok {
+				t.Errorf("%s: the agent got %s", a, name)
+			}
+		}
+		for _, want := range []string{"secret ANTHROPIC_API_KEY (from_env GIT_SANDBOX_TEST_UNSET_VARIABLE): GIT_SANDBOX_TEST_UNSET_VARIABLE is not set; this sandbox starts without it", "secret TOKEN (from_file "} {
+			if !strings.Contains(te.err.String(), want) {
+				t.Errorf("%s: no warning %q:\n%s", a, want, te.err.String())
+			}
+		}
+	}
+}

@@ -49,6 +49,10 @@ type StartOptions struct {
 	Engine string
 	// Budget is --budget: dollars the agent may spend on model calls.
 	Budget string
+	// Subdir is where start ran, relative to the top of the worktree
+	// (slash-separated, "" at the top): the agent starts in the same
+	// directory of its worktree when the start commit has it.
+	Subdir string
 	IO     IO
 }
 
@@ -249,4 +253,33 @@ func (e *Env) RecoverStart(ctx context.Context, branch string) (bool, error) {
 		}
 		return sb.teardown(ctx, d)
 	})
+}
+
+// AgentImageProblem is what would stop every sandbox of an agent before
+// it is made, asked before a fleet starts: the image the configuration
+// names lacks the agent's CLI (the error start would give). A
+// repository's devcontainer (built by each start, and checked then), an
+// image not on the engine yet (the default one, which the first start
+// builds with every CLI) and an engine that does not answer are left to
+// each start.
+func (e *Env) AgentImageProblem(ctx context.Context, name string) error {
+	adapter, err := agent.Get(name)
+	if err != nil || adapter.Package() == "" {
+		return nil
+	}
+	head, err := e.Git().RevParse(ctx, "HEAD^{commit}")
+	if err != nil {
+		return nil
+	}
+	if dc, err := e.Toolchain().LoadDevcontainer(ctx, "", head.String()); err != nil || dc != nil {
+		return nil
+	}
+	d, err := e.Engine(ctx)
+	if err != nil {
+		return nil
+	}
+	if _, err := d.Images().Agents(ctx, e.Config.Image); err != nil {
+		return nil
+	}
+	return e.Toolchain().CheckAgentCLI(ctx, d, e.Config.Image, adapter, nil)
 }

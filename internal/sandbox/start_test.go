@@ -290,10 +290,43 @@ func TestResumeRules(t *testing.T) {
 			t.Errorf("resume of a running sandbox: %v", err)
 		}
 	})
-	t.Run("missing container has a hint", func(t *testing.T) {
+	t.Run("missing container is made again for a follow-up", func(t *testing.T) {
+		te := newTestEnv(t)
+		ctx := context.Background()
+		sb := te.start("t1")
+		te.fake.Exit(sb.Container, 0)
+		if _, err := sb.Snapshotter().Take(ctx, rescue.ReasonExit); err != nil {
+			t.Fatal(err)
+		}
+		before := te.sandboxRefs()
+		_ = te.fake.Remove(ctx, sb.Container)
+		o := detached("t1")
+		o.Args, o.Prompt = []string{"sh", "-c", "echo again"}, "go on"
+		if _, err := te.env.Start(ctx, o); err != nil {
+			t.Fatalf("follow-up of a sandbox whose container was removed: %v", err)
+		}
+		c, ok := te.fake.Get(sb.Container)
+		if !ok || !strings.Contains(strings.Join(c.Spec.Argv, " "), "echo again") || c.Spec.Mounts[0] != sb.Spec.ToSpec().Mounts[0] {
+			t.Errorf("the new container: %+v, %v", c.Spec, ok)
+		}
+		again := te.find("t1")
+		if again.Worktree != sb.Worktree || again.Baseline != sb.Baseline || !slices.Equal(again.Tasks, []string{"go on"}) {
+			t.Errorf("the record after: %+v", again.Record)
+		}
+		if after := te.sandboxRefs(); !slices.Equal(after[:len(before)], before) {
+			t.Errorf("snapshot refs %v, then %v", before, after)
+		}
+		if te.git("rev-parse", "--verify", "refs/heads/t1") == "" {
+			t.Error("the branch is gone")
+		}
+	})
+	t.Run("missing container without a recorded spec has a hint", func(t *testing.T) {
 		te := newTestEnv(t)
 		sb := te.start("t1")
 		_ = te.fake.Remove(context.Background(), sb.Container)
+		if err := sb.Update(func(r *record.Record) error { r.Spec = nil; return nil }); err != nil {
+			t.Fatal(err)
+		}
 		_, err := te.env.Start(context.Background(), detached("t1"))
 		ue, ok := usererr.As(err)
 		if !ok || !strings.Contains(ue.Msg, "no container any more") || !strings.Contains(strings.Join(ue.Hints, "\n"), "git sandbox rescue list t1") {

@@ -167,22 +167,22 @@ func TestStartOnAnExistingSandbox(t *testing.T) {
 		t.Errorf("--rerun: %d starts of %q", c.Starts, c.Spec.Argv)
 	}
 	// A follow-up task: a new container like the first, with the new task.
-	if _, err := te.env.Start(context.Background(), StartOptions{Branch: "t1", Prompt: "echo two", Verify: "make test", Memory: "512m", Detach: true, IO: quiet}); err != nil {
+	if _, err := te.env.Start(context.Background(), StartOptions{Branch: "t1", Prompt: "the second part", Args: []string{"sh", "-c", "echo two"}, Verify: "make test", Memory: "512m", Detach: true, IO: quiet}); err != nil {
 		t.Fatal(err)
 	}
 	c, ok := te.fake.Get(sb.Container)
-	if !ok || !slices.Equal(c.Spec.Argv, []string{"/bin/sh", "-c", "echo two"}) || c.Starts != 1 {
+	if !ok || !slices.Equal(c.Spec.Argv, []string{"sh", "-c", "echo two"}) || c.Starts != 1 {
 		t.Fatalf("follow-up container: %+v", c)
 	}
-	if !slices.Contains(c.Spec.Env, "GIT_SANDBOX_PROMPT=echo two") || c.Spec.Limits.MemoryBytes != 512<<20 ||
+	if !slices.Contains(c.Spec.Env, "GIT_SANDBOX_PROMPT=the second part") || c.Spec.Limits.MemoryBytes != 512<<20 ||
 		c.Spec.Image != sb.Spec.Image || !slices.Equal(c.Spec.CapDrop, sb.Spec.CapDrop) || len(c.Spec.Mounts) != len(sb.Spec.Mounts) {
 		t.Errorf("follow-up spec: %+v", c.Spec)
 	}
-	if c.Spec.Labels[container.LabelPrompt] != "echo two" {
+	if c.Spec.Labels[container.LabelPrompt] != "the second part" {
 		t.Errorf("follow-up prompt label = %q", c.Spec.Labels[container.LabelPrompt])
 	}
 	sb = te.find("t1")
-	if !slices.Equal(sb.Tasks, []string{"echo two"}) || sb.Verify != "make test" || sb.Spec.Limits.MemoryBytes != 512<<20 {
+	if !slices.Equal(sb.Tasks, []string{"the second part"}) || sb.Verify != "make test" || sb.Spec.Limits.MemoryBytes != 512<<20 {
 		t.Errorf("record after the follow-up: tasks %q, verify %q, limits %+v", sb.Tasks, sb.Verify, sb.Spec.Limits)
 	}
 }

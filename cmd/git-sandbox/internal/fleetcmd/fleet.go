@@ -24,7 +24,7 @@ type FleetCmd struct {
 	Ps     FleetPsCmd     `cmd:"" help:"List a fleet's tasks: queued, running, exited."`
 	Wait   FleetWaitCmd   `cmd:"" help:"Wait until no task of a fleet is queued or running."`
 	Stop   FleetStopCmd   `cmd:"" help:"Cancel a fleet's queued tasks and stop its running agents."`
-	Resume FleetResumeCmd `cmd:"" help:"Start a new runner for a fleet whose runner ended with tasks queued."`
+	Resume FleetResumeCmd `cmd:"" help:"Start a new runner for a fleet's queued tasks and those fleet stop cancelled."`
 	Rm     FleetRmCmd     `cmd:"" help:"Remove a fleet and its sandboxes (their snapshots are kept)."`
 	Land   FleetLandCmd   `cmd:"" help:"Land finished sandboxes one after another, verifying each merged tree."`
 }
@@ -269,6 +269,7 @@ func (c *FleetStopCmd) Run(app *cliapp.App) error {
 		return err
 	}
 	app.UI.Infof("fleet %s: queued tasks cancelled, %d agent(s) stopped; their work is kept", name, len(stopped))
+	app.UI.Hintf("git sandbox fleet resume %s starts the cancelled tasks; git sandbox start BRANCH goes on in a stopped one", name)
 	return nil
 }
 
@@ -318,7 +319,7 @@ func (c *FleetRmCmd) Run(app *cliapp.App) error {
 
 // FleetLandCmd is git sandbox fleet land.
 type FleetLandCmd struct {
-	Branches []string `arg:"" optional:"" help:"The sandboxes, in landing order (default: the fleet's, in file order)."`
+	Branches []string `arg:"" optional:"" help:"The sandboxes, in landing order (default: the fleet's, in file order); or the fleet, by its name or tasks file, as fleet wait takes it (a sandbox of that name comes first)."`
 	Fleet    string   `help:"The fleet whose sandboxes land (default: the only one)." placeholder:"NAME"`
 	Continue bool     `help:"Resume the queue that stopped, at the sandbox it stopped at."`
 	Abort    bool     `help:"Forget the queue that stopped (its sandboxes stay as they are)."`
@@ -341,9 +342,16 @@ makes the queue merge and verify again.`
 
 // Run lands the queue.
 func (c *FleetLandCmd) Run(app *cliapp.App) error {
-	fl, _, err := Fleets(app)
+	fl, env, err := Fleets(app)
 	if err != nil {
 		return err
+	}
+	if len(c.Branches) == 1 && c.Fleet == "" {
+		// fleet land NAME lands the fleet, as fleet wait NAME waits for
+		// it, unless NAME is a sandbox.
+		if name, isFleet := fleetArg(fl, env, c.Branches[0]); isFleet {
+			c.Fleet, c.Branches = name, nil
+		}
 	}
 	q := &fleet.Queue{Store: fl.Store, Lander: fl.SB, Logf: app.UI.Infof}
 	if c.Abort {
@@ -357,6 +365,13 @@ func (c *FleetLandCmd) Run(app *cliapp.App) error {
 		return nil
 	}
 	order := c.Branches
+	for _, b := range order {
+		// A name that is no sandbox is refused before a queue is made
+		// that would stop at it.
+		if _, err := env.Find(b); err != nil {
+			return err
+		}
+	}
 	if len(order) == 0 && !c.Continue {
 		name, err := fl.Store.Resolve(c.Fleet)
 		if err != nil {
@@ -389,4 +404,18 @@ func (c *FleetLandCmd) Run(app *cliapp.App) error {
 	}
 	app.UI.Infof("landed %d sandbox(es)", len(st.Landed)-st.First)
 	return nil
+}
+
+// fleetArg says whether fleet land's one argument names a fleet (by its
+// name or its tasks file) and no sandbox: a sandbox's name keeps meaning
+// that sandbox (--fleet names the fleet of the same name).
+func fleetArg(fl *fleet.Fleets, env *sandbox.Env, arg string) (name string, isFleet bool) {
+	name, err := fl.Store.Resolve(arg)
+	if err != nil {
+		return "", false
+	}
+	if _, err := env.Find(arg); err == nil {
+		return "", false
+	}
+	return name, true
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/cliapp"
@@ -92,18 +93,7 @@ func (c *NetShowCmd) Run(app *cliapp.App) error {
 		app.UI.Infof("%s has reached for nothing yet", name)
 		return nil
 	}
-	rows := [][]string{{"HOST", "PORT", "ALLOWED", "DENIED", "UP", "DOWN", "REASON"}}
-	for _, h := range s.Hosts {
-		denied := strconv.Itoa(h.Denied)
-		if h.Leaks > 0 {
-			denied += fmt.Sprintf(" (%d leaks)", h.Leaks)
-		}
-		rows = append(rows, []string{
-			termsafe.String(h.Host), strconv.Itoa(int(h.Port)), strconv.Itoa(h.Allowed), denied,
-			strconv.FormatInt(h.BytesUp, 10), strconv.FormatInt(h.BytesDown, 10), termsafe.String(h.Reason),
-		})
-	}
-	cliapp.Table(app.Stdout, rows)
+	cliapp.Table(app.Stdout, netRows(s))
 	fmt.Fprintf(app.Stdout, "%d allowed, %d denied, %d leaks\n", s.Allowed, s.Denied, s.Leaks)
 	if d := sb.CLIDenials(); len(d) > 0 {
 		network.HintCLIDenials(app.UI, d)
@@ -111,6 +101,28 @@ func (c *NetShowCmd) Run(app *cliapp.App) error {
 		app.UI.Hintf("git sandbox net allow %s HOST[:PORT] lets a needed host through at once", name)
 	}
 	return nil
+}
+
+// netRows is net's table: each host, its decisions and why — a denial's
+// reason, or for an allowed host whose connections failed how many and
+// the newest one's cause (the agent got a 502 from the proxy).
+func netRows(s netlog.Summary) [][]string {
+	rows := [][]string{{"HOST", "PORT", "ALLOWED", "DENIED", "UP", "DOWN", "REASON"}}
+	for _, h := range s.Hosts {
+		denied := strconv.Itoa(h.Denied)
+		if h.Leaks > 0 {
+			denied += fmt.Sprintf(" (%d leaks)", h.Leaks)
+		}
+		reason := h.Reason
+		if f := h.Failure(); f != "" {
+			reason = strings.TrimPrefix(reason+"; "+f, "; ")
+		}
+		rows = append(rows, []string{
+			termsafe.String(h.Host), strconv.Itoa(int(h.Port)), strconv.Itoa(h.Allowed), denied,
+			strconv.FormatInt(h.BytesUp, 10), strconv.FormatInt(h.BytesDown, 10), termsafe.String(reason),
+		})
+	}
+	return rows
 }
 
 // followLog prints the log's records (raw lines with asJSON) and, with
