@@ -9,6 +9,7 @@ import (
 
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/engines"
+	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -48,7 +49,7 @@ func (c *PsCmd) runAll(app *App) error {
 	if err != nil {
 		return err
 	}
-	known, errs := sandbox.KnownRepos(root)
+	known, errs := record.KnownRepos(root)
 	for _, err := range errs {
 		app.UI.Warnf("%v", err)
 	}

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
@@ -190,42 +187,13 @@ func (s *Sandbox) Landed(ctx context.Context, l land.Landed) error {
 	return s.teardown(ctx, d)
 }
 
-// maxMarkerScan bounds how much of a file ps reads looking for markers.
-const maxMarkerScan = 16 << 20
-
 // ConflictsInWorktree lists the paths the last update left conflicted that
-// still hold conflict markers in the worktree now. The files are the
-// agent's: each is opened beneath the worktree, not through a link, only if
-// it is a regular file, and at most maxMarkerScan bytes of it are read.
+// still hold conflict markers in the worktree now (land.StillConflicted).
 func (s *Sandbox) ConflictsInWorktree() []string {
 	if len(s.UpdateConflicts) == 0 {
 		return nil
 	}
-	root, err := os.OpenRoot(s.Worktree)
-	if err != nil {
-		return nil
-	}
-	defer root.Close()
-	var left []string
-	for _, p := range s.UpdateConflicts {
-		// os.Root follows a link that stays beneath it, O_NOFOLLOW or not.
-		if fi, err := root.Lstat(filepath.FromSlash(p)); err != nil || !fi.Mode().IsRegular() {
-			continue
-		}
-		f, err := root.OpenFile(filepath.FromSlash(p), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			continue
-		}
-		fi, err := f.Stat()
-		if err == nil && fi.Mode().IsRegular() {
-			b, err := io.ReadAll(io.LimitReader(f, maxMarkerScan))
-			if err == nil && land.HasMarkers(b) {
-				left = append(left, p)
-			}
-		}
-		f.Close()
-	}
-	return left
+	return land.StillConflicted(s.Worktree, s.UpdateConflicts)
 }
 
 // insideSandboxes reports whether a path is inside the state directory or

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/git-sandbox/git-sandbox/internal/record"
 )
 
 // TestKnownRepos: the state root knows the repositories with a sandbox's
@@ -15,7 +17,7 @@ func TestKnownRepos(t *testing.T) {
 	te := newTestEnv(t)
 	ctx := context.Background()
 	root := te.env.Layout.Root
-	if known, errs := KnownRepos(root); len(known) != 0 || len(errs) != 0 {
+	if known, errs := record.KnownRepos(root); len(known) != 0 || len(errs) != 0 {
 		t.Fatalf("KnownRepos before any start = %v, %v", known, errs)
 	}
 	te.start("a1")
@@ -27,7 +29,7 @@ func TestKnownRepos(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "gone-0123456789ab", ".visible"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	known, errs := KnownRepos(root)
+	known, errs := record.KnownRepos(root)
 	if len(known) != 1 || len(errs) != 0 {
 		t.Fatalf("KnownRepos = %+v, %v; want the one repository", known, errs)
 	}
@@ -39,7 +41,7 @@ func TestKnownRepos(t *testing.T) {
 	if err := os.Remove(te.env.Layout.RepoNote()); err != nil {
 		t.Fatal(err)
 	}
-	if known, _ := KnownRepos(root); len(known) != 1 || known[0] != k {
+	if known, _ := record.KnownRepos(root); len(known) != 1 || known[0] != k {
 		t.Errorf("KnownRepos without the note = %+v, want %+v", known, k)
 	}
 
@@ -66,11 +68,11 @@ func TestKnownReposKeptByStartAndRm(t *testing.T) {
 	if _, err := te.find("r1").Remove(ctx, RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if known, _ := KnownRepos(te.env.Layout.Root); len(known) != 0 {
+	if known, _ := record.KnownRepos(te.env.Layout.Root); len(known) != 0 {
 		t.Errorf("KnownRepos after rm of the last sandbox = %+v", known)
 	}
 	te.start("r2")
-	if known, _ := KnownRepos(te.env.Layout.Root); len(known) != 1 || known[0].ID != te.env.Repo.ID {
+	if known, _ := record.KnownRepos(te.env.Layout.Root); len(known) != 1 || known[0].ID != te.env.Repo.ID {
 		t.Errorf("KnownRepos after a new start = %+v", known)
 	}
 }

@@ -138,7 +138,7 @@ func (s *Sandbox) mergeBase(ctx context.Context, tip gitcmd.Hash, before *rescue
 			return "", "", err
 		}
 		if len(c) > 0 {
-			s.env.UI.Warnf("the work carried in at start conflicts with %s in %s; it now counts as the agent's work", termsafe.String(s.Base), strings.Join(quoteAll(c), ", "))
+			s.env.UI.Warnf("the work carried in at start conflicts with %s in %s; it now counts as the agent's work", termsafe.String(s.Base), termsafe.Join(c, ", "))
 		} else {
 			newBaseTree = t
 		}
@@ -233,12 +233,4 @@ func (s *Sandbox) updateAgentRepo(ctx context.Context, head, tip gitcmd.Hash) (g
 func oneLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
-}
-
-func quoteAll(paths []string) []string {
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		out[i] = termsafe.String(p)
-	}
-	return out
 }
