@@ -21,6 +21,5 @@ func isTerminal(w io.Writer) bool {
 // The shared helpers of package cliapp, by their names here.
 var (
 	table           = cliapp.Table
-	terminalIO      = cliapp.TerminalIO
 	selfProxyBinary = cliapp.SelfProxyBinary
 )
