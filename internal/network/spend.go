@@ -17,6 +17,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/workspace"
 )
 
 // MeterSettingsFile is the meter's prices and budget in the proxy's
@@ -74,7 +75,7 @@ func (e *Env) UsageLog(branch string) string {
 // copy-mode sandbox has no broker (its start refuses [[secret]] entries),
 // so nothing meters it and no usage log of it exists.
 func Metered(r *record.Record) bool {
-	return r.Copy == nil && r.Egress != nil && len(r.Egress.Secrets) > 0
+	return !workspace.OnEngine(r) && r.Egress != nil && len(r.Egress.Secrets) > 0
 }
 
 // WhyUnmetered says why r's model calls are not metered ("" when they are).
@@ -82,7 +83,7 @@ func WhyUnmetered(r *record.Record) string {
 	switch {
 	case Metered(r):
 		return ""
-	case r.Copy != nil:
+	case workspace.OnEngine(r):
 		return "copy mode: engine " + termsafe.String(r.Engine) + " takes no [[secret]], so no credential broker sees its model calls"
 	}
 	return "the agent holds its own model key"
@@ -94,7 +95,7 @@ func WhyUnmetered(r *record.Record) string {
 func CheckBudgetChange(r *record.Record, dollars, tokens string) error {
 	if !Metered(r) {
 		err := usererr.New("sandbox %s is not metered (%s): no budget can hold for it", termsafe.String(r.Branch), WhyUnmetered(r))
-		if r.Copy != nil {
+		if workspace.OnEngine(r) {
 			return err.Hint("metering needs a sandbox on a local engine, in allowlist mode, with the agent's model key as a [[secret]] of your config")
 		}
 		return err.Hint("a budget holds for a sandbox started in allowlist mode with the agent's model key as a [[secret]] of your config")

@@ -18,6 +18,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
+	"github.com/git-sandbox/git-sandbox/internal/workspace"
 )
 
 // UsageHelp and BudgetHelp are the commands' long help.
@@ -73,7 +74,7 @@ func Collect(env *sandbox.Env, store *fleet.Store, q Query) (*Result, error) {
 		live = append(live, sb.Branch)
 		switch {
 		case network.Metered(sb.Record):
-		case sb.Copy != nil:
+		case workspace.OnEngine(sb.Record):
 			copies = append(copies, sb.Branch)
 		default:
 			unmetered = append(unmetered, sb.Branch)

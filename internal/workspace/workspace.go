@@ -191,3 +191,8 @@ func Open(env *Env, rec *record.Record) Workspace {
 	}
 	return &Bind{env: env, rec: rec}
 }
+
+// OnEngine says whether r's files live on its engine (copy mode) without
+// opening its workspace: what works only with this machine's files (the
+// credential broker, its usage log) asks here.
+func OnEngine(r *record.Record) bool { return r.Copy != nil }
