@@ -39,7 +39,8 @@ unknown while Docker is unreachable), agent,
 base branch, age, files changed since the baseline and how old the snapshot
 that count comes from is (SNAP; a running agent is snapshotted every
 rescue.interval), denied egress, spend (SPEND, when the credential broker
-meters a sandbox: "$1.20/$5.00" of its budget), the conflict forecast,
+meters a sandbox: "$1.20/$5.00" of its budget, "unmetered" for the
+others), the conflict forecast,
 published ports (PORTS, when a sandbox has any: host port -> the agent's),
 and with --wide the worktree; without --wide the table fits 100 columns for
 everyday names. A
@@ -285,10 +286,10 @@ func psTable(w io.Writer, list []sandbox.Status, repos []psRepo, engines, wide b
 }
 
 // spendColumn is ps's SPEND: what the broker metered, of the budget
-// ("$1.20/$5.00"), "-" where it meters nothing.
+// ("$1.20/$5.00"), "unmetered" where it meters nothing (never a zero).
 func spendColumn(st *meter.Status) string {
 	if st == nil || !st.Metered {
-		return "-"
+		return "unmetered"
 	}
 	return strings.Replace(st.Column(), " of ", "/", 1)
 }

@@ -53,7 +53,7 @@ func TestPsTableFits100Columns(t *testing.T) {
 	out.Reset()
 	psTable(&out, []sandbox.Status{busy, other}, nil, false, false)
 	fits(t, out.String())
-	if !strings.Contains(out.String(), " SPEND ") || !strings.Contains(out.String(), " $12.34/$20.00 ") || !regexp.MustCompile(`\n\S+ +running .* - +\?\n`).MatchString(out.String()) {
+	if !strings.Contains(out.String(), " SPEND ") || !strings.Contains(out.String(), " $12.34/$20.00 ") || !regexp.MustCompile(`\n\S+ +running .* unmetered +\?\n`).MatchString(out.String()) {
 		t.Errorf("ps's SPEND:\n%s", out.String())
 	}
 }
