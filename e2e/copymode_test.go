@@ -212,12 +212,7 @@ func TestCopyModeEngineLostKeepsTheSnapshots(t *testing.T) {
 // is registered with --network=none, so the sandbox's network is none).
 func TestCopyModeGVisor(t *testing.T) {
 	host := startEngine2(t)
-	if !strings.Contains(dockerAt(t, host, "info", "--format", "{{json .Runtimes}}"), `"runsc"`) {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("runsc is not registered in the second engine")
-		}
-		t.Skipf("NOT RUN: runsc is not installed here (apt-get install runsc)")
-	}
+	requireRunsc(t, host)
 	var uts syscall.Utsname
 	must(t, syscall.Uname(&uts))
 	hostRelease := utsString(uts.Release[:])
@@ -517,10 +512,7 @@ func TestCopyModeImageBuildOnTheEngine(t *testing.T) {
 // user's.
 func TestCopyModeAsNonRootUser(t *testing.T) {
 	if os.Getuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the copy-mode test as a non-root user needs root to create that user; run make test as root")
-		}
-		t.Skip("NOT RUN: needs root to create the test user (the suite runs as a non-root user already)")
+		notRunHere(t, "creating the test's non-root user needs root", "run make test as root")
 	}
 	host := startEngine2(t)
 	cred := testUser(t)

@@ -749,3 +749,23 @@ func EventuallyOr(t testing.TB, timeout time.Duration, what string, cond func() 
 	}
 	t.Fatalf("timed out after %s waiting for %s\n%s", timeout, what, diag())
 }
+
+// notRunHere ends a test that this machine cannot run: under CI=true it
+// fails (CI runs every test), elsewhere it is skipped, saying why and
+// what would let it run.
+func notRunHere(t testing.TB, why, fix string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("cannot run: %s (%s)", why, fix)
+	}
+	t.Skipf("NOT RUN: %s (%s; under CI=true this fails)", why, fix)
+}
+
+// requireRunsc ends the test (notRunHere) unless the engine at host has
+// runsc registered.
+func requireRunsc(t testing.TB, host string) {
+	t.Helper()
+	if runtimes := dockerAt(t, host, "info", "--format", "{{json .Runtimes}}"); !strings.Contains(runtimes, `"runsc"`) {
+		notRunHere(t, "runsc is not registered in the second engine (runtimes "+runtimes+")", "engine.sh installs Debian's runsc: apt-get install runsc")
+	}
+}

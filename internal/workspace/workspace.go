@@ -186,7 +186,7 @@ func Describe(rec *record.Record) []Line {
 
 // Open returns the workspace of the sandbox rec describes.
 func Open(env *Env, rec *record.Record) Workspace {
-	if rec.Copy != nil {
+	if OnEngine(rec) {
 		return &Volume{env: env, rec: rec}
 	}
 	return &Bind{env: env, rec: rec}
