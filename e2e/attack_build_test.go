@@ -8,6 +8,8 @@ package e2e
 // a port this machine listens on although the sandbox's network was none.
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,8 +25,14 @@ import (
 func atkBakedImage(t *testing.T, name string) string {
 	t.Helper()
 	tag := fmt.Sprintf("git-sandbox-test:baked-%s-%d", name, os.Getpid())
+	// A label of its own makes an image of its own: two tests' images of
+	// the same layers would share an id, and so the devcontainer images
+	// built from them a tag, which one test's cleanup removes from
+	// under the other.
+	nonce := make([]byte, 6)
+	_, _ = rand.Read(nonce)
 	build := exec.Command("docker", "build", "-q", "-t", tag, "-")
-	build.Stdin = strings.NewReader("FROM " + baseImage + "\nRUN echo canary-baked-31337 > /etc/baked-secret\n")
+	build.Stdin = strings.NewReader("FROM " + baseImage + "\nRUN echo canary-baked-31337 > /etc/baked-secret\nLABEL git-sandbox-test.nonce=" + hex.EncodeToString(nonce) + "\n")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", tag, err, out)
 	}

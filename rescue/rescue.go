@@ -115,6 +115,11 @@ type Snapshotter struct {
 	Start string
 	// Baseline is the baseline snapshot, "" until it is taken.
 	Baseline string
+	// BaselineNow, when set, says the baseline as it is now; Take asks it
+	// under the lock, so a long-lived snapshotter (the supervisor's) sees
+	// an update or a land --keep that moved the baseline since it was
+	// made. "" keeps Baseline.
+	BaselineNow func() string
 	// AgentHead returns the agent's current HEAD commit ("" if none); may
 	// be nil.
 	AgentHead func() string
@@ -283,6 +288,11 @@ func (s *Snapshotter) take(ctx context.Context, reason Reason) (*Taken, error) {
 		return nil, err
 	}
 	defer unlock()
+	if s.BaselineNow != nil {
+		if b := s.BaselineNow(); b != "" {
+			s.Baseline = b
+		}
+	}
 	if reason == ReasonInterval && s.Budget > 0 {
 		if used := ReadUsage(s.Usage); used >= s.Budget {
 			return nil, &BudgetSpent{Used: used, Budget: s.Budget}

@@ -581,3 +581,30 @@ func TestReadTipsTrailers(t *testing.T) {
 		t.Errorf("a branch's tip %+v, want only its change count", o)
 	}
 }
+
+// A snapshotter made before the baseline moved (the supervisor's, across
+// an update or a land --keep) takes the baseline as it is now: a tree
+// already snapshotted against the new baseline is not written again
+// against the old one.
+func TestTakeAsksTheBaselineNow(t *testing.T) {
+	f := newFixture(t)
+	old := f.baseline()
+	f.write(f.wt, "work.txt", "work\n")
+	moved := f.take(ReasonUpdate) // stands in for the new baseline's chain
+	stale := *f.snap
+	stale.Baseline = old.ID
+	stale.BaselineNow = func() string { return moved.ID }
+	f.snap.Baseline = moved.ID
+	again := f.take(ReasonUpdate) // the same tree against the moved baseline
+	f.clock = f.clock.Add(time.Second)
+	got, err := stale.Take(context.Background(), ReasonExit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.New || got.ID != again.ID {
+		t.Errorf("a stale snapshotter wrote %+v against baseline %s, want the newest snapshot back", got.Snapshot, got.Baseline)
+	}
+	if stale.Baseline != moved.ID {
+		t.Errorf("the snapshotter's baseline = %s, want the one it was told is current", stale.Baseline)
+	}
+}

@@ -278,6 +278,13 @@ func (s *Sandbox) Snapshotter() *rescue.Snapshotter {
 		Usage:     l.SnapshotUsage(s.Branch),
 		Start:     s.Start,
 		Baseline:  s.Baseline,
+		BaselineNow: func() string {
+			r, err := record.Load(l.Record(s.Branch))
+			if err != nil {
+				return ""
+			}
+			return r.Baseline
+		},
 		AgentHead: ws.AgentHead,
 	}
 }
