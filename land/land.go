@@ -53,6 +53,13 @@ type Plan struct {
 	Sign bool
 	// Empty is set when there is nothing to land.
 	Empty bool
+	// trackedLeft says the checkout's tracked files at the land's paths
+	// were not looked at up front (too many paths to name to git status,
+	// whose look at every tracked file costs more than the rest of a
+	// land): read-tree, which refuses a local change in the way before
+	// it writes anything, is the look, and its refusal is explained by
+	// the full look then (localChangesError).
+	trackedLeft bool
 }
 
 // Options describe a land.
@@ -72,6 +79,9 @@ type Options struct {
 	Sandbox string
 	// Sign signs the commit, as git commit does with commit.gpgSign.
 	Sign bool
+	// Thorough looks at every local change in the base's checkout before
+	// anything is made (a dry run, which has no read-tree to refuse).
+	Thorough bool
 }
 
 // Prepare computes the land without changing anything: the merged tree,
@@ -152,7 +162,7 @@ func Prepare(ctx context.Context, g *gitcmd.Runner, o Options) (*Plan, error) {
 	}
 	if p.Checkout != nil {
 		p.CheckoutGitDir = gitDirOf(ctx, p.Checkout.Path)
-		if err := checkLocalChanges(ctx, p); err != nil {
+		if err := checkLocalChanges(ctx, p, o.Thorough); err != nil {
 			return nil, err
 		}
 	}
@@ -194,14 +204,15 @@ func conflictError(paths []string, sandbox string) error {
 
 // checkLocalChanges refuses when the base's checkout has local changes
 // (staged, unstaged, untracked, or ignored files) at a path the land
-// writes: updating the checkout would overwrite them. Changes to tracked
-// files come from git status without its walk for untracked files, and
-// only for the index entries at the land's paths and the tracked files
-// where it needs a directory; untracked and ignored files are looked up
-// on disk at the paths the land writes only (localFiles): the walk of the
-// whole checkout for them, and the look at every tracked file, cost more
-// than the rest of a land.
-func checkLocalChanges(ctx context.Context, p *Plan) error {
+// writes: updating the checkout would overwrite them. Untracked and
+// ignored files are looked up on disk at the paths the land writes only
+// (localFiles); changes to tracked files come from git status without its
+// walk for untracked files, and only for the index entries at the land's
+// paths and the tracked files where it needs a directory. Past
+// maxPathspecs of those, the tracked files are left to read-tree
+// (p.trackedLeft), unless thorough: the look at every tracked file costs
+// more than the rest of a land.
+func checkLocalChanges(ctx context.Context, p *Plan, thorough bool) error {
 	wt := p.Checkout.Path
 	g := &gitcmd.Runner{GitDir: p.CheckoutGitDir, WorkTree: wt}
 	local, pathspecs, err := localFiles(ctx, g, wt, p.Changes)
@@ -209,14 +220,19 @@ func checkLocalChanges(ctx context.Context, p *Plan) error {
 		return err
 	}
 	args := []string{"status", "--porcelain", "-z", "--untracked-files=no", "--no-renames"}
-	if local != nil && pathspecs != nil {
-		args = append(append(args, "--"), pathspecs...)
-	}
-	if local == nil {
+	switch {
+	case local == nil:
 		// Untracked and ignored directories come as one "dir/" entry
 		// each; ignored files count too, since git would replace them
 		// silently.
 		args = []string{"status", "--porcelain", "-z", "--untracked-files=normal", "--ignored=traditional", "--no-renames"}
+	case pathspecs != nil:
+		args = append(append(args, "--"), pathspecs...)
+	case len(local) > 0 && !thorough:
+		return overlapError(wt, p.Changes, local) // refused already
+	case !thorough:
+		p.trackedLeft = true
+		return nil
 	}
 	out, err := g.Run(ctx, nil, args...)
 	if err != nil {
@@ -227,8 +243,14 @@ func checkLocalChanges(ctx context.Context, p *Plan) error {
 			local = append(local, rec[3:])
 		}
 	}
+	return overlapError(wt, p.Changes, local)
+}
+
+// overlapError refuses the land when a local change is at, under or over
+// a path it writes.
+func overlapError(wt string, changes []review.Entry, local []string) error {
 	var overlap []string
-	for _, c := range p.Changes {
+	for _, c := range changes {
 		for _, d := range local {
 			d = strings.TrimSuffix(d, "/")
 			if d == c.Path || strings.HasPrefix(c.Path, d+"/") || strings.HasPrefix(d, c.Path+"/") {
@@ -437,6 +459,12 @@ func updateCheckout(ctx context.Context, p *Plan, commit gitcmd.Hash) (*gitcmd.R
 	if err != nil && ctx.Err() == nil {
 		_, _ = co.Run(ctx, nil, "update-index", "-q", "--refresh", "--ignore-submodules")
 		err = co.ReadTree(ctx, req)
+	}
+	if err != nil && p.trackedLeft && ctx.Err() == nil {
+		// Say which paths, as the look before the land would have.
+		if lerr := checkLocalChanges(ctx, p, true); lerr != nil {
+			return nil, lerr
+		}
 	}
 	if err != nil {
 		return nil, usererr.Wrap(err, "cannot update the checkout %s: %v", p.Checkout.Path, err).

@@ -3,6 +3,7 @@ package land
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -312,7 +313,7 @@ func TestCheckLocalChangesLooksAtTheLandsEntries(t *testing.T) {
 		for _, c := range changes {
 			p.Changes = append(p.Changes, review.Entry{Path: c})
 		}
-		return checkLocalChanges(context.Background(), p)
+		return checkLocalChanges(context.Background(), p, false)
 	}
 	write("other.txt", "changed elsewhere\n")
 	write("big/x.txt", "changed elsewhere\n")
@@ -419,5 +420,84 @@ func TestApplyUpdatesACheckoutWithStaleStatData(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(filepath.Join(wt, "a")); string(got) != "mine\n" || git("rev-parse", "HEAD") != tip {
 		t.Errorf("a = %q, HEAD %s after a refused land; want them untouched", got, git("rev-parse", "HEAD"))
+	}
+}
+
+// A land of more paths than git status is given as pathspecs leaves the
+// checkout's tracked files to read-tree, which refuses a local change in
+// the way before it writes anything; the refusal names the path, as the
+// look before the land does for fewer paths, and for a dry run
+// (Thorough). An ignored file where the land adds one, which read-tree
+// would replace, is still refused before anything is made.
+func TestWideLandLeavesTrackedFilesToReadTree(t *testing.T) {
+	newRepo(t) // the test's git environment
+	wt := t.TempDir()
+	git := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=a", "-c", "user.email=a@x"}, args...)...)
+		cmd.Dir = wt
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	write := func(p, c string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(wt, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("init", "-q", "-b", "main")
+	write(".gitignore", "*.log\n")
+	for i := range 2 * maxPathspecs {
+		write(fmt.Sprintf("f%02d", i), "1\n")
+	}
+	git("add", "-A")
+	git("commit", "-qm", "start")
+	start := git("rev-parse", "HEAD")
+	git("checkout", "-q", "-b", "agent")
+	for i := range 2 * maxPathspecs {
+		write(fmt.Sprintf("f%02d", i), "agent\n")
+	}
+	write("added.log", "the agent's\n")
+	git("add", "-A", "-f")
+	git("commit", "-qm", "agent")
+	final := git("rev-parse", "HEAD")
+	git("checkout", "-q", "main")
+	g := &gitcmd.Runner{GitDir: filepath.Join(wt, ".git")}
+	prepare := func(thorough bool) (*Plan, error) {
+		return Prepare(context.Background(), g, Options{Ref: "refs/heads/main", Baseline: start, Final: final, Message: "m\n", Thorough: thorough})
+	}
+
+	write("f07", "mine\n")
+	if _, err := prepare(true); err == nil || !strings.Contains(err.Error(), "local changes where the land would write: f07") {
+		t.Errorf("a thorough look does not name the local change: %v", err)
+	}
+	p, err := prepare(false)
+	if err != nil {
+		t.Fatalf("the plan of a wide land looked at the tracked files: %v", err)
+	}
+	if !p.trackedLeft {
+		t.Fatal("the tracked files of a wide land were not left to read-tree")
+	}
+	_, err = Apply(context.Background(), g, p, "test")
+	if err == nil || !strings.Contains(err.Error(), "local changes where the land would write: f07") {
+		t.Errorf("read-tree's refusal does not name the local change: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(wt, "f07")); string(got) != "mine\n" || git("rev-parse", "HEAD") != start {
+		t.Errorf("the refused land changed something: f07 %q, HEAD %s", got, git("rev-parse", "HEAD"))
+	}
+	if got, _ := os.ReadFile(filepath.Join(wt, "f08")); string(got) != "1\n" {
+		t.Errorf("the refused land wrote f08: %q", got)
+	}
+
+	git("checkout", "--", "f07")
+	write("added.log", "mine, ignored\n")
+	if _, err := prepare(false); err == nil || !strings.Contains(err.Error(), "added.log") {
+		t.Errorf("an ignored file where the land adds one was not refused up front: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(wt, "added.log")); string(got) != "mine, ignored\n" {
+		t.Errorf("added.log = %q", got)
 	}
 }

@@ -40,6 +40,7 @@ func (l *landing) prepare(ctx context.Context, msg string) (*Plan, error) {
 		Forbidden: "refs/heads/" + l.rec.Branch,
 		Sandbox:   l.rec.Branch,
 		Sign:      l.sign,
+		Thorough:  l.req.DryRun,
 	})
 	if err == nil && p.Checkout != nil && l.sb.InsideSandboxes(p.Checkout.Path) {
 		return nil, usererr.New("%s is checked out in another sandbox", termsafe.String(l.onto)).
