@@ -209,9 +209,10 @@ func conflictError(paths []string, sandbox string) error {
 // (localFiles); changes to tracked files come from git status without its
 // walk for untracked files, and only for the index entries at the land's
 // paths and the tracked files where it needs a directory. Past
-// maxPathspecs of those, the tracked files are left to read-tree
-// (p.trackedLeft), unless thorough: the look at every tracked file costs
-// more than the rest of a land.
+// maxPathspecs of those, unless thorough, staged changes come from the
+// index against the tip and deleted files from localFiles, and changed
+// files are left to read-tree (p.trackedLeft): git status's look at every
+// tracked file costs more than the rest of a land.
 func checkLocalChanges(ctx context.Context, p *Plan, thorough bool) error {
 	wt := p.Checkout.Path
 	g := &gitcmd.Runner{GitDir: p.CheckoutGitDir, WorkTree: wt}
@@ -228,11 +229,18 @@ func checkLocalChanges(ctx context.Context, p *Plan, thorough bool) error {
 		args = []string{"status", "--porcelain", "-z", "--untracked-files=normal", "--ignored=traditional", "--no-renames"}
 	case pathspecs != nil:
 		args = append(append(args, "--"), pathspecs...)
-	case len(local) > 0 && !thorough:
-		return overlapError(wt, p.Changes, local) // refused already
 	case !thorough:
+		// What the index holds that the tip does not (staged changes)
+		// comes from comparing the two, which reads no file: read-tree
+		// would keep an index entry that already equals the land's,
+		// with whatever the file says on top of it.
+		staged, err := g.Run(ctx, nil, "diff-index", "--cached", "--name-only", "-z", "--no-renames", p.Tip.String(), "--")
+		if err != nil {
+			return fmt.Errorf("land: staged changes in %s: %w", wt, err)
+		}
+		local = append(local, gitcmd.SplitLines(staged)...)
 		p.trackedLeft = true
-		return nil
+		return overlapError(wt, p.Changes, local)
 	}
 	out, err := g.Run(ctx, nil, args...)
 	if err != nil {
@@ -270,8 +278,9 @@ func overlapError(wt string, changes []review.Entry, local []string) error {
 // localFiles returns the untracked and ignored files and directories of
 // the checkout wt (whose index g reads) that are at a path the land
 // writes or hold one, as git status names them ("dir/" for a directory
-// the index has nothing in), looking at those paths and their leading
-// directories only. It returns nil (not an empty list) when it cannot
+// the index has nothing in), and the land's paths the index has but the
+// disk does not (deleted, not staged), looking at those paths and their
+// leading directories only. It returns nil (not an empty list) when it cannot
 // tell without a walk — a directory the index tracks where the land
 // writes a file, or too many paths — and git status must look.
 //
@@ -303,6 +312,9 @@ func localFiles(ctx context.Context, g *gitcmd.Runner, wt string, changes []revi
 		for i := range parts {
 			at := strings.Join(parts[:i+1], "/")
 			fi, err := os.Lstat(filepath.Join(wt, filepath.FromSlash(at)))
+			if err != nil && tracked(c.Path) {
+				local = append(local, c.Path) // deleted here, still in the index
+			}
 			if err != nil || tracked(at) {
 				break // nothing there, or the index's (status's business)
 			}

@@ -427,8 +427,9 @@ func TestApplyUpdatesACheckoutWithStaleStatData(t *testing.T) {
 // checkout's tracked files to read-tree, which refuses a local change in
 // the way before it writes anything; the refusal names the path, as the
 // look before the land does for fewer paths, and for a dry run
-// (Thorough). An ignored file where the land adds one, which read-tree
-// would replace, is still refused before anything is made.
+// (Thorough). What read-tree would take or write over is still refused
+// before anything is made: an ignored file where the land adds one, a
+// staged change, a deleted file.
 func TestWideLandLeavesTrackedFilesToReadTree(t *testing.T) {
 	newRepo(t) // the test's git environment
 	wt := t.TempDir()
@@ -493,6 +494,19 @@ func TestWideLandLeavesTrackedFilesToReadTree(t *testing.T) {
 	}
 
 	git("checkout", "--", "f07")
+	// Staged as the land has it, changed on top: read-tree would take it
+	// (and could not put it back). Deleted, not staged: read-tree would
+	// write it again.
+	write("f10", "agent\n")
+	git("add", "f10")
+	write("f10", "agent and mine\n")
+	if err := os.Remove(filepath.Join(wt, "f11")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prepare(false); err == nil || !strings.Contains(err.Error(), "f10, f11") {
+		t.Errorf("a staged change and a deletion at the land's paths were not refused up front: %v", err)
+	}
+	git("reset", "-q", "--hard")
 	write("added.log", "mine, ignored\n")
 	if _, err := prepare(false); err == nil || !strings.Contains(err.Error(), "added.log") {
 		t.Errorf("an ignored file where the land adds one was not refused up front: %v", err)

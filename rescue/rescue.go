@@ -115,11 +115,11 @@ type Snapshotter struct {
 	Start string
 	// Baseline is the baseline snapshot, "" until it is taken.
 	Baseline string
-	// BaselineNow, when set, says the baseline as it is now; Take asks it
-	// under the lock, so a long-lived snapshotter (the supervisor's) sees
-	// an update or a land --keep that moved the baseline since it was
-	// made. "" keeps Baseline.
-	BaselineNow func() string
+	// Current, when set, says the start and the baseline as they are now;
+	// Take asks it under the lock, so a long-lived snapshotter (the
+	// supervisor's) sees an update or a land --keep that moved them since
+	// it was made. "" keeps what the snapshotter has.
+	Current func() (start, baseline string)
 	// AgentHead returns the agent's current HEAD commit ("" if none); may
 	// be nil.
 	AgentHead func() string
@@ -288,11 +288,7 @@ func (s *Snapshotter) take(ctx context.Context, reason Reason) (*Taken, error) {
 		return nil, err
 	}
 	defer unlock()
-	if s.BaselineNow != nil {
-		if b := s.BaselineNow(); b != "" {
-			s.Baseline = b
-		}
-	}
+	s.refresh()
 	if reason == ReasonInterval && s.Budget > 0 {
 		if used := ReadUsage(s.Usage); used >= s.Budget {
 			return nil, &BudgetSpent{Used: used, Budget: s.Budget}
@@ -341,6 +337,24 @@ func (s *Snapshotter) take(ctx context.Context, reason Reason) (*Taken, error) {
 		s.charge(ctx, prevTree.String(), read.ID)
 	}
 	return t, err
+}
+
+// refresh takes the start and baseline as they are now (Current), into
+// the local source too, which reads the worktree against the start.
+func (s *Snapshotter) refresh() {
+	if s.Current == nil {
+		return
+	}
+	start, baseline := s.Current()
+	if baseline != "" {
+		s.Baseline = baseline
+	}
+	if start != "" {
+		s.Start = start
+		if l, ok := s.Source.(*Local); ok {
+			l.Start = start
+		}
+	}
 }
 
 // sameFacts reports whether a snapshot says what a new read says about

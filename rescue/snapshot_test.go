@@ -586,14 +586,15 @@ func TestReadTipsTrailers(t *testing.T) {
 // an update or a land --keep) takes the baseline as it is now: a tree
 // already snapshotted against the new baseline is not written again
 // against the old one.
-func TestTakeAsksTheBaselineNow(t *testing.T) {
+func TestTakeAsksTheStartAndBaselineNow(t *testing.T) {
 	f := newFixture(t)
 	old := f.baseline()
 	f.write(f.wt, "work.txt", "work\n")
 	moved := f.take(ReasonUpdate) // stands in for the new baseline's chain
 	stale := *f.snap
 	stale.Baseline = old.ID
-	stale.BaselineNow = func() string { return moved.ID }
+	stale.Start = "0000000000000000000000000000000000000000" // an update moved it too
+	stale.Current = func() (string, string) { return f.start, moved.ID }
 	f.snap.Baseline = moved.ID
 	again := f.take(ReasonUpdate) // the same tree against the moved baseline
 	f.clock = f.clock.Add(time.Second)
@@ -604,7 +605,7 @@ func TestTakeAsksTheBaselineNow(t *testing.T) {
 	if got.New || got.ID != again.ID {
 		t.Errorf("a stale snapshotter wrote %+v against baseline %s, want the newest snapshot back", got.Snapshot, got.Baseline)
 	}
-	if stale.Baseline != moved.ID {
-		t.Errorf("the snapshotter's baseline = %s, want the one it was told is current", stale.Baseline)
+	if stale.Baseline != moved.ID || stale.Start != f.start {
+		t.Errorf("the snapshotter's start and baseline = %s %s, want the ones it was told are current", stale.Start, stale.Baseline)
 	}
 }

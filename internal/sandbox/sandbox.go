@@ -278,12 +278,12 @@ func (s *Sandbox) Snapshotter() *rescue.Snapshotter {
 		Usage:     l.SnapshotUsage(s.Branch),
 		Start:     s.Start,
 		Baseline:  s.Baseline,
-		BaselineNow: func() string {
+		Current: func() (string, string) {
 			r, err := record.Load(l.Record(s.Branch))
 			if err != nil {
-				return ""
+				return "", ""
 			}
-			return r.Baseline
+			return r.Start, r.Baseline
 		},
 		AgentHead: ws.AgentHead,
 	}
