@@ -3,8 +3,13 @@
 // reviewed commit. Installed on PATH, git runs it as `git sandbox`.
 package main
 
-import "os"
+import (
+	"os"
+
+	"github.com/git-sandbox/git-sandbox/internal/startgc"
+)
 
 func main() {
+	startgc.ResumeAfter(startgc.Grace)
 	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
