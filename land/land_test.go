@@ -342,13 +342,12 @@ func TestCheckLocalChangesLooksAtTheLandsEntries(t *testing.T) {
 	}
 }
 
-// TestApplyUpdatesACheckoutWithStaleStatData: a file the land changes
-// whose stat data changed but not its content (touched) is updated; one
-// whose content changed after Prepare stops the land, nothing moved.
-func TestApplyUpdatesACheckoutWithStaleStatData(t *testing.T) {
-	newRepo(t) // the test's git environment
-	wt := t.TempDir()
-	git := func(args ...string) string {
+// newCheckout makes an empty directory for a checkout, in the test's git
+// environment, with git run there (its output trimmed) and a file writer.
+func newCheckout(t *testing.T) (wt string, git func(...string) string, write func(p, c string)) {
+	newRepo(t)
+	wt = t.TempDir()
+	git = func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-c", "user.name=a", "-c", "user.email=a@x"}, args...)...)
 		cmd.Dir = wt
@@ -358,12 +357,20 @@ func TestApplyUpdatesACheckoutWithStaleStatData(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	write := func(p, c string) {
+	write = func(p, c string) {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(wt, p), []byte(c), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return wt, git, write
+}
+
+// TestApplyUpdatesACheckoutWithStaleStatData: a file the land changes
+// whose stat data changed but not its content (touched) is updated; one
+// whose content changed after Prepare stops the land, nothing moved.
+func TestApplyUpdatesACheckoutWithStaleStatData(t *testing.T) {
+	wt, git, write := newCheckout(t)
 	git("init", "-q", "-b", "main")
 	write("a", "1\n")
 	write("b", "1\n")
@@ -431,24 +438,7 @@ func TestApplyUpdatesACheckoutWithStaleStatData(t *testing.T) {
 // before anything is made: an ignored file where the land adds one, a
 // staged change, a deleted file.
 func TestWideLandLeavesTrackedFilesToReadTree(t *testing.T) {
-	newRepo(t) // the test's git environment
-	wt := t.TempDir()
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", append([]string{"-c", "user.name=a", "-c", "user.email=a@x"}, args...)...)
-		cmd.Dir = wt
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	write := func(p, c string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(wt, p), []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	wt, git, write := newCheckout(t)
 	git("init", "-q", "-b", "main")
 	write(".gitignore", "*.log\n")
 	for i := range 2 * maxPathspecs {
