@@ -332,9 +332,18 @@ func (s *Snapshotter) take(ctx context.Context, reason Reason) (*Taken, error) {
 	if reason == ReasonStart {
 		prev, prevTree = "", "" // a new chain (an ended one was moved aside at start)
 	}
+	// What the new files cost is read while the snapshot is written: two
+	// diffs of the whole tree, one for each, on a machine's two cores.
+	var cost int64
+	costed := make(chan struct{})
+	go func() {
+		defer close(costed)
+		cost = s.cost(ctx, prevTree.String(), read.ID)
+	}()
 	t, err := s.write(ctx, reason, read, prev, head)
+	<-costed
 	if err == nil {
-		s.charge(ctx, prevTree.String(), read.ID)
+		s.charge(cost)
 	}
 	return t, err
 }
@@ -386,23 +395,24 @@ func ReadUsage(path string) int64 {
 	return n
 }
 
-// charge adds to the usage file the sizes of the blobs tree has that the
-// tree before it (the previous snapshot's, or the start commit's) lacks:
-// what this snapshot wrote, at most. Sizes come from the object headers
-// of the user's store; nothing is read whole. A failure counts nothing.
-func (s *Snapshotter) charge(ctx context.Context, before, tree string) {
+// cost is the sizes of the blobs tree has that the tree before it (the
+// previous snapshot's, or the start commit's) lacks: what this snapshot
+// wrote, at most. Sizes come from the object headers of the user's store;
+// nothing is read whole. A failure counts nothing; so does a snapshotter
+// that counts nothing (Usage "").
+func (s *Snapshotter) cost(ctx context.Context, before, tree string) int64 {
 	if s.Usage == "" {
-		return
+		return 0
 	}
 	if before == "" {
 		if s.Start == "" {
-			return
+			return 0
 		}
 		before = s.Start + "^{tree}"
 	}
 	out, err := s.host().Run(ctx, nil, "diff-tree", "-r", "-z", "--no-renames", "--diff-filter=AMT", before, tree)
 	if err != nil {
-		return
+		return 0
 	}
 	var ids bytes.Buffer
 	recs := gitcmd.SplitLines(out)
@@ -413,16 +423,24 @@ func (s *Snapshotter) charge(ctx context.Context, before, tree string) {
 		}
 	}
 	if ids.Len() == 0 {
-		return
+		return 0
 	}
 	sizes, err := s.host().Run(ctx, &ids, "cat-file", "--batch-check=%(objectsize)")
 	if err != nil {
-		return
+		return 0
 	}
 	var n int64
 	for _, l := range strings.Fields(string(sizes)) {
 		v, _ := strconv.ParseInt(l, 10, 64)
 		n += v
+	}
+	return n
+}
+
+// charge adds n bytes to the snapshots' usage (Usage).
+func (s *Snapshotter) charge(n int64) {
+	if s.Usage == "" || n == 0 {
+		return
 	}
 	_ = os.WriteFile(s.Usage, []byte(strconv.FormatInt(ReadUsage(s.Usage)+n, 10)+"\n"), 0o600)
 }
