@@ -57,8 +57,8 @@ type Plan struct {
 	// were not looked at up front (too many paths to name to git status,
 	// whose look at every tracked file costs more than the rest of a
 	// land): read-tree, which refuses a local change in the way before
-	// it writes anything, is the look, and its refusal is explained by
-	// the full look then (localChangesError).
+	// it writes anything, is the look, and updateCheckout explains its
+	// refusal with the full look.
 	trackedLeft bool
 }
 

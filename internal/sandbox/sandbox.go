@@ -279,7 +279,7 @@ func (s *Sandbox) Snapshotter() *rescue.Snapshotter {
 		Start:     s.Start,
 		Baseline:  s.Baseline,
 		Current: func() (string, string) {
-			r, err := record.Load(l.Record(s.Branch))
+			r, err := s.loadRecord()
 			if err != nil {
 				return "", ""
 			}
@@ -287,6 +287,12 @@ func (s *Sandbox) Snapshotter() *rescue.Snapshotter {
 		},
 		AgentHead: ws.AgentHead,
 	}
+}
+
+// loadRecord reads the sandbox's record as it is now on disk (another
+// process may have changed it since this one loaded it).
+func (s *Sandbox) loadRecord() (*record.Record, error) {
+	return record.Load(s.env.Layout.Record(s.Branch))
 }
 
 // Update changes the sandbox's record under its lock.

@@ -55,7 +55,7 @@ func (s *Sandbox) LockVerify() (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if r, err := record.Load(s.env.Layout.Record(s.Branch)); err == nil {
+	if r, err := s.loadRecord(); err == nil {
 		s.Record = r
 	}
 	return unlock, nil
