@@ -130,12 +130,18 @@ func TestImageBuildSaysWhichAgentsWereInstalled(t *testing.T) {
 	e := NewEnv(t)
 	tag := ownImage(fmt.Sprintf("git-sandbox-test:agents-%d", os.Getpid()))
 	// Each build may leave the tag on another image (the cache can offer
-	// another test's identical steps): every image the tag was on goes.
+	// another test's identical steps): every image the tag was on goes,
+	// unless it has a tag still. Such an image is another test's own (the
+	// default image TestStartBuildsTheMissingDefaultImage builds from the
+	// same base is the same image), and removing it by id removed it from
+	// under that test.
 	built := map[string]bool{}
 	defer func() {
 		_ = exec.Command("docker", "rmi", tag).Run()
 		for id := range built {
-			_ = exec.Command("docker", "rmi", id).Run()
+			if tags, err := exec.Command("docker", "image", "inspect", "--format", "{{len .RepoTags}}", id).Output(); err == nil && strings.TrimSpace(string(tags)) == "0" {
+				_ = exec.Command("docker", "rmi", id).Run()
+			}
 		}
 	}()
 	// The first build runs every step (another test may have cached the
