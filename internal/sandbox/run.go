@@ -331,6 +331,13 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	}
 }
 
+// writtenWhileRunning says whether a snapshot of this reason is taken
+// while the agent runs, so that an exit found no newer than it is still
+// to be recorded.
+func writtenWhileRunning(r rescue.Reason) bool {
+	return r == rescue.ReasonInterval || r == rescue.ReasonStart || r == rescue.ReasonSetup
+}
+
 // supervisedExit takes the exit snapshot of a sandbox whose agent exited
 // and runs its automatic verify on that tree (once per tree: a verdict
 // already recorded for it is kept), announcing each (notify) once.
@@ -341,9 +348,12 @@ func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int, run str
 	}
 	snap := sb.Snapshotter()
 	t, err := snap.Take(ctx, rescue.ReasonExit)
-	if err == nil && !t.New && t.Reason != rescue.ReasonExit {
+	if err == nil && !t.New && writtenWhileRunning(t.Reason) {
 		// An interval snapshot taken after the agent died already holds
-		// these files: the exit is still recorded as such.
+		// these files: the exit is still recorded as such. A command the
+		// user ran since (wait, update, land --keep, exec) wrote a later
+		// snapshot of them, and an exit stamped after it would come out
+		// of order.
 		t, err = snap.Restamp(ctx, rescue.ReasonExit)
 	}
 	if err != nil {

@@ -135,3 +135,33 @@ func TestSuperviseBacksOffAndGivesWay(t *testing.T) {
 		t.Errorf("the supervisor does not say when it tries again:\n%s", te.err.String())
 	}
 }
+
+// The supervisor's exit snapshot, when it comes late, records the exit
+// over a snapshot taken while the agent ran, but not over one a command
+// wrote since (here an update's): that would stamp the exit after it.
+func TestSupervisedExitStampsOnlyWhatTheAgentLeft(t *testing.T) {
+	for _, tc := range []struct {
+		tip  rescue.Reason
+		want rescue.Reason
+	}{
+		{rescue.ReasonInterval, rescue.ReasonExit},
+		{rescue.ReasonUpdate, rescue.ReasonUpdate},
+	} {
+		t.Run(string(tc.tip), func(t *testing.T) {
+			te := newTestEnv(t)
+			sb := te.start("t1")
+			te.writeIn(sb.Worktree, "work.txt", "1\n")
+			if _, err := sb.Snapshotter().Take(context.Background(), tc.tip); err != nil {
+				t.Fatal(err)
+			}
+			te.fake.Exit(sb.Container, 0)
+			if err := te.env.Supervise(context.Background(), "t1", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			snaps, _ := rescue.List(context.Background(), te.env.Git(), "t1")
+			if len(snaps) == 0 || snaps[0].Reason != tc.want {
+				t.Fatalf("newest snapshot after the supervisor: %+v, want reason %s", snaps, tc.want)
+			}
+		})
+	}
+}
