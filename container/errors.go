@@ -18,6 +18,10 @@ var (
 	// ErrAddressInUse: a network's requested address range overlaps one
 	// the engine has given out already.
 	ErrAddressInUse = errors.New("address range in use")
+	// ErrAmbiguousName: a container's network is named by more than one
+	// network (an engine that let two creates of one name race), and the
+	// engine resolves the name when it starts the container.
+	ErrAmbiguousName = errors.New("network name is ambiguous")
 	// ErrNotSupported: the engine cannot do this at all (a cluster does
 	// not build images); its Abilities say so beforehand.
 	ErrNotSupported = errors.New("not supported by this engine")

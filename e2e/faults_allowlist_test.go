@@ -1,6 +1,12 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -159,4 +165,72 @@ func forwardWithin(t *testing.T, host, filter string) {
 			}
 		})
 	}
+}
+
+// Two networks of the egress network's name (two creates that raced on
+// an engine that lets them, Docker before 25): the engine refuses a
+// container on that name, so start fails saying which name and how to
+// mend it, and leaves nothing behind; once one of the two is removed,
+// start works.
+func TestTwoNetworksOfTheEgressName(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	name := e.egressNetwork()
+	e.WriteConfig("base_image = %q\negress_network = %q\n[limits]\nmemory = \"1g\"\npids = 256\n", baseImage, name)
+	var ids []string
+	for range 2 {
+		id, refused := createNetworkUnchecked(t, name)
+		if refused {
+			// Docker 25 and later make a network's name unique: the state
+			// this test is about cannot arise there.
+			t.Skipf("this engine refuses a second network called %s", name)
+		}
+		ids = append(ids, id)
+		t.Cleanup(func() { _ = exec.Command("docker", "network", "rm", id).Run() })
+	}
+	r := e.Sandbox("start", "t1", "-d", "--agent", "shell", "--allow", "api.allowed.test", "--", "sleep", "600")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "more than one network is called "+name) || !strings.Contains(r.Stderr, "docker network rm") {
+		t.Fatalf("start with two networks of the egress name: want the refusal with a hint, got %s", r)
+	}
+	if left := e.sandboxContainers("t1", "proxy"); len(left) > 0 {
+		t.Errorf("proxy containers left: %v", left)
+	}
+	if left := e.sandboxNetworks("t1"); len(left) > 0 {
+		t.Errorf("networks left: %v", left)
+	}
+	if ps := e.MustSandbox("ps").Stdout; strings.Contains(ps, "t1") {
+		t.Errorf("the failed start left a sandbox:\n%s", ps)
+	}
+	runOK(t, "", nil, "docker", "network", "rm", ids[1])
+	e.MustSandbox("start", "t1", "-d", "--agent", "shell", "--allow", "api.allowed.test", "--", "sleep", "600")
+	e.MustSandbox("rm", "--force", "t1")
+}
+
+// createNetworkUnchecked makes a network called name through the Engine
+// API without the duplicate check every client asks for (as a create that
+// raced another does); refused is true when the engine refused it.
+func createNetworkUnchecked(t *testing.T, name string) (id string, refused bool) {
+	t.Helper()
+	sock := "/var/run/docker.sock"
+	if h, ok := strings.CutPrefix(os.Getenv("DOCKER_HOST"), "unix://"); ok {
+		sock = h
+	}
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	body := fmt.Sprintf(`{"Name":%q,"CheckDuplicate":false}`, name)
+	resp, err := c.Post("http://docker/v1.41/networks/create", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("create network %s: %v", name, err)
+	}
+	defer resp.Body.Close()
+	var out struct{ ID, Message string }
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	switch {
+	case resp.StatusCode == http.StatusConflict:
+		return "", true
+	case resp.StatusCode != http.StatusCreated || out.ID == "":
+		t.Fatalf("create network %s: %s %s", name, resp.Status, out.Message)
+	}
+	return out.ID, false
 }

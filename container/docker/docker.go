@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -110,6 +111,11 @@ func sdkErr(err error) error {
 		return container.WithKind(container.ErrNotFound, err)
 	case cerrdefs.IsConflict(err):
 		return container.WithKind(container.ErrConflict, err)
+	case strings.Contains(err.Error(), "is ambiguous"):
+		// Two networks of one name: the daemon keeps a container's
+		// networks by name, even one it was given by id, and looks the
+		// name up again at start.
+		return container.WithKind(container.ErrAmbiguousName, err)
 	}
 	return err
 }

@@ -28,6 +28,9 @@ func (f *Engine) Create(ctx context.Context, spec *container.Spec) (string, erro
 	if spec.Name != "" && f.lookup(spec.Name) != nil {
 		return "", conflict("a container named %s already exists", spec.Name)
 	}
+	if f.sharedName(spec.NetworkName) {
+		return "", fmt.Errorf("network %s is ambiguous: %w", spec.NetworkName, container.ErrAmbiguousName)
+	}
 	f.seq++
 	c := &Container{ID: fmt.Sprintf("fake%060d", f.seq), Name: spec.Name, Status: StatusCreated}
 	c.Spec = *spec
@@ -58,6 +61,10 @@ func (f *Engine) Start(ctx context.Context, id string) error {
 	case c.Status == StatusPaused:
 		f.mu.Unlock()
 		return conflict("container %s is paused", id)
+	}
+	if name := f.ambiguous(c); name != "" {
+		f.mu.Unlock()
+		return fmt.Errorf("network %s is ambiguous: %w", name, container.ErrAmbiguousName)
 	}
 	c.Status = StatusRunning
 	c.Starts++

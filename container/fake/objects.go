@@ -83,6 +83,40 @@ func (f *Engine) NetworkSpec(id string) container.NetworkSpec {
 	return f.netSpecs[id]
 }
 
+// sharedName reports whether name is no network's id and the name of
+// more than one.
+func (f *Engine) sharedName(name string) bool {
+	if _, isID := f.networks[name]; isID || name == "" {
+		return false
+	}
+	n := 0
+	for _, o := range f.networks {
+		if o.Name == name {
+			n++
+		}
+	}
+	return n > 1
+}
+
+// ambiguous returns the name of a network of c that another network has
+// too, as an engine that resolves a container's networks by name at start
+// finds it ("" when none).
+func (f *Engine) ambiguous(c *Container) string {
+	ids := append([]string{c.Spec.NetworkName}, c.Networks...)
+	for _, id := range ids {
+		n := f.network(id)
+		if n == nil {
+			continue
+		}
+		for _, o := range f.networks {
+			if o.ID != n.ID && o.Name == n.Name {
+				return n.Name
+			}
+		}
+	}
+	return ""
+}
+
 func (f *Engine) network(idOrName string) *container.Network {
 	if n, ok := f.networks[idOrName]; ok {
 		return n

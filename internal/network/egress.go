@@ -571,7 +571,7 @@ func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *Egress
 	spec.NetworkName = egressID
 	id, err := d.Create(ctx, spec)
 	if err != nil {
-		return fmt.Errorf("egress proxy: %w", err)
+		return ambiguous(fmt.Errorf("egress proxy: %w", err), p.EgressNetwork)
 	}
 	u.Add(func() { _ = d.Remove(cctx, id) })
 	if err := d.ConnectNetwork(ctx, p.InternalNetwork, id); err != nil {
@@ -580,10 +580,53 @@ func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *Egress
 	if err := e.step("proxy"); err != nil {
 		return err
 	}
-	if err := d.Start(ctx, id); err != nil {
-		return fmt.Errorf("egress proxy: %w", err)
+	if err := startProxy(ctx, d, p.EgressNetwork, id); err != nil {
+		return err
 	}
 	return waitProxy(ctx, d, id)
+}
+
+// ambiguousTries is how many times a proxy's start is tried while its
+// egress network's name is ambiguous.
+const ambiguousTries = 5
+
+// ambiguous says what to do about err when it is the engine's refusal of
+// a network name that more than one network has.
+func ambiguous(err error, name string) error {
+	if !errors.Is(err, container.ErrAmbiguousName) {
+		return err
+	}
+	return usererr.Wrap(err, "egress proxy: more than one network is called %s", name).
+		Hint("docker network ls --filter name=%s lists them; docker network rm ID removes one no container uses", name)
+}
+
+// startProxy starts the proxy container id, which leaves by the network
+// called name. The engine looks that name up at start, and finds it
+// ambiguous while a second network of the name is there: one another
+// start made at the same moment, which it removes once it sees the older
+// one (ensureEgressNetwork); that removal is done here too, and the start
+// tried again.
+func startProxy(ctx context.Context, d Engine, name, id string) error {
+	for try := 1; ; try++ {
+		err := d.Start(ctx, id)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, container.ErrAmbiguousName) {
+			return fmt.Errorf("egress proxy: %w", err)
+		}
+		if try == ambiguousTries {
+			return ambiguous(err, name)
+		}
+		if _, err := ensureEgressNetwork(ctx, d, name); err != nil {
+			return fmt.Errorf("egress network: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+		}
+	}
 }
 
 // brokerConfig gives the proxy of a plan with secrets what the credential

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -554,5 +555,57 @@ func TestRacingStartsShareTheOldestEgressNetwork(t *testing.T) {
 	}
 	if nets := mustNets(t, te, container.LabelRole+"="+container.RoleEgress); len(nets) != 1 || nets[0].ID != first.ID {
 		t.Errorf("egress networks left = %+v, want only the oldest", nets)
+	}
+}
+
+// A second egress network of the same name made while a start is under
+// way (another start raced it) makes the engine refuse the proxy's start
+// by that name: the start removes the newer network and tries again. A
+// user's own network of that name (no label of ours) is never removed:
+// the start gives up with what to do, leaving nothing behind.
+func TestProxyStartOutlivesARacingNetwork(t *testing.T) {
+	for _, ours := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ours", false: "the user's"}[ours], func(t *testing.T) {
+			te := allowlistEnv(t)
+			ctx := context.Background()
+			te.fake.DuplicateNetworkNames = true
+			labels := map[string]string{container.LabelRole: container.RoleEgress}
+			if !ours {
+				labels = nil
+				te.env.Config.EgressNetwork = "users-egress"
+				if _, err := te.fake.CreateNetwork(ctx, container.NetworkSpec{Name: "users-egress"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			name := te.env.Config.EgressNetwork
+			if name == "" {
+				name = network.SharedEgressNetwork
+			}
+			var once sync.Once
+			te.fake.OnCall = func(c enginefake.Call) {
+				if c.Method == "ConnectNetwork" {
+					once.Do(func() {
+						if _, err := te.fake.CreateNetwork(ctx, container.NetworkSpec{Name: name, Labels: labels}); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+			}
+			_, err := te.env.Start(ctx, detached("t1"))
+			if !ours {
+				ue, ok := usererr.As(err)
+				if !ok || !strings.Contains(ue.Msg, "more than one network is called users-egress") || !strings.Contains(strings.Join(ue.Hints, "\n"), "docker network rm") {
+					t.Fatalf("start with two networks of the user's name = %v, want the refusal with a hint", err)
+				}
+				te.assertNothingLeft("t1", false)
+				return
+			}
+			if err != nil {
+				t.Fatalf("start while a racing start made a second egress network: %v", err)
+			}
+			if nets := mustNets(t, te, container.LabelRole+"="+container.RoleEgress); len(nets) != 1 {
+				t.Errorf("egress networks left = %+v, want one", nets)
+			}
+		})
 	}
 }
