@@ -85,8 +85,9 @@ type added struct {
 	staged bool
 	// tree is the tree when it was written without the index (quick.go),
 	// lag set when the index does not hold it.
-	tree string
-	lag  bool
+	tree  string
+	lag   bool
+	delta *delta
 }
 
 // Read stages what changed in the worktree into the private index while
@@ -142,7 +143,7 @@ func (s *Local) Read(ctx context.Context, prevTree, head string) (*Tree, error) 
 		thawed()
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	return &Tree{ID: tree, Skipped: left.skipped, TooLarge: left.tooLarge, InSubmodule: left.inSubmodule, Nested: left.nested, Done: thawed}, nil
+	return &Tree{ID: tree, Skipped: left.skipped, TooLarge: left.tooLarge, InSubmodule: left.inSubmodule, Nested: left.nested, Done: thawed, delta: left.delta}, nil
 }
 
 // isolated is the configuration-free git that reads the worktree. Its
@@ -327,7 +328,7 @@ func (s *Local) addChanges(ctx context.Context, g *gitcmd.Runner, v *agentView) 
 		return added{}, err
 	}
 	if run.tree != "" {
-		left := added{tree: run.tree, lag: true, tooLarge: append(run.large, run.stillLarge(run.large)...)}
+		left := added{tree: run.tree, delta: run.delta, lag: true, tooLarge: append(run.large, run.stillLarge(run.large)...)}
 		slices.SortFunc(left.tooLarge, func(a, b LargeFile) int { return strings.Compare(a.Path, b.Path) })
 		return left, nil
 	}

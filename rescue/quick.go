@@ -20,15 +20,12 @@ package rescue
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
@@ -66,31 +63,43 @@ type quickEdits struct {
 }
 
 // quickTree returns the tree of the worktree: base (the tree at the
-// watcher's last token) with the reported paths as they are now, and the
-// files left out for their size. errNotQuick when the index must do it.
-func (s *Local) quickTree(ctx context.Context, g *gitcmd.Runner, v *agentView, base string, paths []string) (string, []LargeFile, error) {
+// watcher's last token) with the reported paths as they are now, the
+// files left out for their size, and the change from base (nil when it
+// cannot be told path by path). errNotQuick when the index must do it.
+func (s *Local) quickTree(ctx context.Context, g *gitcmd.Runner, v *agentView, base string, paths []string) (quickResult, error) {
 	if len(paths) > maxQuickPaths || base == "" {
-		return "", nil, errNotQuick
+		return quickResult{}, errNotQuick
 	}
-	tr, err := newTreeReader(ctx, g, base)
+	tr, err := newTreeReader(ctx, g, base, len(base))
 	if err != nil {
-		return "", nil, err
+		return quickResult{}, err
 	}
 	defer tr.close()
 	ed := &quickEdits{set: map[string][2]string{}, remove: map[string]bool{}, fresh: map[string]bool{}}
 	files, err := s.quickClassify(tr, paths, ed)
 	if err != nil {
-		return "", nil, err
+		return quickResult{}, err
 	}
 	stage, large, err := s.quickFilter(ctx, g, v, files, ed)
 	if err != nil || len(stage) == 0 && len(ed.remove) == 0 && len(ed.fresh) == 0 {
-		return base, large, err
+		return quickResult{tree: base, large: large, delta: &delta{base: base}}, err
 	}
 	if err := s.quickHash(ctx, g, stage, ed); err != nil {
-		return "", nil, err
+		return quickResult{}, err
 	}
 	tree, err := writeEdits(ctx, g, tr, ed)
-	return tree, large, err
+	if err != nil {
+		return quickResult{}, err
+	}
+	d, err := quickDelta(tr, ed)
+	return quickResult{tree: tree, large: large, delta: d}, err
+}
+
+// quickResult is what the fast way wrote.
+type quickResult struct {
+	tree  string
+	large []LargeFile
+	delta *delta
 }
 
 // quickClassify looks at each reported path (lstat only): gone, a
@@ -99,6 +108,9 @@ func (s *Local) quickClassify(tr *treeReader, paths []string, ed *quickEdits) ([
 	dirs := map[string]bool{} // leading directory → a plain directory of the worktree
 	var files []quickFile
 	sort.Strings(paths)
+	if err := tr.prefetch(paths); err != nil {
+		return nil, err
+	}
 	for _, p := range paths {
 		clean := strings.TrimSuffix(p, "/")
 		if clean == "" || !quickName(clean) {
@@ -267,108 +279,4 @@ func (s *Local) quickHash(ctx context.Context, g *gitcmd.Runner, files []quickFi
 		delete(ed.remove, f.path)
 	}
 	return nil
-}
-
-// treeReader reads trees of one snapshot from the user's store through
-// one git cat-file --batch.
-type treeReader struct {
-	*gitcmd.Batch
-	root   string
-	hexLen int
-	dirs   map[string][]treeEntry // directory → its entries (nil: not a tree)
-}
-
-func newTreeReader(ctx context.Context, g *gitcmd.Runner, root string) (*treeReader, error) {
-	b, err := g.StartBatch(ctx, "cat-file", "--batch")
-	if err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
-	return &treeReader{Batch: b, root: root, hexLen: len(root), dirs: map[string][]treeEntry{}}, nil
-}
-
-func (r *treeReader) close() { _ = r.Close() }
-
-// read returns the entries of tree id.
-func (r *treeReader) read(id string) ([]treeEntry, error) {
-	if _, err := io.WriteString(r.In, id+"\n"); err != nil {
-		return nil, fmt.Errorf("snapshot: git cat-file: %w", err)
-	}
-	head, err := r.Out.ReadString('\n')
-	f := strings.Fields(head)
-	if err != nil || len(f) != 3 || f[1] != "tree" {
-		return nil, fmt.Errorf("snapshot: git cat-file: tree %s: %q", id, head)
-	}
-	n, err := strconv.Atoi(f[2])
-	if err != nil {
-		return nil, fmt.Errorf("snapshot: git cat-file: %q", head)
-	}
-	body := make([]byte, n+1)
-	if _, err := io.ReadFull(r.Out, body); err != nil {
-		return nil, fmt.Errorf("snapshot: git cat-file: %w", err)
-	}
-	return parseTree(body[:n], r.hexLen/2)
-}
-
-func parseTree(b []byte, idLen int) ([]treeEntry, error) {
-	var out []treeEntry
-	for len(b) > 0 {
-		sp := bytes.IndexByte(b, ' ')
-		nul := bytes.IndexByte(b, 0)
-		if sp < 0 || nul < sp || len(b) < nul+1+idLen {
-			return nil, errors.New("snapshot: a tree object that cannot be read")
-		}
-		out = append(out, treeEntry{mode: string(b[:sp]), name: string(b[sp+1 : nul]), id: b[nul+1 : nul+1+idLen]})
-		b = b[nul+1+idLen:]
-	}
-	return out, nil
-}
-
-// dir returns the entries of directory d of the root tree; ok is false
-// when it is no tree there.
-func (r *treeReader) dir(d string) ([]treeEntry, bool, error) {
-	if es, seen := r.dirs[d]; seen {
-		return es, es != nil, nil
-	}
-	var id string
-	if d == "." || d == "" {
-		id = r.root
-	} else {
-		parent, ok, err := r.dir(path.Dir(d))
-		if err != nil || !ok {
-			r.dirs[d] = nil
-			return nil, false, err
-		}
-		for _, e := range parent {
-			if e.name == path.Base(d) && e.isTree() {
-				id = hex.EncodeToString(e.id)
-			}
-		}
-	}
-	if id == "" {
-		r.dirs[d] = nil
-		return nil, false, nil
-	}
-	es, err := r.read(id)
-	if err != nil {
-		return nil, false, err
-	}
-	if es == nil {
-		es = []treeEntry{}
-	}
-	r.dirs[d] = es
-	return es, true, nil
-}
-
-// entry returns the entry at p in the root tree.
-func (r *treeReader) entry(p string) (treeEntry, bool, error) {
-	es, ok, err := r.dir(path.Dir(p))
-	if err != nil || !ok {
-		return treeEntry{}, false, err
-	}
-	for _, e := range es {
-		if e.name == path.Base(p) {
-			return e, true, nil
-		}
-	}
-	return treeEntry{}, false, nil
 }

@@ -12,7 +12,6 @@
 package rescue
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -156,6 +155,9 @@ type Tree struct {
 	// Done waits for what Read left running (the agent being let go on);
 	// nil when nothing.
 	Done func()
+	// delta is the change from the tree it was written from, path by
+	// path, when the fast way wrote it (nil otherwise).
+	delta *delta
 }
 
 // Snapshot is one snapshot commit.
@@ -338,7 +340,7 @@ func (s *Snapshotter) take(ctx context.Context, reason Reason) (*Taken, error) {
 	costed := make(chan struct{})
 	go func() {
 		defer close(costed)
-		cost = s.cost(ctx, prevTree.String(), read.ID)
+		cost = s.cost(ctx, prevTree.String(), read)
 	}()
 	t, err := s.write(ctx, reason, read, prev, head)
 	<-costed
@@ -400,10 +402,14 @@ func ReadUsage(path string) int64 {
 // wrote, at most. Sizes come from the object headers of the user's store;
 // nothing is read whole. A failure counts nothing; so does a snapshotter
 // that counts nothing (Usage "").
-func (s *Snapshotter) cost(ctx context.Context, before, tree string) int64 {
+func (s *Snapshotter) cost(ctx context.Context, before string, read *Tree) int64 {
 	if s.Usage == "" {
 		return 0
 	}
+	if read.delta != nil && before != "" && read.delta.base == before {
+		return blobSizes(ctx, s.host(), read.delta.newBlobs())
+	}
+	tree := read.ID
 	if before == "" {
 		if s.Start == "" {
 			return 0
@@ -414,27 +420,15 @@ func (s *Snapshotter) cost(ctx context.Context, before, tree string) int64 {
 	if err != nil {
 		return 0
 	}
-	var ids bytes.Buffer
+	var ids []string
 	recs := gitcmd.SplitLines(out)
 	for i := 0; i+1 < len(recs); i += 2 {
 		f := strings.Fields(recs[i])
 		if len(f) == 5 && f[1] != "160000" {
-			ids.WriteString(f[3] + "\n")
+			ids = append(ids, f[3])
 		}
 	}
-	if ids.Len() == 0 {
-		return 0
-	}
-	sizes, err := s.host().Run(ctx, &ids, "cat-file", "--batch-check=%(objectsize)")
-	if err != nil {
-		return 0
-	}
-	var n int64
-	for _, l := range strings.Fields(string(sizes)) {
-		v, _ := strconv.ParseInt(l, 10, 64)
-		n += v
-	}
-	return n
+	return blobSizes(ctx, s.host(), ids)
 }
 
 // charge adds n bytes to the snapshots' usage (Usage).
@@ -468,7 +462,7 @@ func (s *Snapshotter) write(ctx context.Context, reason Reason, read *Tree, prev
 		parents = append(parents, gitcmd.Hash(head))
 	}
 	if snap.Baseline != "" {
-		n, err := countChanges(ctx, s.host(), snap.Baseline, tree)
+		n, err := s.changes(ctx, snap.Baseline, read, prev)
 		if err != nil {
 			return nil, err
 		}
@@ -532,6 +526,19 @@ func (s *Snapshotter) current(ctx context.Context, ref string) (id, tree gitcmd.
 func (s *Snapshotter) hasCommit(ctx context.Context, id string) bool {
 	_, err := s.host().Run(ctx, nil, "cat-file", "-e", id+"^{commit}")
 	return err == nil
+}
+
+// changes counts the paths of the tree read that differ from the
+// baseline's: from its delta and the count of the snapshot prev it
+// follows when they tell, else with a diff of the two trees.
+func (s *Snapshotter) changes(ctx context.Context, baseline string, read *Tree, prev gitcmd.Hash) (int, error) {
+	if read.delta != nil && prev != "" {
+		n, ok, err := changesByDelta(ctx, s.host(), read.delta, prev.String(), baseline)
+		if err == nil && ok {
+			return n, nil
+		}
+	}
+	return countChanges(ctx, s.host(), baseline, read.ID)
 }
 
 func countChanges(ctx context.Context, g *gitcmd.Runner, from, toTree string) (int, error) {

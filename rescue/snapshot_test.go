@@ -32,6 +32,8 @@ type fixture struct {
 	local *Local
 	host  *gitcmd.Runner
 	clock time.Time
+	// used is what the snapshots had cost before the last take.
+	used int64
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -101,6 +103,7 @@ func (f *fixture) write(dir, rel, content string) {
 func (f *fixture) take(reason Reason) *Taken {
 	f.t.Helper()
 	f.clock = f.clock.Add(time.Second)
+	f.used = ReadUsage(f.snap.Usage)
 	taken, err := f.snap.Take(context.Background(), reason)
 	if err != nil {
 		f.t.Fatalf("take %s: %v", reason, err)

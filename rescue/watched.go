@@ -80,9 +80,11 @@ type watchRun struct {
 	// left out.
 	reported map[string]bool
 	carried  []LargeFile
-	// tree is the tree the fast way wrote, large what it left out.
+	// tree is the tree the fast way wrote, large what it left out, delta
+	// its change from the last tree.
 	tree  string
 	large []LargeFile
+	delta *delta
 }
 
 func (s *Local) stateFile() string  { return s.Index + ".watch" }
@@ -167,10 +169,10 @@ func (s *Local) watchedCandidates(ctx context.Context, g *gitcmd.Runner, v *agen
 	}
 	trusted := !a.All && st.Token != "" && len(st.Skipped) == 0 && len(quarantined) == 0 && !s.hasGitlinksMarker()
 	if trusted && quickReason(s.reason) && !v.fresh && len(v.Gitlinks) == 0 && len(v.Missing) == 0 {
-		tree, large, err := s.quickTree(ctx, g, v, st.Tree, a.Paths)
+		q, err := s.quickTree(ctx, g, v, st.Tree, a.Paths)
 		if err == nil {
 			s.pending = a.Token
-			run := watchRun{watched: true, partial: true, reported: map[string]bool{}, carried: st.TooLarge, tree: tree, large: large}
+			run := watchRun{watched: true, partial: true, reported: map[string]bool{}, carried: st.TooLarge, tree: q.tree, large: q.large, delta: q.delta}
 			for _, p := range a.Paths {
 				run.reported[p] = true
 			}

@@ -3,6 +3,7 @@ package rescue
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -52,6 +53,31 @@ func (f *fixture) sameAsFullScan(taken *Taken, name string) {
 	if taken.Tree != full.ID || !slices.Equal(taken.TooLarge, full.TooLarge) || !slices.Equal(taken.Skipped, full.Skipped) {
 		f.t.Fatalf("%s: the watched snapshot differs from a full scan:\n%s\ntoo large %v / %v, skipped %q / %q", name, f.git(f.repo, "diff-tree", "-r", "--name-status", full.ID, taken.Tree), taken.TooLarge, full.TooLarge, taken.Skipped, full.Skipped)
 	}
+	f.countedAsDiffsWould(taken, name)
+}
+
+// countedAsDiffsWould checks a new snapshot's change count and the cost
+// charged for it against what diffs of the whole trees give.
+func (f *fixture) countedAsDiffsWould(taken *Taken, name string) {
+	f.t.Helper()
+	if !taken.New {
+		return
+	}
+	ctx := context.Background()
+	n, err := countChanges(ctx, f.host, taken.Baseline, taken.Tree)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if taken.Changes != n {
+		f.t.Fatalf("%s: the snapshot counts %d changes, a diff against the baseline %d", name, taken.Changes, n)
+	}
+	if f.snap.Usage == "" {
+		return
+	}
+	prevTree := f.git(f.repo, "rev-parse", taken.ID+"^1^{tree}")
+	if want, got := f.snap.cost(ctx, prevTree, &Tree{ID: taken.Tree}), ReadUsage(f.snap.Usage)-f.used; got != want {
+		f.t.Fatalf("%s: the snapshot was charged %d bytes, a diff against the one before gives %d", name, got, want)
+	}
 }
 
 func TestWatchedSnapshotEqualsAFullScan(t *testing.T) {
@@ -75,6 +101,7 @@ func TestWatchedSnapshotEqualsAFullScan(t *testing.T) {
 	}
 	defer w.Close()
 	f.local.Watch = watcherOf{w}
+	f.snap.Usage = filepath.Join(t.TempDir(), "usage")
 	f.seed(f.start)
 	f.baseline()
 	if _, walked := f.watchedTake(); !walked {
@@ -236,11 +263,17 @@ func (f *fixture) quickCases() {
 			must(t, os.Remove(filepath.Join(f.wt, "src/d07/other.txt")))
 		},
 	}
+	// A step where no directory went or was replaced whole is counted
+	// and costed from its edits, without a diff of the whole tree.
+	byEdits := map[int]bool{0: true, 4: true}
 	for i, step := range steps {
 		step()
 		taken, cmds := f.takeTraced()
 		if !quickly(cmds) {
 			t.Fatalf("quick step %d: want the fast way, ran %q", i, cmds)
+		}
+		if diffed := slices.ContainsFunc(cmds, func(c string) bool { return strings.HasPrefix(c, "diff-tree") }); diffed == byEdits[i] {
+			t.Errorf("quick step %d: counted by its edits %v, yet ran %q", i, byEdits[i], cmds)
 		}
 		f.sameAsFullScan(taken, fmt.Sprintf("quick-%d", i))
 	}
@@ -320,4 +353,64 @@ func TestWatchedSnapshotFallsBackForNestedRepositoriesAndIgnoreFiles(t *testing.
 		t.Fatal("a changed ignore file must be looked at with a walk")
 	}
 	f.sameAsFullScan(taken, "ignore")
+}
+
+// Random rounds of writes, new files, deletes, mode changes and
+// directories made and removed, each snapshot taken the fast way where it
+// can: every tree equals a full scan's, every change count and cost what
+// diffs of the whole trees give, including after a land --keep moved the
+// baseline.
+func TestWatchedSnapshotCountsAsDiffsDo(t *testing.T) {
+	f := newSerialFixture(t)
+	for i := range 60 {
+		f.write(f.repo, fmt.Sprintf("d%d/f%02d.txt", i%4, i), fmt.Sprintf("file %d\n", i))
+	}
+	f.git(f.repo, "add", "-A")
+	f.git(f.repo, "commit", "-q", "-m", "files")
+	f.start = f.git(f.repo, "rev-parse", "HEAD")
+	f.snap.Start, f.local.Start = f.start, f.start
+	f.git(f.wt, "reset", "-q", "--hard", f.start)
+	w, err := fswatch.New(f.wt, fswatch.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	f.local.Watch = watcherOf{w}
+	f.snap.Usage = filepath.Join(t.TempDir(), "usage")
+	f.seed(f.start)
+	f.baseline()
+	f.watchedTake()
+	rng := rand.New(rand.NewPCG(1, 2))
+	quick := 0
+	for round := range 40 {
+		for range 1 + rng.IntN(6) {
+			p := filepath.Join(f.wt, fmt.Sprintf("d%d/f%02d.txt", rng.IntN(5), rng.IntN(70)))
+			switch rng.IntN(6) {
+			case 0, 1:
+				f.write(f.wt, strings.TrimPrefix(p, f.wt+"/"), fmt.Sprintf("round %d\n", round))
+			case 2:
+				_ = os.Remove(p)
+			case 3:
+				_ = os.Chmod(p, 0o755)
+			case 4:
+				f.write(f.wt, fmt.Sprintf("d%d/f%02d.txt", rng.IntN(4), rng.IntN(60)), fmt.Sprintf("file %d\n", rng.IntN(60)))
+			default:
+				if rng.IntN(4) == 0 {
+					must(t, os.RemoveAll(filepath.Join(f.wt, fmt.Sprintf("d%d", 3+rng.IntN(2)))))
+				}
+			}
+		}
+		if round == 20 {
+			// land --keep: the baseline moves to the newest snapshot.
+			f.snap.Baseline = f.take(ReasonManual).ID
+		}
+		taken, cmds := f.takeTraced()
+		if quickly(cmds) {
+			quick++
+		}
+		f.sameAsFullScan(taken, fmt.Sprintf("round-%d", round))
+	}
+	if quick < 20 {
+		t.Errorf("only %d of 40 rounds took the fast way", quick)
+	}
 }
