@@ -69,3 +69,51 @@ pids = 256
 		t.Errorf("a repository's deny entry with rules:\n%s", r)
 	}
 }
+
+// TestEgressRulesOnAnInspectedHost: the same rules on a host no secret
+// goes to, marked inspect = true in the user's config: the proxy
+// terminates its TLS with the sandbox's CA, which the agent trusts, so GET
+// inside the rule answers and POST is refused with a 403 naming the rule
+// over TLS; a repository cannot mark a host for inspection.
+func TestEgressRulesOnAnInspectedHost(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	tls := filepath.Join(e.Root, "tls")
+	testTLS(t, tls, "api.inspect.test")
+	e.WriteConfig(`allow = ["api.inspect.test:8443 GET /ok/"]
+egress_network = %q
+base_image = %q
+upstream_ca = %q
+[[host]]
+name = "api.inspect.test:8443"
+inspect = true
+[[mount]]
+source = %q
+target = %q
+readonly = true
+[limits]
+memory = "1g"
+pids = 256
+`, e.egressNetwork(), baseImage, filepath.Join(tls, "ca.pem"), filepath.Join(binDir, "test-upstream"), brokerClient)
+	e.MustSandbox("start", "insp", "-d", "--agent", "shell", "--", "sleep", "600")
+	startUpstreamWith(t, e.egressNetwork(), []string{"-v", tls + ":/tls:ro", "-e", "UPSTREAM_TLS_CERT=/tls/cert.pem", "-e", "UPSTREAM_TLS_KEY=/tls/key.pem"},
+		"api.inspect.test")
+	call := func(method, url string) string {
+		t.Helper()
+		return e.MustSandbox("exec", "insp", "--", "sh", "-c", `CLIENT_METHOD=$1 `+brokerClient+` client "$2"`, "call", method, url).Stdout
+	}
+	if out := call("GET", "https://api.inspect.test:8443/ok/1"); !strings.Contains(out, "status 200") {
+		t.Errorf("GET inside the rule on an inspected host:\n%s", out)
+	}
+	out := call("POST", "https://api.inspect.test:8443/ok/1")
+	if !strings.Contains(out, "status 403") || !strings.Contains(out, `outside the rules for api.inspect.test: "api.inspect.test:8443 GET /ok/"`) {
+		t.Errorf("POST outside the rule on an inspected host:\n%s", out)
+	}
+	if r := e.MustSandbox("net", "insp", "--json"); !strings.Contains(r.Stdout, `"kind":"intercept","method":"POST","host":"api.inspect.test"`) {
+		t.Errorf("the log lacks the refusal:\n%s", r.Stdout)
+	}
+	e.WriteFile(".sandbox.toml", "[[host]]\nname = \"evil.test\"\ninspect = true\n")
+	if r := e.Sandbox("start", "widen", "-d", "--agent", "shell", "--", "true"); r.Code == 0 || !strings.Contains(r.Stderr, `sets "host"`) {
+		t.Errorf("a repository marking a host for inspection:\n%s", r)
+	}
+}

@@ -104,6 +104,9 @@ type Config struct {
 	// config only): its container holds a placeholder, the egress proxy
 	// puts the real value in requests to the secret's hosts.
 	Secrets []Secret `toml:"secret"`
+	// Hosts say how the egress proxy treats a host (user config only):
+	// inspect = true terminates its TLS, so method and path rules apply.
+	Hosts []Host `toml:"host"`
 	// UpstreamCA is a PEM file of extra certificate authorities the egress
 	// proxy trusts for the servers a secret goes to (a company's TLS
 	// inspection, a test server), on top of this machine's roots.
@@ -455,6 +458,7 @@ var repoRefused = map[string]string{
 	"network_prompt_timeout": "holding unlisted connections for your approval",
 	"repository":             "hosts on the network allow list (the user's [[repository]] tables)",
 	"secret":                 "credentials (a secret and the hosts it may go to are yours to name)",
+	"host":                   "hosts whose TLS the egress proxy terminates",
 	"upstream_ca":            "certificate authorities the egress proxy trusts",
 	"agent_home":             "where agent logins are kept",
 	"egress_network":         "the network the egress proxies leave by",
@@ -594,6 +598,9 @@ func (l *Loaded) validate(file string) error {
 		return usererr.New("%s: agent_home = %q: must be %q or %q", where, l.AgentHome, AgentHomePerAgent, AgentHomePerRepo)
 	}
 	if err := checkSecrets(where, l.Secrets); err != nil {
+		return err
+	}
+	if err := checkHosts(where, l.Hosts); err != nil {
 		return err
 	}
 	if err := l.validateSpend(where); err != nil {

@@ -81,6 +81,7 @@ func TestRepoConfigRefusals(t *testing.T) {
 		{"cache", "[[cache]]\ntarget = \"/home/sandbox/.npm\"\n", "cache"},
 		{"secret", "[[secret]]\nname = \"GH_TOKEN\"\nhosts = [\"evil.example\"]\nfrom_env = \"GH_TOKEN\"\n", "secret"},
 		{"upstream_ca", "upstream_ca = \"/tmp/evil.pem\"\n", "upstream_ca"},
+		{"host", "[[host]]\nname = \"api.github.com\"\ninspect = true\n", "host"},
 		{"mcp", "[mcp]\nallow_land = true\n", "mcp"},
 		{"mcp tools", "[mcp]\ntools = [\"sandbox_land\"]\n", "mcp"},
 		{"mcp dotted", "mcp.allow_land = true\n", "mcp"},
@@ -299,6 +300,28 @@ func TestRepoCachesAndSetupInputs(t *testing.T) {
 		if _, err := Load(setup(t, "", "setup_inputs = [\""+bad+"\"]\n")); err == nil {
 			t.Errorf("setup input %q accepted", bad)
 		}
+	}
+}
+
+func TestHosts(t *testing.T) {
+	l, err := Load(setup(t, "[[host]]\nname = \"api.example.com\"\ninspect = true\n[[host]]\nname = \"*.example.org:8443\"\n", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.InspectHosts(); len(got) != 1 || got[0] != "api.example.com" {
+		t.Errorf("inspected hosts = %q, want api.example.com only", got)
+	}
+	for _, tt := range []struct{ name, user, want string }{
+		{"address", "[[host]]\nname = \"192.0.2.7\"\ninspect = true\n", "is an address"},
+		{"no name", "[[host]]\ninspect = true\n", "not a host entry"},
+		{"twice", "[[host]]\nname = \"a.example\"\n[[host]]\nname = \"a.example\"\n", "twice"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(setup(t, tt.user, ""))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want %q", err, tt.want)
+			}
+		})
 	}
 }
 

@@ -39,7 +39,12 @@ type ProxyConfig struct {
 	HostAddrs []string `json:"host_addrs,omitempty"`
 	// Secrets are the credentials the proxy swaps in.
 	Secrets []SecretConfig `json:"secrets,omitempty"`
-	// CACert and CAKey are the sandbox CA's files; needed with Secrets.
+	// Inspect are the hosts (entries as ParseEntry reads them) whose TLS
+	// the proxy terminates with no secret bound to them, so that method
+	// and path rules apply inside (the user's [[host]] inspect = true).
+	Inspect []string `json:"inspect,omitempty"`
+	// CACert and CAKey are the sandbox CA's files; needed with Secrets or
+	// Inspect.
 	CACert string `json:"ca_cert,omitempty"`
 	CAKey  string `json:"ca_key,omitempty"`
 	// UpstreamCA is an extra PEM bundle trusted for upstream servers, on
@@ -188,9 +193,16 @@ func (c *ProxyConfig) Options() (Options, error) {
 		}
 		o.Secrets = append(o.Secrets, s)
 	}
-	if len(c.Secrets) > 0 {
+	for _, h := range c.Inspect {
+		e, err := ParseEntry(h, FromUser)
+		if err != nil {
+			return o, fmt.Errorf("inspect: %w", err)
+		}
+		o.Inspect = append(o.Inspect, e)
+	}
+	if len(c.Secrets) > 0 || len(c.Inspect) > 0 {
 		if c.CACert == "" || c.CAKey == "" {
-			return o, errors.New("proxy config: secrets need ca_cert and ca_key")
+			return o, errors.New("proxy config: secrets and inspected hosts need ca_cert and ca_key")
 		}
 		ca, err := sandboxca.LoadCA(c.CACert, c.CAKey)
 		if err != nil {

@@ -41,8 +41,11 @@ type Options struct {
 	Live string
 	// Secrets are swapped in for their placeholders on their hosts.
 	Secrets []Secret
+	// Inspect are hosts whose TLS the proxy terminates though no secret
+	// is bound to them: method and path rules apply inside.
+	Inspect []Entry
 	// CA signs the certificates shown for intercepted hosts; required
-	// when there are secrets.
+	// when there are secrets or hosts to inspect.
 	CA *sandboxca.CA
 	// Resolver resolves host names; nil is the system's, behind a dnscache.
 	Resolver Resolver
@@ -67,6 +70,7 @@ type Proxy struct {
 	policy  *livePolicy
 	room    *held.Room // nil: no prompting
 	secrets []*Secret
+	inspect []Entry
 	ca      *sandboxca.CA
 	log     *Log
 	errLog  *log.Logger
@@ -128,8 +132,9 @@ func New(o Options) (*Proxy, error) {
 		seen[s.Placeholder], seen["name "+s.Name] = true, true
 		p.secrets = append(p.secrets, &s)
 	}
-	if len(p.secrets) > 0 && p.ca == nil {
-		return nil, errors.New("egress proxy: secrets need a CA")
+	p.inspect = o.Inspect
+	if len(p.secrets)+len(p.inspect) > 0 && p.ca == nil {
+		return nil, errors.New("egress proxy: secrets and inspected hosts need a CA")
 	}
 	p.dialer = &dialer{policy: p.policy.get, resolver: dnscache.Or(o.Resolver), timeout: p.timeout}
 	p.dialer.net.KeepAlive = 30 * time.Second
@@ -333,6 +338,20 @@ func (p *Proxy) hostLeak(host string) *leak {
 	return nil
 }
 
+// inspects reports whether the proxy terminates TLS to t though no secret
+// is bound to it (a host name only: the CA names no address).
+func (p *Proxy) inspects(t Target) bool {
+	if t.Addr.IsValid() {
+		return false
+	}
+	for _, e := range p.inspect {
+		if e.matchesName(t) && e.allowsPort(t.Port, Connect) {
+			return true
+		}
+	}
+	return false
+}
+
 // boundSecrets are the secrets whose real value may go to t.
 func (p *Proxy) boundSecrets(t Target) (bound, others []*Secret) {
 	for _, s := range p.secrets {
@@ -373,8 +392,13 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		p.interceptTunnel(w, r, interception{target: t, bound: bound, others: others, scrub: p.scrubberFor(bound, nil)})
 		return
 	}
+	if p.inspects(t) {
+		// No value of a secret goes there, so none can come back.
+		p.interceptTunnel(w, r, interception{target: t, others: others})
+		return
+	}
 	if len(dec.Ruled) > 0 {
-		p.refuse(w, rec, start, http.StatusForbidden, Denied, "its allow entries have method or path rules, which the proxy applies only to plain HTTP and to hosts whose TLS it terminates (a secret's hosts); a tunnel would carry any request")
+		p.refuse(w, rec, start, http.StatusForbidden, Denied, "its allow entries have method or path rules, which the proxy applies only to plain HTTP and to hosts whose TLS it terminates (a secret's hosts, and hosts marked inspect = true in the user's config: [[host]] name = \""+t.Host+"\" inspect = true); a tunnel would carry any request")
 		return
 	}
 	up, addr, err := p.dialer.dial(r.Context(), t, Connect)
@@ -742,9 +766,9 @@ func (p *Proxy) serveIntercepted(w http.ResponseWriter, r *http.Request, ic inte
 		// What comes back on an upgraded connection (WebSocket) or a
 		// tunnel is a stream the proxy does not parse: it could carry a
 		// real value back unscrubbed.
-		rec.Error = "refused: a protocol upgrade or tunnel to a host a secret is bound to"
+		rec.Error = "refused: a protocol upgrade or tunnel to a host whose TLS the proxy terminates"
 		p.refuse(w, rec, start, http.StatusNotImplemented, Allowed,
-			"refused: the proxy does not switch protocols (WebSocket) or open tunnels on a host a secret is bound to, as it could not scrub the real value from what comes back")
+			"refused: the proxy does not switch protocols (WebSocket) or open tunnels on a host whose TLS it terminates (a secret's, or one marked inspect = true): it could not scrub a real value from what comes back, nor apply rules to what goes in")
 		return
 	}
 	used, tokens := substitute(r.Header, ic.bound)

@@ -3,7 +3,8 @@ package egress
 // Method and path rules: an allow entry may name the methods and path
 // prefixes it allows ("api.github.com GET,HEAD /repos/acme/"). The proxy
 // can apply them only where it reads the requests: plain HTTP, and hosts
-// whose TLS it terminates (the credential broker's). A CONNECT to a host
+// whose TLS it terminates (the credential broker's, and those the user
+// marks inspect = true: Options.Inspect). A CONNECT to a host
 // that only entries with rules allow, and that the proxy does not
 // terminate, is refused: a tunnel would carry any request.
 

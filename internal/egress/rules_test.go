@@ -140,3 +140,35 @@ func TestProxyRules(t *testing.T) {
 		t.Errorf("CONNECT to a host with rules the proxy does not terminate: %d %q", status, body)
 	}
 }
+
+// A host marked inspect = true has its TLS terminated though no secret is
+// bound to it: its rules apply inside, a request outside them is refused
+// naming the rule, and no placeholder of a secret reaches it.
+func TestProxyRulesOnAnInspectedHost(t *testing.T) {
+	e := newTestEnv(t)
+	e.proxy.policy.cur.Store(&Policy{Allow: []Entry{mustAllow(t, "tunnel.test:"+e.port+" GET,HEAD /ok/"), mustAllow(t, "127.0.0.1:"+e.port)}})
+	if status, body := e.connectStatus(t, "tunnel.test:"+e.port); status != 403 || !strings.Contains(body, "inspect = true") {
+		t.Fatalf("CONNECT to a ruled host not inspected: %d %q, want a refusal saying how to inspect it", status, body)
+	}
+	ca, err := NewCA([]string{"api.test", "other.test", "tunnel.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ca, e.proxy.ca = ca, ca
+	e.proxy.inspect = []Entry{mustAllow(t, "tunnel.test:"+e.port)}
+	c := e.client(t, false)
+	if resp, body := do(t, c, "GET", "https://tunnel.test:"+e.port+"/ok/1", nil); resp.StatusCode != 200 || !strings.Contains(body, "hello from tunnel.test") {
+		t.Errorf("GET inside the rule on an inspected host: %d %q", resp.StatusCode, body)
+	}
+	resp, body := do(t, c, "POST", "https://tunnel.test:"+e.port+"/ok/1", strings.NewReader("x"))
+	if resp.StatusCode != 403 || !strings.Contains(body, "POST /ok/1 is outside the rules for tunnel.test") {
+		t.Errorf("POST outside the rule on an inspected host: %d %q", resp.StatusCode, body)
+	}
+	rec := e.rec.wait(t, func(r Record) bool { return r.Kind == "intercept" && r.Host == "tunnel.test" && r.Method == "POST" })
+	if rec.Decision != Denied || !strings.Contains(rec.Reason, "outside the rules") {
+		t.Errorf("log record %+v", rec)
+	}
+	if resp, body := do(t, c, "GET", "https://tunnel.test:"+e.port+"/ok/2", nil, "X-Api-Key", e.api.Placeholder); resp.StatusCode != 403 || !strings.Contains(body, "ANTHROPIC_API_KEY") {
+		t.Errorf("a placeholder to an inspected host its secret is not bound to: %d %q", resp.StatusCode, body)
+	}
+}

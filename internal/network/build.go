@@ -24,12 +24,13 @@ type Networks struct {
 }
 
 // Make makes the sandbox's networks, with its egress proxy started
-// (allowlist mode: the CA's files written first when it has secrets).
+// (allowlist mode: the CA's files written first when it has secrets or
+// hosts to inspect).
 // What it makes is added to u.
 func (e *Env) Make(ctx context.Context, d Engine, n Networks, u Undo) error {
 	if eg := n.Egress; eg != nil {
-		if len(eg.secrets) > 0 {
-			if err := writeTrust(eg.configDir, e.Layout.TrustDir(n.Branch), eg.secrets); err != nil {
+		if eg.Terminates() {
+			if err := writeTrust(eg.configDir, e.Layout.TrustDir(n.Branch), eg.caHosts()); err != nil {
 				return err
 			}
 		}

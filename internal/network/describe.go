@@ -26,5 +26,8 @@ func (eg *EgressPlan) Describe(w io.Writer) {
 	for _, r := range eg.Remove {
 		fmt.Fprintf(w, "    -%-31s %s\n", termsafe.String(r.Entry), r.Source)
 	}
+	for _, h := range eg.Inspect {
+		fmt.Fprintf(w, "  inspect   %s (TLS terminated with the sandbox's CA: its rules apply to HTTPS)\n", termsafe.String(h))
+	}
 	container.DescribeMounts(w, eg.Proxy.Mounts)
 }

@@ -143,6 +143,10 @@ type EgressPlan struct {
 	// Secrets are the credentials the proxy puts in place of their
 	// placeholders (names, hosts and sources; never values).
 	Secrets []SecretPlan `json:"secrets,omitempty"`
+	// Inspect are the hosts whose TLS the proxy terminates though no
+	// secret goes there (the user's [[host]] inspect = true), so that the
+	// method and path rules of their allow entries apply.
+	Inspect []string `json:"inspect,omitempty"`
 	// Forward are the agent's published ports, which the proxy carries
 	// (SetForward).
 	Forward []container.Port `json:"forward,omitempty"`
@@ -437,6 +441,7 @@ func (e *Env) PlanEgress(in EgressInput) (*EgressPlan, error) {
 	if p != nil {
 		p.Budget = budget
 		p.prompt = e.Config.NetworkPrompt
+		p.Inspect = e.Config.InspectHosts()
 	}
 	return p, err
 }
@@ -633,13 +638,15 @@ func startProxy(ctx context.Context, d Engine, name, id string) error {
 // broker needs: the secrets, the CA's files, the user's upstream CA and
 // the meter's files.
 func (e *Env) brokerConfig(cfg *egress.ProxyConfig, p *EgressPlan) error {
-	if len(p.secrets) == 0 {
+	if !p.Terminates() {
 		return nil
 	}
-	if err := e.meterConfig(cfg, p.configDir, p.Budget); err != nil {
-		return err
+	if len(p.secrets) > 0 {
+		if err := e.meterConfig(cfg, p.configDir, p.Budget); err != nil {
+			return err
+		}
 	}
-	cfg.Secrets = egress.SecretConfigs(p.secrets)
+	cfg.Secrets, cfg.Inspect = egress.SecretConfigs(p.secrets), p.Inspect
 	cfg.CACert = ProxyConfigDir + "/" + proxyCACert
 	cfg.CAKey = ProxyConfigDir + "/" + proxyCAKey
 	if p.upstreamCA == "" {
@@ -775,12 +782,21 @@ func (p *EgressPlan) SetSecrets(shown []SecretPlan, secrets []egress.Secret) {
 // HasSecrets reports whether the plan brokers credentials.
 func (p *EgressPlan) HasSecrets() bool { return len(p.secrets) > 0 }
 
+// Terminates reports whether the proxy terminates TLS for some host (a
+// secret's, or one to inspect): the sandbox then has a CA of its own,
+// which the agent's container trusts.
+func (p *EgressPlan) Terminates() bool { return len(p.secrets)+len(p.Inspect) > 0 }
+
+// caHosts are the hosts the sandbox's CA may name: its secrets' and those
+// it inspects.
+func (p *EgressPlan) caHosts() []string { return append(secretHosts(p.secrets), p.Inspect...) }
+
 // Record is what the sandbox's record keeps of the plan.
 func (p *EgressPlan) Record() *record.Egress {
 	return &record.Egress{
 		Allow: p.Allow, Remove: p.Remove,
 		InternalNetwork: p.InternalNetwork, EgressNetwork: p.EgressNetwork, Proxy: p.Proxy.Name,
-		Secrets: recordSecrets(p.secrets), Forward: record.PortsOf(p.Forward), Budget: p.Budget,
+		Secrets: recordSecrets(p.secrets), Inspect: p.Inspect, Forward: record.PortsOf(p.Forward), Budget: p.Budget,
 	}
 }
 
@@ -858,16 +874,18 @@ func (e *Env) RestartProxy(ctx context.Context, d Engine, sb *record.Record, onE
 	if err != nil {
 		return err
 	}
-	p.Allow, p.Remove, p.live, p.Budget = eg.Allow, eg.Remove, eg.Live, eg.Budget
+	// The hosts inspected are those of the start: the agent's container
+	// trusts the sandbox's CA only if it had one then.
+	p.Allow, p.Remove, p.live, p.Budget, p.Inspect = eg.Allow, eg.Remove, eg.Live, eg.Budget, eg.Inspect
 	p.SetForward(record.ToPorts(eg.Forward))
 	if len(eg.Secrets) > 0 {
 		if p.secrets, err = e.resumeSecrets(ctx, eg.Secrets, io); err != nil {
 			return err
 		}
-		if len(p.secrets) > 0 {
-			if err := writeTrust(p.configDir, e.Layout.TrustDir(sb.Branch), p.secrets); err != nil {
-				return err
-			}
+	}
+	if p.Terminates() {
+		if err := writeTrust(p.configDir, e.Layout.TrustDir(sb.Branch), p.caHosts()); err != nil {
+			return err
 		}
 	}
 	if onEngine {

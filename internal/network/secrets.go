@@ -226,7 +226,7 @@ func secretHosts(secrets []egress.Secret) []string {
 // writeTrust makes the sandbox's CA (or keeps the one it has while it is
 // valid for another week) and writes its files: certificate and key into
 // the proxy's directory, certificate and bundle into the trust directory.
-func writeTrust(proxyDir, trustDir string, secrets []egress.Secret) error {
+func writeTrust(proxyDir, trustDir string, hosts []string) error {
 	for _, dir := range []string{proxyDir, trustDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("sandbox CA: %w", err)
@@ -234,8 +234,8 @@ func writeTrust(proxyDir, trustDir string, secrets []egress.Secret) error {
 	}
 	certPath, keyPath := filepath.Join(proxyDir, proxyCACert), filepath.Join(proxyDir, proxyCAKey)
 	ca, err := sandboxca.LoadCA(certPath, keyPath)
-	if err != nil || time.Until(ca.Cert.NotAfter) < 7*24*time.Hour || !caCovers(ca, secrets) {
-		if ca, err = egress.NewCA(secretHosts(secrets)); err != nil {
+	if err != nil || time.Until(ca.Cert.NotAfter) < 7*24*time.Hour || !caCovers(ca, hosts) {
+		if ca, err = egress.NewCA(hosts); err != nil {
 			return err
 		}
 		if err := ca.Write(certPath, keyPath); err != nil {
@@ -257,13 +257,12 @@ func writeTrust(proxyDir, trustDir string, secrets []egress.Secret) error {
 }
 
 // caCovers reports whether the CA's name constraints admit every host
-// the secrets are bound to (a CA made for other hosts is made again).
-func caCovers(ca *sandboxca.CA, secrets []egress.Secret) bool {
-	for _, s := range secrets {
-		for _, h := range s.Hosts {
-			if !slices.Contains(ca.Cert.PermittedDNSDomains, h.Host) {
-				return false
-			}
+// (entries: a CA made for other hosts is made again).
+func caCovers(ca *sandboxca.CA, hosts []string) bool {
+	for _, h := range hosts {
+		e, err := egress.ParseEntry(h, "")
+		if err != nil || !slices.Contains(ca.Cert.PermittedDNSDomains, e.Host) {
+			return false
 		}
 	}
 	return true

@@ -130,6 +130,9 @@ type Egress struct {
 	// value is read again from the user's config each time the proxy is
 	// made. No value is ever recorded.
 	Secrets []Secret `json:"secrets,omitempty"`
+	// Inspect are the hosts whose TLS the proxy terminates with no secret
+	// (the user's [[host]] inspect = true when the sandbox started).
+	Inspect []string `json:"inspect,omitempty"`
 	// Forward are the agent's published ports, which the proxy carries
 	// to it (the agent's container, on the internal network, publishes
 	// none): every new proxy of the sandbox publishes them again.

@@ -26,27 +26,31 @@ import (
 // files and git are volumes on the engine (workspace.VolumeMounts) instead
 // of this machine's paths, and what cannot work without this machine's
 // files is refused: --carry, --publish (a devcontainer's forwardPorts are
-// left out).
-func planCopy(p *Plan, carry, publish bool, engine *config.Engine) error {
+// left out). The hosts to inspect are left out too (returned): the agent
+// would not trust the proxy's certificates for them, so one whose allow
+// entries have rules is refused over TLS, as without inspection.
+func planCopy(p *Plan, carry, publish bool, engine *config.Engine) (uninspected []string, err error) {
 	asks := workspace.CopyAsks{Carry: carry, Publish: len(p.in.Ports) > 0 && publish, Mounts: len(p.in.ExtraMounts) > 0}
 	if err := workspace.RefuseCopy(p.Engine, asks, config.UserPath()); err != nil {
-		return err
+		return nil, err
 	}
 	if p.Egress != nil && len(p.Egress.Secrets) > 0 {
 		// The agent trusts the sandbox's CA through files mounted from
 		// this machine, and the values would be kept on the engine.
-		return usererr.New("engine %s cannot take your [[secret]] entries yet (copy mode): the agent would not trust the proxy that puts them in", p.Engine).
+		return nil, usererr.New("engine %s cannot take your [[secret]] entries yet (copy mode): the agent would not trust the proxy that puts them in", p.Engine).
 			Hint("start the sandbox on a local engine, or pass --network none or open (secrets are then left out)")
 	}
 	if p.Egress != nil {
+		uninspected, p.Egress.Inspect = p.Egress.Inspect, nil
 		if err := network.ProxyOnVolumes(p.Egress); err != nil {
-			return err
+			return nil, err
 		}
 		p.Egress.SetForward(nil) // a devcontainer's forwardPorts: not published there
 	}
 	names := workspace.VolumeNames(p.Container.Name)
 	p.Copy = &names
 	in := p.in
+	in.TrustDir = ""
 	in.Workspace = workspace.VolumeMounts(names)
 	in.Worktree, in.Ports = "", nil
 	if engine.IsKubernetes() {
@@ -60,11 +64,11 @@ func planCopy(p *Plan, carry, publish bool, engine *config.Engine) error {
 	}
 	spec, err := agentspec.Build(in)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p.in, p.Container = in, spec
 	p.Worktree, p.PrivateGitDir = "", ""
-	return nil
+	return uninspected, nil
 }
 
 // engineName is the sandbox's engine as users name it.

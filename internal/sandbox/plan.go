@@ -281,7 +281,10 @@ func (pl *planning) specInput(ctx context.Context) (agentspec.Input, error) {
 		eg.SetForward(ports) // the proxy publishes them
 		in.NetworkName, in.ProxyEnv = eg.InternalNetwork, network.ProxyEnv(eg.ProxyURL)
 		if len(pl.secrets) > 0 {
-			in.SecretEnv, in.TrustDir = network.SecretEnv(pl.secrets), e.Layout.TrustDir(o.Branch)
+			in.SecretEnv = network.SecretEnv(pl.secrets)
+		}
+		if eg.Terminates() {
+			in.TrustDir = e.Layout.TrustDir(o.Branch)
 		}
 	}
 	if p.Network == container.NetworkOpen {

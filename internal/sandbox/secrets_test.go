@@ -223,3 +223,46 @@ func TestMissingSecretBlocksOnlyTheAgentThatUsesIt(t *testing.T) {
 		}
 	}
 }
+
+// A host marked inspect = true with no secret: the sandbox gets a CA of
+// its own for it (trusted by the agent, its key only in the proxy's
+// files), the proxy's configuration names the host, the record keeps it,
+// and a resume keeps the hosts of the start whatever the config says now.
+func TestInspectedHostsWiring(t *testing.T) {
+	te := allowlistEnv(t)
+	te.env.Config.Hosts = []config.Host{{Name: "api.inspect.test", Inspect: true}, {Name: "plain.test"}}
+	ctx := context.Background()
+	sb := te.start("t1")
+	spec := te.role("t1", container.RoleAgent)[0].Spec
+	if _, ok := envValue(spec.Env, "SSL_CERT_FILE"); !ok {
+		t.Errorf("the agent does not trust the sandbox's CA: env %q", spec.Env)
+	}
+	trust := te.env.Layout.TrustDir("t1")
+	if !slices.ContainsFunc(spec.Mounts, func(m container.Mount) bool {
+		return m.Target == network.AgentTrustDir && m.Source == trust && m.ReadOnly
+	}) {
+		t.Errorf("agent mounts: %+v", spec.Mounts)
+	}
+	cfgPath := filepath.Join(te.env.Layout.ProxyDir("t1"), network.ProxyConfigFile)
+	pc, err := egress.LoadConfig(cfgPath)
+	if err != nil || !slices.Equal(pc.Inspect, []string{"api.inspect.test"}) || pc.CAKey == "" || len(pc.Secrets) != 0 {
+		t.Fatalf("proxy config = %+v, %v", pc, err)
+	}
+	ca, err := sandboxca.LoadCA(filepath.Join(te.env.Layout.ProxyDir("t1"), "ca.pem"), filepath.Join(te.env.Layout.ProxyDir("t1"), "ca-key.pem"))
+	if err != nil || !slices.Equal(ca.Cert.PermittedDNSDomains, []string{"api.inspect.test"}) {
+		t.Errorf("the sandbox's CA names %v (%v), want the inspected host only", ca.Cert.PermittedDNSDomains, err)
+	}
+	if !slices.Equal(sb.Egress.Inspect, []string{"api.inspect.test"}) {
+		t.Errorf("record: inspect %q", sb.Egress.Inspect)
+	}
+	if _, err := te.find("t1").Stop(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	te.env.Config.Hosts = append(te.env.Config.Hosts, config.Host{Name: "later.test", Inspect: true})
+	if _, err := te.env.Start(ctx, detached("t1")); err != nil {
+		t.Fatal(err)
+	}
+	if pc, err := egress.LoadConfig(cfgPath); err != nil || !slices.Equal(pc.Inspect, []string{"api.inspect.test"}) {
+		t.Errorf("proxy config after resume: inspect %q, %v; want the start's hosts", pc.Inspect, err)
+	}
+}

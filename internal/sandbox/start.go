@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -104,8 +105,12 @@ func (e *Env) Start(ctx context.Context, o StartOptions) (*StartResult, error) {
 			return nil, err
 		}
 		if c.CopyMode() {
-			if err := planCopy(p, o.Carry, len(o.Publish) > 0, c); err != nil {
+			uninspected, err := planCopy(p, o.Carry, len(o.Publish) > 0, c)
+			if err != nil {
 				return nil, err
+			}
+			if len(uninspected) > 0 {
+				e.UI.Warnf("engine %s does not inspect %s (copy mode: the agent would not trust the proxy's certificates); a host whose allow entries have method or path rules is refused over TLS there", p.Engine, strings.Join(uninspected, ", "))
 			}
 		}
 	}
