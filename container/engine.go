@@ -173,4 +173,8 @@ type Images interface {
 	// only it had; an image a container uses is ErrConflict, a missing one
 	// is not an error.
 	Remove(ctx context.Context, ref string) error
+	// Push gives the image source the name ref and pushes ref to its
+	// registry, saying how it goes on progress (one line per layer and
+	// step).
+	Push(ctx context.Context, source, ref string, progress io.Writer) error
 }

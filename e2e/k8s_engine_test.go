@@ -34,6 +34,9 @@ type k8sTest struct {
 	runtimeClass string
 	// engineExtra is more of the engine's [[engine]] table.
 	engineExtra string
+	// image is the engine's image (baseImage, loaded into the node, when
+	// "").
+	image string
 }
 
 // engineConfig is the [[engine]] table of the test cluster.
@@ -42,8 +45,12 @@ func (k *k8sTest) engineConfig(maxSandboxes int) string {
 	if class == "" {
 		class = "runc"
 	}
+	image := k.image
+	if image == "" {
+		image = baseImage
+	}
 	return fmt.Sprintf("[[engine]]\nname = \"k8s\"\nkind = \"kubernetes\"\nkubeconfig = %q\nnamespace = %q\nimage = %q\nruntime_class = %q\nvolume_size = \"1Gi\"\nmax_sandboxes = %d\n%s",
-		k.kubeconfig, k.ns, baseImage, class, maxSandboxes, k.engineExtra)
+		k.kubeconfig, k.ns, image, class, maxSandboxes, k.engineExtra)
 }
 
 var k8sImages sync.Map

@@ -31,6 +31,7 @@ func TestKubernetes(t *testing.T) {
 		{"AttackRepositoryImage", testAttackKubernetesRepositoryImage},
 		{"AttackProxyImage", testAttackKubernetesProxyImage},
 		{"WarmPool", testKubernetesWarmPool},
+		{"ImagePush", testKubernetesImagePush},
 	} {
 		t.Run(c.name, c.run)
 	}

@@ -22,6 +22,66 @@ type ImageCmd struct {
 	Build ImageBuildCmd `cmd:"" help:"Build the default sandbox image."`
 	Prune ImagePruneCmd `cmd:"" help:"Remove this repository's unused and old images (and caches)."`
 	Proxy ImageProxyCmd `cmd:"" help:"Make the egress proxy's image (git-sandbox alone) and print its tag."`
+	Push  ImagePushCmd  `cmd:"" help:"Push the images a Kubernetes engine's Pods pull to the registry its config names."`
+}
+
+// ImagePushCmd is git sandbox image push.
+type ImagePushCmd struct {
+	Engine string `required:"" help:"The engine of your config ([[engine]] name) whose image (and proxy_image) to push to." placeholder:"NAME"`
+	Image  string `help:"The local image to push (default from config: ${default_image})." placeholder:"IMAGE"`
+}
+
+// Help is image push's long help.
+func (c *ImagePushCmd) Help() string {
+	return `Pushes, from the local Docker engine (the one DOCKER_HOST names), the image
+sandboxes run to where the engine's image setting names, and, when the engine
+sets proxy_image, git sandbox's egress proxy image there too (made first if
+need be): the registry the cluster's nodes pull from. The credentials are those
+docker login stored for the registry; a registry on localhost may be plain
+HTTP. Run it again after git sandbox image build, or after an upgrade of git
+sandbox when the engine pulls its proxy image.`
+}
+
+// Run pushes.
+func (c *ImagePushCmd) Run(app *App) error {
+	cfg, err := config.Load("")
+	if err != nil {
+		return err
+	}
+	eng, err := cfg.EngineNamed(c.Engine)
+	if err != nil {
+		return err
+	}
+	d, err := engines.Connect(app.Ctx, cfg, "")
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	proxyTag := ""
+	if eng.ProxyImage != "" {
+		root, err := worktree.StateRoot()
+		if err != nil {
+			return err
+		}
+		b, err := selfProxyBinary(root)
+		if err != nil {
+			return err
+		}
+		if proxyTag, err = network.EnsureProxyImage(app.Ctx, d, b, app.UI); err != nil {
+			return err
+		}
+	}
+	pushes, err := engines.PushesFor(eng, firstSet(c.Image, cfg.Image), proxyTag)
+	if err != nil {
+		return err
+	}
+	if err := engines.PushAll(app.Ctx, d.Images(), pushes, app.UI.Writer()); err != nil {
+		return err
+	}
+	for _, p := range pushes {
+		app.UI.Infof("pushed %s as %s", termsafe.String(p.Source), termsafe.String(p.Ref))
+	}
+	return nil
 }
 
 // ImageProxyCmd is git sandbox image proxy.

@@ -119,6 +119,7 @@ type Engine struct {
 	images     map[string][]string              // ref -> agents
 	imageInfo  map[string]container.ImageInfo   // ref -> what a commit made
 	commits    []Commit
+	pushed     []string
 	builds     []container.ContextBuild
 	commit     bool // WithCommit
 	calls      []Call

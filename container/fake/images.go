@@ -299,3 +299,31 @@ func hasEvery(labels map[string]string, filter []string) bool {
 	}
 	return true
 }
+
+// Push implements Images.Push: source gets the name ref (as a tag of the
+// fake) and ref is recorded as pushed (Pushed).
+func (m images) Push(ctx context.Context, source, ref string, progress io.Writer) error {
+	f := m.f
+	if err := f.begin("PushImage", source+" "+ref); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	agents, ok := f.images[source]
+	if !ok {
+		return notFound("image", source)
+	}
+	f.images[ref] = agents
+	f.pushed = append(f.pushed, ref)
+	if progress != nil {
+		fmt.Fprintf(progress, "pushed %s\n", ref)
+	}
+	return nil
+}
+
+// Pushed returns the references pushed so far, in order.
+func (f *Engine) Pushed() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.pushed)
+}

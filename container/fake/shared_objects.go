@@ -167,3 +167,7 @@ func (m sharedImages) List(ctx context.Context, labels ...string) (out []contain
 func (m sharedImages) Remove(ctx context.Context, ref string) error {
 	return m.s.do(func(f *Engine) error { return f.Images().Remove(ctx, ref) })
 }
+
+func (m sharedImages) Push(ctx context.Context, source, ref string, progress io.Writer) error {
+	return m.s.do(func(f *Engine) error { return f.Images().Push(ctx, source, ref, progress) })
+}

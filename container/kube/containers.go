@@ -229,15 +229,46 @@ func (e *Engine) start(ctx context.Context, id string, wait bool) error {
 	if err != nil && r.spec.ToolImage {
 		return e.toolImageError(r.spec.Image, err)
 	}
-	return err
+	return e.imageError(podImage(pod), err)
+}
+
+// podImage is the image a Pod's main container runs.
+func podImage(p *corev1.Pod) string {
+	if len(p.Spec.Containers) == 0 {
+		return ""
+	}
+	return p.Spec.Containers[0].Image
+}
+
+// pullFailed reports whether err is a Pod that does not start for its
+// image.
+func pullFailed(err error) (*startError, bool) {
+	var s *startError
+	ok := errors.As(err, &s) && slices.Contains([]string{"ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName"}, s.reason)
+	return s, ok
+}
+
+// imageError says what to do when the nodes cannot pull a sandbox's
+// image: push it where the engine's image setting names.
+func (e *Engine) imageError(image string, err error) error {
+	s, ok := pullFailed(err)
+	if !ok {
+		return err
+	}
+	ue := usererr.Wrap(err, "engine %s: the cluster's nodes cannot pull the image %s (%s)", e.opts.Name, image, s.reason)
+	if e.opts.Image == "" {
+		return ue.Hint("set image = \"REGISTRY/NAME:TAG\" in [[engine]] %s, then git sandbox image push --engine %s puts your image there", e.opts.Name, e.opts.Name)
+	}
+	return ue.Hint("git sandbox image push --engine %s pushes your image (git sandbox image build makes it) to %s", e.opts.Name, e.opts.Image).
+		Hint("or load it into each node's container runtime under that name")
 }
 
 // toolImageError says what to do when the cluster's node lacks git
 // sandbox's own (proxy) image, which no registry holds unless the user
 // pushed it there.
 func (e *Engine) toolImageError(image string, err error) error {
-	var s *startError
-	if !errors.As(err, &s) || !slices.Contains([]string{"ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName"}, s.reason) {
+	s, ok := pullFailed(err)
+	if !ok {
 		return err
 	}
 	ue := usererr.Wrap(err, "engine %s: the node has no image %s, git sandbox's egress proxy (%s)", e.opts.Name, image, s.reason)
@@ -305,7 +336,8 @@ func permanent(err error) bool {
 func pendingReason(p *corev1.Pod) error {
 	for _, cs := range p.Status.ContainerStatuses {
 		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
-			final := slices.Contains([]string{"ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}, w.Reason)
+			final := slices.Contains([]string{"ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}, w.Reason) ||
+				imageNotThere(w.Reason, w.Message)
 			return &startError{reason: w.Reason, message: w.Message, final: final}
 		}
 	}
@@ -315,6 +347,16 @@ func pendingReason(p *corev1.Pod) error {
 		}
 	}
 	return nil
+}
+
+// imageNotThere reports whether a pull failed because the registry has no
+// such image (an answer, not a registry out of reach: no wait mends it).
+func imageNotThere(reason, message string) bool {
+	if reason != "ErrImagePull" && reason != "ImagePullBackOff" {
+		return false
+	}
+	m := strings.ToLower(message)
+	return strings.Contains(m, ": not found") || strings.Contains(m, "manifest unknown")
 }
 
 func podEnded(p *corev1.Pod) bool {

@@ -70,10 +70,15 @@ func (m images) Remove(ctx context.Context, ref string) error {
 	return m.unsupported("remove images")
 }
 
+// Push cannot push from a cluster's nodes.
+func (m images) Push(ctx context.Context, source, ref string, progress io.Writer) error {
+	return m.unsupported("push images")
+}
+
 // unsupported is the error of an image operation a cluster does not do,
 // with what to do instead.
 func (m images) unsupported(what string) error {
 	name := m.e.opts.Name
 	return container.NotSupported("engine %s (Kubernetes) does not %s", name, what).
-		Hint("build the image with git sandbox image build on a Docker engine, push it to a registry the cluster pulls from, and set image = \"…\" in [[engine]] %s", name)
+		Hint("build the image with git sandbox image build on a Docker engine, set image = \"REGISTRY/…\" in [[engine]] %s, and push it there with git sandbox image push --engine %s", name, name)
 }

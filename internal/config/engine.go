@@ -33,11 +33,12 @@ type Engine struct {
 	// the context's namespace, else "default").
 	Namespace string `toml:"namespace"`
 	// Image is the image a Kubernetes engine's Pods run: a reference its
-	// nodes can pull or already have (git sandbox does not push images).
+	// nodes can pull (git sandbox image push puts the local image there)
+	// or already have.
 	Image string `toml:"image"`
 	// ProxyImage is where a Kubernetes engine's nodes pull git sandbox's
 	// egress proxy image from: the image git sandbox image proxy makes,
-	// pushed by you to a registry they reach. Without it the nodes must
+	// pushed there by git sandbox image push. Without it the nodes must
 	// have the image under its own tag (loaded into their runtime).
 	ProxyImage string `toml:"proxy_image"`
 	// RuntimeClass is the RuntimeClass of a Kubernetes engine's Pods
