@@ -38,10 +38,7 @@ func stateBytes(dir string) int64 {
 func TestAttackCopySyncPackIsCutAtTheBudget(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
-	mainHost := os.Getenv("DOCKER_HOST")
-	if mainHost == "" {
-		mainHost = "unix:///var/run/docker.sock"
-	}
+	mainHost := mainDockerHost()
 	config := "base_image = %q\n[rescue]\ninterval = \"1h\"\n[budget]\nsync = %q\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"here\"\nhost = %q\nmode = \"copy\"\n"
 	e.WriteConfig(config, baseImage, "8m", mainHost)
 	agent := `set -e

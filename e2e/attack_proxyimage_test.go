@@ -253,10 +253,7 @@ pids = 256
 func attackCopyModeProxy(t *testing.T, hostile string) {
 	e := NewEnv(t)
 	egressNet, heard := armedListener(t, e)
-	mainHost := os.Getenv("DOCKER_HOST")
-	if mainHost == "" {
-		mainHost = "unix:///var/run/docker.sock"
-	}
+	mainHost := mainDockerHost()
 	e.WriteConfig("allow = [\"api.allowed.test\"]\negress_network = %q\nbase_image = %q\nallowed_images = [%q]\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"here\"\nhost = %q\nmode = \"copy\"\n",
 		egressNet, baseImage, hostile, mainHost)
 	e.WriteFile(".sandbox.toml", fmt.Sprintf("image = %q\n", hostile))

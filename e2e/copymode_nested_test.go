@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os"
 	"strings"
 	"testing"
 )
@@ -16,10 +15,7 @@ import (
 func TestCopyModeNestedRepositoryIsRefusedAndKept(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
-	mainHost := os.Getenv("DOCKER_HOST")
-	if mainHost == "" {
-		mainHost = "unix:///var/run/docker.sock"
-	}
+	mainHost := mainDockerHost()
 	e.WriteConfig("base_image = %q\n[rescue]\ninterval = \"1h\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"here\"\nhost = %q\nmode = \"copy\"\n", baseImage, mainHost)
 	checkNestedRefusedAndKept(t, e, "here", func(t *testing.T) func(string) bool {
 		helper := strings.Fields(dockerAt(t, mainHost, "ps", "-q", "--filter", "label=git-sandbox.repo="+e.RepoID(), "--filter", "label=git-sandbox.role=helper"))

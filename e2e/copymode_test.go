@@ -639,10 +639,7 @@ func TestCopyModeThroughADockerContext(t *testing.T) {
 func TestCopyModeAllowlist(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
-	mainHost := os.Getenv("DOCKER_HOST")
-	if mainHost == "" {
-		mainHost = "unix:///var/run/docker.sock"
-	}
+	mainHost := mainDockerHost()
 	e.WriteConfig("allow = [\"api.allowed.test\"]\negress_network = %q\nbase_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"here\"\nhost = %q\nmode = \"copy\"\n", e.egressNetwork(), baseImage, mainHost)
 	e.MustSandbox("start", "al", "-d", "--engine", "here", "--agent", "shell", "--image", baseImage, "--", "sleep", "600")
 	assertNoBindMounts(t, "", containersOn(t, "", e.RepoID()))
@@ -684,4 +681,13 @@ func TestCopyModeAllowlist(t *testing.T) {
 	if nets := e.sandboxNetworks("al"); len(nets) > 0 {
 		t.Errorf("networks left after rm: %q", nets)
 	}
+}
+
+// mainDockerHost is the address of the Docker daemon the tests run on, as
+// an [[engine]] host names it.
+func mainDockerHost() string {
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		return h
+	}
+	return "unix:///var/run/docker.sock"
 }

@@ -111,3 +111,33 @@ func TestEgressPrompt(t *testing.T) {
 		t.Errorf("the log does not say which connections were held:\n%s", r.Stdout)
 	}
 }
+
+// TestEgressPromptCopyMode: the same prompting for a sandbox whose files
+// and proxy's log are on its engine (copy mode): the connection held there
+// shows in net pending here, and net allow lets it through.
+func TestEgressPromptCopyMode(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.WriteConfig("allow = [\"api.allowed.test\"]\negress_network = %q\nbase_image = %q\nnetwork_prompt = true\nnetwork_prompt_timeout = \"60s\"\n[rescue]\ninterval = \"1h\"\n[limits]\nmemory = \"1g\"\npids = 256\n\n[[engine]]\nname = \"here\"\nhost = %q\nmode = \"copy\"\n",
+		e.egressNetwork(), baseImage, mainDockerHost())
+	r := e.MustSandbox("start", "held", "-d", "--engine", "here", "--agent", "shell", "--", "sleep", "600")
+	if strings.Contains(r.Stderr, "network_prompt") {
+		t.Errorf("start in copy mode warns about prompting:\n%s", r)
+	}
+	startUpstream(t, e.egressNetwork(), "copy.test")
+	c := make(chan string, 1)
+	go func() { c <- e.Sandbox("exec", "held", "--", "bash", "-c", heldGetScript, "get", "copy.test").Stdout }()
+	Eventually(t, 30*time.Second, "net pending to show the held connection", func() bool {
+		return regexpLine(e.Sandbox("net", "pending").Stdout, `^held\s+copy\.test\s+http\s+1\s+\d+s$`)
+	})
+	e.MustSandbox("net", "allow", "held", "copy.test")
+	select {
+	case out := <-c:
+		if !strings.Contains(out, " 200 ") || !strings.Contains(out, "(copy.test)") {
+			t.Errorf("copy.test after net allow: %q", out)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("no answer to copy.test")
+	}
+	e.MustSandbox("rm", "--force", "held")
+}

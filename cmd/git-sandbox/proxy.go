@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/egress/held"
 	"github.com/git-sandbox/git-sandbox/internal/netprobe"
 	"github.com/git-sandbox/git-sandbox/internal/portfwd"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
@@ -51,6 +53,27 @@ type ProxyLoadCmd struct {
 // Run reads the tar and writes its files.
 func (c *ProxyLoadCmd) Run(app *App) error {
 	return egress.LoadConfigFiles(app.Stdin, c.ConfigDir, c.LogDir)
+}
+
+// ProxyHeldCmd prints the questions a copy-mode proxy holds, from its
+// held requests' file: the supervisor on the host runs it in the proxy's
+// container and keeps a copy where git sandbox dash and net pending read.
+type ProxyHeldCmd struct {
+	File string `arg:"" help:"The proxy's held requests' file."`
+}
+
+// Run prints the questions still waiting, as the file writes them.
+func (c *ProxyHeldCmd) Run(app *App) error {
+	qs, err := held.Read(c.File, time.Now())
+	if err != nil {
+		return err
+	}
+	if qs == nil {
+		qs = []held.Request{}
+	}
+	return json.NewEncoder(app.Stdout).Encode(struct {
+		Requests []held.Request `json:"requests"`
+	}{qs})
 }
 
 // NetProbeCmd is one end of the probe by which a Kubernetes engine finds

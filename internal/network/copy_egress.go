@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -137,20 +138,32 @@ func writeConfigTar(w io.Writer, dir string) error {
 	return tw.Close()
 }
 
-// limitedBuffer keeps the first 4 KiB written to it (a failed load's
-// message).
+// limitedBuffer keeps the first max bytes written to it (4 KiB when 0: a
+// failed load's message).
 type limitedBuffer struct {
-	mu sync.Mutex
-	b  []byte
+	mu  sync.Mutex
+	b   []byte
+	max int
 }
 
 func (l *limitedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if room := 4096 - len(l.b); room > 0 {
+	limit := l.max
+	if limit == 0 {
+		limit = 4096
+	}
+	if room := limit - len(l.b); room > 0 {
 		l.b = append(l.b, p[:min(room, len(p))]...)
 	}
 	return len(p), nil
+}
+
+// Bytes is what it kept.
+func (l *limitedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.b)
 }
 
 func (l *limitedBuffer) String() string {

@@ -664,14 +664,10 @@ func (e *Env) brokerConfig(cfg *egress.ProxyConfig, p *EgressPlan) error {
 }
 
 // promptConfig is the proxy's prompting: on with the user's
-// network_prompt, for a proxy whose files are on this machine (copy mode's
-// held requests would be on the engine, out of dash's sight).
+// network_prompt. A copy-mode proxy's held requests are on its engine: the
+// sandbox's supervisor keeps a copy here (MirrorHeld).
 func (e *Env) promptConfig(p *EgressPlan) *held.Config {
 	if !p.prompt {
-		return nil
-	}
-	if p.volumes != nil {
-		e.UI.Warnf("network_prompt: this sandbox's files are on its engine (copy mode), so its proxy refuses hosts off the list at once instead of holding them")
 		return nil
 	}
 	return &held.Config{Held: ProxyLogDir + "/" + held.File, Timeout: e.Config.PromptTimeout().String()}

@@ -302,10 +302,16 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	if w, ok := sb.Workspace().(interface{ Watch(context.Context) func() }); ok {
 		defer w.Watch(ctx)()
 	}
-	if sb.Egress != nil && e.Config != nil && e.Config.NetworkPrompt && e.Config.Notify != "" {
+	if sb.Egress != nil && e.Config != nil && e.Config.NetworkPrompt {
 		hctx, stop := context.WithCancel(ctx)
 		defer stop()
-		go e.network().WatchHeld(hctx, sb.Branch, func(q held.Request) { e.notify(hctx, sb, notify.EgressHeld, nil, q.ID) })
+		if sb.Copy != nil {
+			// Its proxy's held requests are on the engine.
+			go e.network().MirrorHeld(hctx, d, sb.Record)
+		}
+		if e.Config.Notify != "" {
+			go e.network().WatchHeld(hctx, sb.Branch, func(q held.Request) { e.notify(hctx, sb, notify.EgressHeld, nil, q.ID) })
+		}
 	}
 	waitC := d.WaitExit(ctx, sb.Container, container.WaitNotRunning)
 	clock := e.Clock

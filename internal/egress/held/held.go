@@ -250,12 +250,25 @@ func Read(path string, now time.Time) ([]Request, error) {
 		return nil, fmt.Errorf("read held requests: %w", err)
 	}
 	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFile))
+	if err != nil {
+		return nil, fmt.Errorf("read held requests: %w", err)
+	}
+	qs, err := Parse(b, now)
+	if err != nil {
+		return nil, fmt.Errorf("read held requests %s: %w", path, err)
+	}
+	return qs, nil
+}
+
+// Parse returns the questions of a file's content (Write's) still
+// waiting at now.
+func Parse(b []byte, now time.Time) ([]Request, error) {
 	var v struct {
 		Requests []Request `json:"requests"`
 	}
-	dec := json.NewDecoder(io.LimitReader(f, maxFile))
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("read held requests %s: %w", path, err)
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
 	}
 	var out []Request
 	for _, q := range v.Requests {
