@@ -114,7 +114,8 @@ func TestEgressPrompt(t *testing.T) {
 
 // TestEgressPromptCopyMode: the same prompting for a sandbox whose files
 // and proxy's log are on its engine (copy mode): the connection held there
-// shows in net pending here, and net allow lets it through.
+// shows in net pending here, net allow lets it through, and net shows the
+// proxy's records.
 func TestEgressPromptCopyMode(t *testing.T) {
 	t.Parallel()
 	e := NewEnv(t)
@@ -139,5 +140,10 @@ func TestEgressPromptCopyMode(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("no answer to copy.test")
 	}
+	// The proxy's log, on the engine, is copied here for net.
+	Eventually(t, 30*time.Second, "the proxy's records in net's log", func() bool {
+		out := e.Sandbox("net", "held", "--json").Stdout
+		return strings.Contains(out, `"host":"copy.test","port":80,"addr":`) && strings.Contains(out, `"held_ms":`)
+	})
 	e.MustSandbox("rm", "--force", "held")
 }

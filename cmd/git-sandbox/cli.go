@@ -84,6 +84,7 @@ type CLI struct {
 	Proxy     ProxyCmd             `cmd:"" name:"__proxy" hidden:"" help:"Run a sandbox's egress proxy (started in its proxy container)."`
 	ProxyLoad ProxyLoadCmd         `cmd:"" name:"__proxy-load" hidden:"" help:"Load a proxy's configuration into its volumes (started in the proxy's image)."`
 	ProxyHeld ProxyHeldCmd         `cmd:"" name:"__proxy-held" hidden:"" help:"Print the connections a proxy holds (run in a copy-mode proxy's container)."`
+	ProxyLog  ProxyLogCmd          `cmd:"" name:"__proxy-log" hidden:"" help:"Print a proxy's decision log from an offset (run in a copy-mode proxy's container)."`
 	NetProbe  NetProbeCmd          `cmd:"" name:"__netprobe" hidden:"" help:"One end of the probe of a cluster's NetworkPolicy (started in the proxy's image)."`
 	FleetRun  fleetcmd.FleetRunCmd `cmd:"" name:"__fleet-run" hidden:"" help:"Run a fleet's runner (started by fleet start)."`
 }

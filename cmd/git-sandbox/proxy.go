@@ -76,6 +76,20 @@ func (c *ProxyHeldCmd) Run(app *App) error {
 	}{qs})
 }
 
+// ProxyLogCmd prints a copy-mode proxy's decision log from an offset (as
+// egress.TailLog writes it): the supervisor on the host runs it in the
+// proxy's container and appends what it prints to the sandbox's log here.
+type ProxyLogCmd struct {
+	File string `arg:"" help:"The proxy's decision log."`
+	From int64  `help:"The offset to start from." default:"0"`
+	Max  int64  `help:"The most bytes to print." default:"4194304"`
+}
+
+// Run prints the log's new records.
+func (c *ProxyLogCmd) Run(app *App) error {
+	return egress.TailLog(app.Stdout, c.File, c.From, c.Max)
+}
+
 // NetProbeCmd is one end of the probe by which a Kubernetes engine finds
 // out whether its cluster enforces NetworkPolicy (container/kube): with
 // --listen it accepts connections until stopped; with --connect it tries

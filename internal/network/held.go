@@ -7,11 +7,9 @@ package network
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"time"
 
-	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/egress"
 	"github.com/git-sandbox/git-sandbox/internal/egress/held"
 	"github.com/git-sandbox/git-sandbox/internal/record"
@@ -90,48 +88,4 @@ func (e *Env) WatchHeld(ctx context.Context, branch string, each func(held.Reque
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// heldMirrorEvery is how often MirrorHeld asks a copy-mode proxy.
-var heldMirrorEvery = time.Second
-
-// MirrorHeld keeps this machine's copy of the questions a copy-mode
-// sandbox's proxy holds (its log directory is a volume on the engine,
-// out of Held's sight): every heldMirrorEvery it asks the proxy
-// (git-sandbox __proxy-held in its container) and writes the answer where
-// Held reads, until ctx ends; the copy is then emptied (the questions go
-// with the proxy's connections). An answer it cannot get leaves the copy
-// as it was until the next.
-func (e *Env) MirrorHeld(ctx context.Context, d Engine, r *record.Record) {
-	if r.Egress == nil {
-		return
-	}
-	local := filepath.Join(e.Layout.NetLogDir(r.Branch), held.File)
-	defer func() { _ = held.Write(local, nil) }()
-	for {
-		if qs, err := askHeld(ctx, d, r.Egress.Proxy); err == nil {
-			_ = held.Write(local, qs)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(heldMirrorEvery):
-		}
-	}
-}
-
-// askHeld asks the proxy container for the questions it holds.
-func askHeld(ctx context.Context, d Engine, proxy string) ([]held.Request, error) {
-	out, errs := limitedBuffer{max: 1 << 20}, limitedBuffer{}
-	code, err := d.Exec(ctx, proxy, container.ExecOptions{
-		Argv:    []string{proxyBinary, "__proxy-held", ProxyLogDir + "/" + held.File},
-		Streams: container.Streams{Stdout: &out, Stderr: &errs},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if code != 0 {
-		return nil, fmt.Errorf("the proxy's held requests: exit code %d: %s", code, errs.String())
-	}
-	return held.Parse(out.Bytes(), time.Now())
 }

@@ -302,17 +302,7 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	if w, ok := sb.Workspace().(interface{ Watch(context.Context) func() }); ok {
 		defer w.Watch(ctx)()
 	}
-	if sb.Egress != nil && e.Config != nil && e.Config.NetworkPrompt {
-		hctx, stop := context.WithCancel(ctx)
-		defer stop()
-		if sb.Copy != nil {
-			// Its proxy's held requests are on the engine.
-			go e.network().MirrorHeld(hctx, d, sb.Record)
-		}
-		if e.Config.Notify != "" {
-			go e.network().WatchHeld(hctx, sb.Branch, func(q held.Request) { e.notify(hctx, sb, notify.EgressHeld, nil, q.ID) })
-		}
-	}
+	defer e.watchProxy(ctx, d, sb)()
 	waitC := d.WaitExit(ctx, sb.Container, container.WaitNotRunning)
 	clock := e.Clock
 	if clock == nil {
@@ -342,6 +332,33 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 // to be recorded.
 func writtenWhileRunning(r rescue.Reason) bool {
 	return r == rescue.ReasonInterval || r == rescue.ReasonStart || r == rescue.ReasonSetup
+}
+
+// watchProxy starts what the supervisor does for an allowlist sandbox's
+// proxy while the agent runs, and returns what stops it: the copies here
+// of a copy-mode proxy's log and held connections (its files are on the
+// engine), and the announcement of each held connection (notify).
+func (e *Env) watchProxy(ctx context.Context, d container.Engine, sb *Sandbox) func() {
+	if sb.Egress == nil || e.Config == nil {
+		return func() {}
+	}
+	wctx, stop := context.WithCancel(ctx)
+	mirrored := make(chan struct{})
+	if sb.Copy != nil {
+		go func() {
+			defer close(mirrored)
+			e.network().MirrorProxy(wctx, d, sb.Record, e.Config.NetworkPrompt)
+		}()
+	} else {
+		close(mirrored)
+	}
+	if e.Config.NetworkPrompt && e.Config.Notify != "" {
+		go e.network().WatchHeld(wctx, sb.Branch, func(q held.Request) { e.notify(wctx, sb, notify.EgressHeld, nil, q.ID) })
+	}
+	return func() {
+		stop()
+		<-mirrored // its last look
+	}
 }
 
 // supervisedExit takes the exit snapshot of a sandbox whose agent exited

@@ -3,8 +3,10 @@ package network
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,10 +16,11 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/record"
 )
 
-// A copy-mode proxy's held requests reach this machine's copy, where net
-// pending and dash read them, by asking the proxy in its container; the
-// copy is emptied when the mirror ends.
-func TestMirrorHeldCopiesWhatTheProxyHolds(t *testing.T) {
+// A copy-mode proxy's held requests and decision log reach this machine's
+// copies, where net pending, dash and net read them, by asking the proxy in
+// its container: each record once, from where the last look ended; the
+// held copy is emptied when the mirror ends.
+func TestMirrorProxyCopiesWhatTheProxyHolds(t *testing.T) {
 	e, _ := testEnv(t)
 	f := enginefake.New("proxy-image")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -28,20 +31,30 @@ func TestMirrorHeldCopiesWhatTheProxyHolds(t *testing.T) {
 	must(t, err)
 	must(t, f.Start(ctx, id))
 	q := held.Request{ID: "q1", Host: "late.test", Port: 80, Kind: "http", Entry: "late.test", Since: time.Now(), Until: time.Now().Add(time.Minute), Count: 2}
-	var argv []string
+	var heldArgv []string
+	var froms []string
 	f.OnExec = func(c enginefake.Container, o container.ExecOptions) int {
-		argv = o.Argv
+		if o.Argv[1] == "__proxy-log" {
+			froms = append(froms, o.Argv[len(o.Argv)-1])
+			if o.Argv[len(o.Argv)-1] == "0" {
+				fmt.Fprintf(o.Streams.Stdout, "OFFSET 77\n{\"kind\":\"http\",\"host\":\"late.test\",\"decision\":\"denied\"}\n")
+			} else {
+				fmt.Fprintf(o.Streams.Stdout, "OFFSET 77\n")
+			}
+			return 0
+		}
+		heldArgv = o.Argv
 		_ = json.NewEncoder(o.Streams.Stdout).Encode(struct {
 			Requests []held.Request `json:"requests"`
 		}{[]held.Request{q}})
 		return 0
 	}
 	must(t, os.MkdirAll(e.Layout.NetLogDir("t1"), 0o700))
-	heldMirrorEvery = 20 * time.Millisecond
+	mirrorEvery = 20 * time.Millisecond
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.MirrorHeld(ctx, f, &record.Record{Branch: "t1", Egress: &record.Egress{Proxy: "proxy-1"}})
+		e.MirrorProxy(ctx, f, &record.Record{Branch: "t1", Egress: &record.Egress{Proxy: "proxy-1"}}, true)
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -54,13 +67,20 @@ func TestMirrorHeldCopiesWhatTheProxyHolds(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !slices.Equal(argv, []string{proxyBinary, "__proxy-held", ProxyLogDir + "/" + held.File}) {
-		t.Errorf("asked the proxy with %q", argv)
+	if !slices.Equal(heldArgv, []string{proxyBinary, "__proxy-held", ProxyLogDir + "/" + held.File}) {
+		t.Errorf("asked the proxy with %q", heldArgv)
 	}
 	cancel()
 	<-done
 	if qs, _ := e.Held("t1"); len(qs) != 0 {
 		t.Errorf("the copy after the mirror ended: %+v", qs)
+	}
+	b, _ := os.ReadFile(e.NetLog("t1"))
+	if strings.Count(string(b), `"host":"late.test"`) != 1 {
+		t.Errorf("the log here after the mirror:\n%s", b)
+	}
+	if len(froms) < 2 || froms[0] != "0" || froms[len(froms)-1] != "77" {
+		t.Errorf("the looks started at %q, want 0 then where the last ended", froms)
 	}
 }
 
