@@ -33,11 +33,6 @@ func newTreeReader(ctx context.Context, g *gitcmd.Runner, root string, hexLen in
 	return &treeReader{b: b, root: root, hexLen: hexLen, dirs: map[string][]treeEntry{}}, nil
 }
 
-// at is a reader of another root tree through the same process.
-func (r *treeReader) at(root string) *treeReader {
-	return &treeReader{b: r.b, root: root, hexLen: r.hexLen, dirs: map[string][]treeEntry{}}
-}
-
 func (r *treeReader) close() { _ = r.b.Close() }
 
 // object reads the object called name: its type and content.
