@@ -80,30 +80,41 @@ func (f *fixture) countedAsDiffsWould(taken *Taken, name string) {
 	}
 }
 
-func TestWatchedSnapshotEqualsAFullScan(t *testing.T) {
-	f := newSerialFixture(t)
-	for d := range 20 {
-		for i := range 100 {
-			f.write(f.repo, fmt.Sprintf("src/d%02d/f%03d.txt", d, i), fmt.Sprintf("file %d %d\n", d, i))
-		}
-	}
-	f.write(f.repo, ".gitignore", "*.log\nbuild/\n")
+// watchedStart commits what write puts in the repository as the
+// sandbox's start, checks it out in the worktree and takes the baseline,
+// with a watcher of the worktree (closed with the test) and the
+// snapshots' cost counted.
+func (f *fixture) watchedStart(write func()) *fswatch.Watcher {
+	f.t.Helper()
+	write()
 	f.git(f.repo, "add", "-A")
 	f.git(f.repo, "commit", "-q", "-m", "files")
 	f.start = f.git(f.repo, "rev-parse", "HEAD")
-	f.snap.Start = f.start
-	f.local.Start = f.start
+	f.snap.Start, f.local.Start = f.start, f.start
 	f.git(f.wt, "reset", "-q", "--hard", f.start)
-	f.local.MaxFileSize = 4096
 	w, err := fswatch.New(f.wt, fswatch.Options{})
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
-	defer w.Close()
+	f.t.Cleanup(func() { w.Close() })
 	f.local.Watch = watcherOf{w}
-	f.snap.Usage = filepath.Join(t.TempDir(), "usage")
+	f.snap.Usage = filepath.Join(f.t.TempDir(), "usage")
 	f.seed(f.start)
 	f.baseline()
+	return w
+}
+
+func TestWatchedSnapshotEqualsAFullScan(t *testing.T) {
+	f := newSerialFixture(t)
+	f.local.MaxFileSize = 4096
+	w := f.watchedStart(func() {
+		for d := range 20 {
+			for i := range 100 {
+				f.write(f.repo, fmt.Sprintf("src/d%02d/f%03d.txt", d, i), fmt.Sprintf("file %d %d\n", d, i))
+			}
+		}
+		f.write(f.repo, ".gitignore", "*.log\nbuild/\n")
+	})
 	if _, walked := f.watchedTake(); !walked {
 		t.Fatal("the first snapshot with a watcher must look at everything (no token yet)")
 	}
@@ -362,23 +373,11 @@ func TestWatchedSnapshotFallsBackForNestedRepositoriesAndIgnoreFiles(t *testing.
 // baseline.
 func TestWatchedSnapshotCountsAsDiffsDo(t *testing.T) {
 	f := newSerialFixture(t)
-	for i := range 60 {
-		f.write(f.repo, fmt.Sprintf("d%d/f%02d.txt", i%4, i), fmt.Sprintf("file %d\n", i))
-	}
-	f.git(f.repo, "add", "-A")
-	f.git(f.repo, "commit", "-q", "-m", "files")
-	f.start = f.git(f.repo, "rev-parse", "HEAD")
-	f.snap.Start, f.local.Start = f.start, f.start
-	f.git(f.wt, "reset", "-q", "--hard", f.start)
-	w, err := fswatch.New(f.wt, fswatch.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	f.local.Watch = watcherOf{w}
-	f.snap.Usage = filepath.Join(t.TempDir(), "usage")
-	f.seed(f.start)
-	f.baseline()
+	f.watchedStart(func() {
+		for i := range 60 {
+			f.write(f.repo, fmt.Sprintf("d%d/f%02d.txt", i%4, i), fmt.Sprintf("file %d\n", i))
+		}
+	})
 	f.watchedTake()
 	rng := rand.New(rand.NewPCG(1, 2))
 	quick := 0

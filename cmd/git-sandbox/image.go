@@ -10,6 +10,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/config"
 	"github.com/git-sandbox/git-sandbox/internal/engines"
 	"github.com/git-sandbox/git-sandbox/internal/network"
+	"github.com/git-sandbox/git-sandbox/internal/proxyimage"
 	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/toolchain"
 	"github.com/git-sandbox/git-sandbox/internal/ui"
@@ -59,11 +60,7 @@ func (c *ImagePushCmd) Run(app *App) error {
 	defer d.Close()
 	proxyTag := ""
 	if eng.ProxyImage != "" {
-		root, err := worktree.StateRoot()
-		if err != nil {
-			return err
-		}
-		b, err := selfProxyBinary(root)
+		b, err := thisProxyBinary()
 		if err != nil {
 			return err
 		}
@@ -105,11 +102,7 @@ func (c *ImageProxyCmd) Run(app *App) error {
 	if err != nil {
 		return err
 	}
-	root, err := worktree.StateRoot()
-	if err != nil {
-		return err
-	}
-	b, err := selfProxyBinary(root)
+	b, err := thisProxyBinary()
 	if err != nil {
 		return err
 	}
@@ -268,4 +261,14 @@ func firstSet(vals ...string) string {
 		}
 	}
 	return ""
+}
+
+// thisProxyBinary is this git-sandbox as the egress proxy's image holds
+// it.
+func thisProxyBinary() (proxyimage.Binary, error) {
+	root, err := worktree.StateRoot()
+	if err != nil {
+		return proxyimage.Binary{}, err
+	}
+	return selfProxyBinary(root)
 }

@@ -257,12 +257,7 @@ func (m images) Load(ctx context.Context, r io.Reader) error {
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
 	for {
-		var msg struct {
-			Error       string `json:"error"`
-			ErrorDetail struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
+		var msg engineMessage
 		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {

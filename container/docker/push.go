@@ -40,14 +40,7 @@ func (m images) Push(ctx context.Context, source, ref string, progress io.Writer
 func pushProgress(r io.Reader, ref string, progress io.Writer) error {
 	dec := json.NewDecoder(r)
 	for {
-		var msg struct {
-			ID          string `json:"id"`
-			Status      string `json:"status"`
-			Error       string `json:"error"`
-			ErrorDetail struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
+		var msg engineMessage
 		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
 			return nil
 		} else if err != nil {
@@ -65,6 +58,14 @@ func pushProgress(r io.Reader, ref string, progress io.Writer) error {
 			}
 		}
 	}
+}
+
+// engineMessage is one of the JSON messages an engine streams while it
+// loads or pushes an image.
+type engineMessage struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Error  string `json:"error"`
 }
 
 // registryOf is the registry host of an image reference ("docker.io"

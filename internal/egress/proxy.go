@@ -340,17 +340,7 @@ func (p *Proxy) hostLeak(host string) *leak {
 
 // inspects reports whether the proxy terminates TLS to t though no secret
 // is bound to it (a host name only: the CA names no address).
-func (p *Proxy) inspects(t Target) bool {
-	if t.Addr.IsValid() {
-		return false
-	}
-	for _, e := range p.inspect {
-		if e.matchesName(t) && e.allowsPort(t.Port, Connect) {
-			return true
-		}
-	}
-	return false
-}
+func (p *Proxy) inspects(t Target) bool { return namesTLS(p.inspect, t) }
 
 // boundSecrets are the secrets whose real value may go to t.
 func (p *Proxy) boundSecrets(t Target) (bound, others []*Secret) {

@@ -144,11 +144,16 @@ func (s Secret) check() error {
 }
 
 // boundTo reports whether the real value may be sent to t (over TLS).
-func (s *Secret) boundTo(t Target) bool {
+func (s *Secret) boundTo(t Target) bool { return namesTLS(s.Hosts, t) }
+
+// namesTLS reports whether an entry names t's host (never an address: a
+// certificate of the sandbox's CA names hosts only) and allows its port
+// for a tunnel.
+func namesTLS(entries []Entry, t Target) bool {
 	if t.Addr.IsValid() {
 		return false
 	}
-	for _, h := range s.Hosts {
+	for _, h := range entries {
 		if h.matchesName(t) && h.allowsPort(t.Port, Connect) {
 			return true
 		}
