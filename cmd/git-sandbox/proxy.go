@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/internal/netprobe"
 	"github.com/git-sandbox/git-sandbox/internal/portfwd"
 	"github.com/git-sandbox/git-sandbox/internal/sigstack"
+	"github.com/git-sandbox/git-sandbox/internal/termsafe"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -71,7 +71,7 @@ func (c *ProxyHeldCmd) Run(app *App) error {
 	if qs == nil {
 		qs = []held.Request{}
 	}
-	return json.NewEncoder(app.Stdout).Encode(struct {
+	return termsafe.NewJSONEncoder(app.Stdout).Encode(struct {
 		Requests []held.Request `json:"requests"`
 	}{qs})
 }
