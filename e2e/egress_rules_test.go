@@ -112,6 +112,10 @@ pids = 256
 	if r := e.MustSandbox("net", "insp", "--json"); !strings.Contains(r.Stdout, `"kind":"intercept","method":"POST","host":"api.inspect.test"`) {
 		t.Errorf("the log lacks the refusal:\n%s", r.Stdout)
 	}
+	// The agent trusts the sandbox's CA; its key is nowhere the agent reads.
+	if out := e.MustSandbox("exec", "insp", "--", "sh", "-c", `ls /etc/git-sandbox/trust; grep -rls "PRIVATE KEY" /etc/git-sandbox "$HOME" /tmp "$PWD" 2>/dev/null; true`).Stdout; !strings.Contains(out, "ca.pem") || strings.Contains(out, "/") {
+		t.Errorf("what the agent reads of the sandbox's CA:\n%s", out)
+	}
 	e.WriteFile(".sandbox.toml", "[[host]]\nname = \"evil.test\"\ninspect = true\n")
 	if r := e.Sandbox("start", "widen", "-d", "--agent", "shell", "--", "true"); r.Code == 0 || !strings.Contains(r.Stderr, `sets "host"`) {
 		t.Errorf("a repository marking a host for inspection:\n%s", r)

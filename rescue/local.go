@@ -64,8 +64,10 @@ type Local struct {
 
 	// pending is the watcher's token this Read will leave for the next.
 	pending string
-	// reason is why the snapshot being taken is taken (Snapshotter).
-	reason Reason
+	// reason is why the snapshot being taken is taken, and counting what
+	// its change count starts from (Snapshotter).
+	reason   Reason
+	counting counting
 	// seeded is the commit SeedIndex said the index and worktree hold,
 	// until the next Read.
 	seeded string

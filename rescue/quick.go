@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 )
@@ -50,6 +51,7 @@ var errNotQuick = errors.New("not for the fast way")
 type quickFile struct {
 	path, mode string
 	inTree     bool
+	size       int64
 }
 
 // quickEdits are the changes to the last tree.
@@ -84,6 +86,8 @@ func (s *Local) quickTree(ctx context.Context, g *gitcmd.Runner, v *agentView, b
 	if err != nil || len(stage) == 0 && len(ed.remove) == 0 && len(ed.fresh) == 0 {
 		return quickResult{tree: base, large: large, delta: &delta{base: base}}, err
 	}
+	// What the change count needs of the baseline is read meanwhile.
+	look := s.counting.start(ctx, s.host(), base, editedPaths(stage, ed))
 	if err := s.quickHash(ctx, g, stage, ed); err != nil {
 		return quickResult{}, err
 	}
@@ -91,7 +95,10 @@ func (s *Local) quickTree(ctx context.Context, g *gitcmd.Runner, v *agentView, b
 	if err != nil {
 		return quickResult{}, err
 	}
-	d, err := quickDelta(tr, ed)
+	d, err := quickDelta(tr, ed, stage)
+	if d != nil {
+		d.look = look
+	}
 	return quickResult{tree: tree, large: large, delta: d}, err
 }
 
@@ -149,7 +156,7 @@ func (s *Local) quickClassify(tr *treeReader, paths []string, ed *quickEdits) ([
 			if fi.Mode()&0o100 != 0 {
 				mode = "100755"
 			}
-			files = append(files, quickFile{path: p, mode: mode, inTree: ok && !e.isTree()})
+			files = append(files, quickFile{path: p, mode: mode, inTree: ok && !e.isTree(), size: fi.Size()})
 		default:
 			return nil, errNotQuick // a symlink, a FIFO, a socket: the index's way
 		}
@@ -252,12 +259,50 @@ func (s *Local) underRepo(p string) bool {
 	return false
 }
 
-// quickHash writes the files' blobs with git hash-object, run in the
-// worktree so each path's attributes apply as update-index applies them.
+// quickHash writes the files' blobs (hashFiles) and sets them in ed.
 func (s *Local) quickHash(ctx context.Context, g *gitcmd.Runner, files []quickFile, ed *quickEdits) error {
 	if len(files) == 0 {
 		return nil
 	}
+	// Two processes for many files, one on each core: the agent is paused
+	// while they read.
+	parts := [][]quickFile{files}
+	if len(files) >= 64 {
+		parts = [][]quickFile{files[:len(files)/2], files[len(files)/2:]}
+	}
+	hashed := make([][]string, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, part := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hashed[i], errs[i] = s.hashFiles(ctx, g, part)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var ids []string
+	for i := range parts {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		ids = append(ids, hashed[i]...)
+	}
+	for i, f := range files {
+		ed.set[f.path] = [2]string{f.mode, ids[i]}
+		delete(ed.remove, f.path)
+	}
+	return nil
+}
+
+// hashFiles writes the blobs of files with one git hash-object, run in
+// the worktree so each path's attributes apply as update-index applies
+// them; errNotQuick when it cannot read one (the index's way skips it and
+// says so).
+func (s *Local) hashFiles(ctx context.Context, g *gitcmd.Runner, files []quickFile) ([]string, error) {
 	var in bytes.Buffer
 	for _, f := range files {
 		in.WriteString(f.path + "\n")
@@ -266,17 +311,9 @@ func (s *Local) quickHash(ctx context.Context, g *gitcmd.Runner, files []quickFi
 	cmd.Dir = s.Worktree
 	cmd.Stdin = &in
 	out, err := cmd.Output()
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
 	ids := strings.Fields(string(out))
 	if err != nil || len(ids) != len(files) {
-		// A file it cannot read: the index's way skips it and says so.
-		return errNotQuick
+		return nil, errNotQuick
 	}
-	for i, f := range files {
-		ed.set[f.path] = [2]string{f.mode, ids[i]}
-		delete(ed.remove, f.path)
-	}
-	return nil
+	return ids, nil
 }

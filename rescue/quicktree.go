@@ -23,34 +23,37 @@ import (
 // one git mktree --batch, whose answers must be the same ids.
 func writeEdits(ctx context.Context, g *gitcmd.Runner, tr *treeReader, ed *quickEdits) (string, error) {
 	touched := map[string][]string{} // directory → edited names in it
+	children := map[string][]string{}
 	mark := func(p string) {
 		for d := path.Dir(p); ; d = path.Dir(d) {
 			if _, ok := touched[d]; !ok {
 				touched[d] = nil
+				if d != "." {
+					children[path.Dir(d)] = append(children[path.Dir(d)], d)
+				}
 			}
 			if d == "." {
 				return
 			}
 		}
 	}
-	for p := range ed.set {
-		mark(p)
-		touched[path.Dir(p)] = append(touched[path.Dir(p)], path.Base(p))
-	}
-	for p := range ed.remove {
-		mark(p)
-		touched[path.Dir(p)] = append(touched[path.Dir(p)], path.Base(p))
+	for _, edits := range []map[string]bool{setPaths(ed), ed.remove} {
+		for p := range edits {
+			mark(p)
+			touched[path.Dir(p)] = append(touched[path.Dir(p)], path.Base(p))
+		}
 	}
 	dirs := make([]string, 0, len(touched))
 	for d := range touched {
 		dirs = append(dirs, d)
 	}
 	sort.Slice(dirs, func(i, j int) bool { return depth(dirs[i]) > depth(dirs[j]) })
-	made := map[string]string{} // directory → its new tree ("" empty)
+	made := map[string][]byte{} // directory → its new tree (nil: empty)
 	var batch bytes.Buffer
 	var want []string
+	enc := &treeEncoder{hexLen: tr.hexLen}
 	for _, d := range dirs {
-		entries, err := editedDir(tr, ed, d, made)
+		entries, err := editedDir(tr, ed, d, touched[d], children[d], made)
 		if err != nil {
 			return "", err
 		}
@@ -58,18 +61,26 @@ func writeEdits(ctx context.Context, g *gitcmd.Runner, tr *treeReader, ed *quick
 			if d == "." {
 				return "", errNotQuick // an empty worktree: the index's way
 			}
-			made[d] = ""
+			made[d] = nil
 			continue
 		}
-		id := treeID(entries, tr.hexLen)
+		id := enc.encode(entries, &batch)
 		made[d] = id
-		want = append(want, id)
-		writeMktree(&batch, entries)
+		want = append(want, hex.EncodeToString(id))
 	}
 	if err := mktree(ctx, g, &batch, want); err != nil {
 		return "", err
 	}
-	return made["."], nil
+	return hex.EncodeToString(made["."]), nil
+}
+
+// setPaths are the paths ed sets.
+func setPaths(ed *quickEdits) map[string]bool {
+	out := make(map[string]bool, len(ed.set))
+	for p := range ed.set {
+		out[p] = true
+	}
+	return out
 }
 
 func depth(d string) int {
@@ -80,13 +91,16 @@ func depth(d string) int {
 }
 
 // quickEntry is an entry of a tree being written: mode as a tree stores
-// it and hex id.
-type quickEntry struct{ mode, id string }
+// it and raw id.
+type quickEntry struct {
+	mode string
+	id   []byte
+}
 
 // editedDir returns the entries of directory d once edited: its old ones
-// (none when it went away meanwhile), the files set and removed in it,
-// and its subdirectories written anew (made).
-func editedDir(tr *treeReader, ed *quickEdits, d string, made map[string]string) (map[string]quickEntry, error) {
+// (none when it went away meanwhile), the files set and removed in it
+// (names), and its subdirectories written anew (children, in made).
+func editedDir(tr *treeReader, ed *quickEdits, d string, names, children []string, made map[string][]byte) (map[string]quickEntry, error) {
 	out := map[string]quickEntry{}
 	if !freshDir(ed, d) {
 		old, _, err := tr.dir(d)
@@ -94,28 +108,29 @@ func editedDir(tr *treeReader, ed *quickEdits, d string, made map[string]string)
 			return nil, err
 		}
 		for _, e := range old {
-			out[e.name] = quickEntry{e.mode, hex.EncodeToString(e.id)}
+			out[e.name] = quickEntry{e.mode, e.id}
 		}
 	}
-	for name := range out {
-		if ed.remove[join2(d, name)] {
+	for _, name := range names {
+		p := join2(d, name)
+		if ed.remove[p] {
 			delete(out, name)
 		}
-	}
-	for p, e := range ed.set {
-		if path.Dir(p) == d {
-			out[path.Base(p)] = quickEntry{e[0], e[1]}
+		if e, ok := ed.set[p]; ok {
+			raw, err := hex.DecodeString(e[1])
+			if err != nil {
+				return nil, errNotQuick
+			}
+			out[name] = quickEntry{e[0], raw}
 		}
 	}
-	for c, id := range made {
-		if path.Dir(c) != d || c == "." {
-			continue
-		}
+	for _, c := range children {
 		name := path.Base(c)
 		if _, isFile := ed.set[c]; isFile {
 			continue // a file now; nothing can be under it
 		}
-		if id == "" {
+		id := made[c]
+		if id == nil {
 			if e, ok := out[name]; ok && e.mode == "40000" {
 				delete(out, name)
 			}
@@ -161,28 +176,20 @@ func sortedNames(entries map[string]quickEntry) []string {
 	return names
 }
 
-// treeID is the id git gives the tree of entries.
-func treeID(entries map[string]quickEntry, hexLen int) string {
-	var body bytes.Buffer
-	for _, n := range sortedNames(entries) {
-		e := entries[n]
-		raw, _ := hex.DecodeString(e.id)
-		body.WriteString(e.mode + " " + n + "\x00")
-		body.Write(raw)
-	}
-	var h hash.Hash = sha1.New()
-	if hexLen == 64 {
-		h = sha256.New()
-	}
-	h.Write([]byte("tree " + strconv.Itoa(body.Len()) + "\x00"))
-	h.Write(body.Bytes())
-	return hex.EncodeToString(h.Sum(nil))
+// treeEncoder turns entries into a tree object, reusing its buffer.
+type treeEncoder struct {
+	hexLen int
+	body   []byte
 }
 
-// writeMktree adds one tree to a git mktree -z --batch input.
-func writeMktree(b *bytes.Buffer, entries map[string]quickEntry) {
+// encode returns the raw id git gives the tree of entries, and adds the
+// tree to a git mktree -z --batch input.
+func (t *treeEncoder) encode(entries map[string]quickEntry, batch *bytes.Buffer) []byte {
+	t.body = t.body[:0]
 	for _, n := range sortedNames(entries) {
 		e := entries[n]
+		t.body = append(append(append(append(t.body, e.mode...), ' '), n...), 0)
+		t.body = append(t.body, e.id...)
 		kind := "blob"
 		switch e.mode {
 		case "40000":
@@ -190,9 +197,23 @@ func writeMktree(b *bytes.Buffer, entries map[string]quickEntry) {
 		case "160000":
 			kind = "commit"
 		}
-		fmt.Fprintf(b, "%s %s %s\t%s\x00", e.mode, kind, e.id, n)
+		batch.WriteString(e.mode)
+		batch.WriteByte(' ')
+		batch.WriteString(kind)
+		batch.WriteByte(' ')
+		batch.Write(hex.AppendEncode(nil, e.id))
+		batch.WriteByte('\t')
+		batch.WriteString(n)
+		batch.WriteByte(0)
 	}
-	b.WriteByte(0)
+	batch.WriteByte(0)
+	var h hash.Hash = sha1.New()
+	if t.hexLen == 64 {
+		h = sha256.New()
+	}
+	h.Write([]byte("tree " + strconv.Itoa(len(t.body)) + "\x00"))
+	h.Write(t.body)
+	return h.Sum(nil)
 }
 
 // mktree writes the trees of batch and checks they are the ids wanted.
@@ -200,7 +221,9 @@ func mktree(ctx context.Context, g *gitcmd.Runner, batch *bytes.Buffer, want []s
 	if len(want) == 0 {
 		return nil
 	}
-	out, err := g.Run(ctx, batch, "mktree", "-z", "--batch")
+	// --missing: every entry is an id just hashed or one of the last
+	// tree's, and the answers are checked against the ids computed here.
+	out, err := g.Run(ctx, batch, "mktree", "-z", "--batch", "--missing")
 	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}

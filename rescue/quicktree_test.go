@@ -3,6 +3,7 @@ package rescue
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"os/exec"
 	"strings"
 	"testing"
@@ -25,15 +26,14 @@ func TestTreeIDIsGits(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := strings.TrimSpace(string(blob))
-		sub := map[string]quickEntry{"f": {"100755", id}}
-		subID := treeID(sub, len(id))
-		top := map[string]quickEntry{
-			"a": {"40000", subID}, "a.b": {"100644", id}, "a-c": {"120000", id}, "a0": {"100644", id},
-		}
-		want := []string{subID, treeID(top, len(id))}
+		raw, _ := hex.DecodeString(id)
+		enc := &treeEncoder{hexLen: len(id)}
 		var batch bytes.Buffer
-		writeMktree(&batch, sub)
-		writeMktree(&batch, top)
+		sub := enc.encode(map[string]quickEntry{"f": {"100755", raw}}, &batch)
+		top := enc.encode(map[string]quickEntry{
+			"a": {"40000", sub}, "a.b": {"100644", raw}, "a-c": {"120000", raw}, "a0": {"100644", raw},
+		}, &batch)
+		want := []string{hex.EncodeToString(sub), hex.EncodeToString(top)}
 		if err := mktree(ctx, g, &batch, want); err != nil {
 			t.Fatalf("%s: %v", format, err)
 		}

@@ -307,6 +307,7 @@ func (s *Snapshotter) take(ctx context.Context, reason Reason) (*Taken, error) {
 	prev, prevTree := s.current(ctx, refs.Rescue())
 	if l, ok := s.Source.(*Local); ok {
 		l.reason = reason
+		l.counting = counting{prev: prev.String(), baseline: s.Baseline}
 	}
 	read, err := s.Source.Read(ctx, prevTree.String(), head)
 	if gone, ok := errors.AsType[*WorktreeGoneError](err); ok {
@@ -407,7 +408,7 @@ func (s *Snapshotter) cost(ctx context.Context, before string, read *Tree) int64
 		return 0
 	}
 	if read.delta != nil && before != "" && read.delta.base == before {
-		return blobSizes(ctx, s.host(), read.delta.newBlobs())
+		return read.delta.cost()
 	}
 	tree := read.ID
 	if before == "" {
@@ -533,8 +534,8 @@ func (s *Snapshotter) hasCommit(ctx context.Context, id string) bool {
 // follows when they tell, else with a diff of the two trees.
 func (s *Snapshotter) changes(ctx context.Context, baseline string, read *Tree, prev gitcmd.Hash) (int, error) {
 	if read.delta != nil && prev != "" {
-		n, ok, err := changesByDelta(ctx, s.host(), read.delta, prev.String(), baseline)
-		if err == nil && ok {
+		n, ok := changesByDelta(ctx, s.host(), read.delta, prev.String(), baseline)
+		if ok {
 			return n, nil
 		}
 	}
