@@ -153,6 +153,9 @@ func (ps *patterns) replace(s string) string {
 // partialSuffix is the length of the longest end of b that begins some
 // pattern (and is shorter than it).
 func (ps *patterns) partialSuffix(b []byte) int {
+	if ps.maxLen == 0 {
+		return 0 // no pattern at all
+	}
 	tail := b[len(b)-min(ps.maxLen-1, len(b)):]
 	// Longest first: from the left of the part of b a pattern could
 	// begin in, each byte that begins a pattern.
