@@ -10,10 +10,8 @@ package rescue
 // told by the diffs, as before.
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
-	"strconv"
 	"strings"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
@@ -111,20 +109,12 @@ func (d *delta) cost() int64 {
 	return n
 }
 
-// blobSizes adds up the sizes of the blobs ids from the object headers of
-// the user's store (nothing is read whole).
+// blobSizes adds up the sizes of the blobs ids (0 when they cannot be
+// read).
 func blobSizes(ctx context.Context, g *gitcmd.Runner, ids []string) int64 {
-	if len(ids) == 0 {
-		return 0
-	}
-	in := bytes.NewBufferString(strings.Join(ids, "\n") + "\n")
-	sizes, err := g.Run(ctx, in, "cat-file", "--batch-check=%(objectsize)")
-	if err != nil {
-		return 0
-	}
+	sizes, _ := g.ObjectSizes(ctx, ids)
 	var n int64
-	for _, l := range strings.Fields(string(sizes)) {
-		v, _ := strconv.ParseInt(l, 10, 64)
+	for _, v := range sizes {
 		n += v
 	}
 	return n

@@ -50,6 +50,13 @@ const (
 	ReasonExec Reason = "exec"
 )
 
+// WhileRunning reports whether a snapshot of this reason is taken while
+// the agent runs (not by a command of the user's): an exit found no
+// newer than it is still to be recorded as one.
+func (r Reason) WhileRunning() bool {
+	return r == ReasonInterval || r == ReasonStart || r == ReasonSetup
+}
+
 // Trailer keys written into every snapshot's message.
 const (
 	trailerBranch   = "Sandbox-Branch"

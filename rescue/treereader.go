@@ -113,21 +113,11 @@ func (r *treeReader) dir(d string) ([]treeEntry, bool, error) {
 			return nil, false, err
 		}
 	}
-	id := r.idOf(d)
-	if id == "" {
-		r.dirs[d] = nil
-		return nil, false, nil
-	}
-	typ, body, err := r.object(id)
-	if err != nil {
+	if err := r.readLevel([]string{d}); err != nil {
 		return nil, false, err
 	}
-	es, err := r.tree(id, typ, body)
-	if err != nil {
-		return nil, false, err
-	}
-	r.dirs[d] = es
-	return es, true, nil
+	es := r.dirs[d]
+	return es, es != nil, nil
 }
 
 // entry returns the entry at p in the root tree.

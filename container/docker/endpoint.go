@@ -82,16 +82,25 @@ func (e Endpoint) unreachable(err error) error {
 		Hint("git sandbox doctor checks every configured engine")
 }
 
+// cliConfigDir is the Docker CLI's configuration directory:
+// $DOCKER_CONFIG, else ~/.docker.
+func cliConfigDir() (string, error) {
+	if dir := os.Getenv("DOCKER_CONFIG"); dir != "" {
+		return dir, nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".docker"), nil
+}
+
 // fromContext fills Host and CertPath from the Docker CLI's store of
 // contexts (~/.docker/contexts, or $DOCKER_CONFIG/contexts).
 func (e *Endpoint) fromContext() error {
-	dir := os.Getenv("DOCKER_CONFIG")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return err
-		}
-		dir = filepath.Join(home, ".docker")
+	dir, err := cliConfigDir()
+	if err != nil {
+		return err
 	}
 	sum := sha256.Sum256([]byte(e.Context))
 	id := hex.EncodeToString(sum[:])

@@ -84,13 +84,9 @@ func registryOf(ref string) string {
 // keeps is refused with what to do; one with none gets an empty
 // authorisation (an open registry).
 func registryAuth(host string) (string, error) {
-	dir := os.Getenv("DOCKER_CONFIG")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", nil
-		}
-		dir = filepath.Join(home, ".docker")
+	dir, err := cliConfigDir()
+	if err != nil {
+		return "", nil
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	if err != nil {

@@ -1,14 +1,12 @@
 package agentrepo
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -177,19 +175,15 @@ func checkEntries(ctx context.Context, q *gitcmd.Runner, o ImportOptions, entrie
 	if o.Budget.MaxObject <= 0 || len(blobs) == 0 {
 		return nil
 	}
-	var ids bytes.Buffer
-	for _, b := range blobs {
-		ids.WriteString(b.id + "\n")
+	ids := make([]string, len(blobs))
+	for i, b := range blobs {
+		ids[i] = b.id
 	}
-	out, err := q.Run(ctx, &ids, "cat-file", "--batch-check=%(objectsize)")
+	sizes, err := q.ObjectSizes(ctx, ids)
 	if err != nil {
 		return err
 	}
-	for i, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		n, err := strconv.ParseInt(line, 10, 64)
-		if err != nil || i >= len(blobs) {
-			return fmt.Errorf("unreadable object size %q", termsafe.String(line))
-		}
+	for i, n := range sizes {
 		if n > o.Budget.MaxObject {
 			return &budgetError{msg: fmt.Sprintf("the file %s is %d bytes, more than %d", termsafe.String(blobs[i].path), n, o.Budget.MaxObject), setting: o.Budget.ObjectSetting}
 		}

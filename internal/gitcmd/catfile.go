@@ -78,3 +78,27 @@ func (r *Runner) EachBlob(ctx context.Context, ids []string, fn func(i int, size
 	}
 	return nil
 }
+
+// ObjectSizes returns the size of each object ids names, from the
+// object headers (nothing is read whole), through one git cat-file
+// --batch-check.
+func (r *Runner) ObjectSizes(ctx context.Context, ids []string) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out, err := r.Run(ctx, strings.NewReader(strings.Join(ids, "\n")+"\n"), "cat-file", "--batch-check=%(objectsize)")
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) != len(ids) {
+		return nil, fmt.Errorf("git cat-file: %d sizes for %d objects", len(lines), len(ids))
+	}
+	sizes := make([]int64, len(lines))
+	for i, l := range lines {
+		if sizes[i], err = strconv.ParseInt(l, 10, 64); err != nil {
+			return nil, fmt.Errorf("git cat-file: %s: size %q", ids[i], l)
+		}
+	}
+	return sizes, nil
+}

@@ -665,7 +665,7 @@ func (e *Env) brokerConfig(cfg *egress.ProxyConfig, p *EgressPlan) error {
 
 // promptConfig is the proxy's prompting: on with the user's
 // network_prompt. A copy-mode proxy's held requests are on its engine: the
-// sandbox's supervisor keeps a copy here (MirrorHeld).
+// sandbox's supervisor keeps a copy here (MirrorProxy).
 func (e *Env) promptConfig(p *EgressPlan) *held.Config {
 	if !p.prompt {
 		return nil

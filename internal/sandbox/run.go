@@ -327,13 +327,6 @@ func (e *Env) Supervise(ctx context.Context, branch string, interval time.Durati
 	}
 }
 
-// writtenWhileRunning says whether a snapshot of this reason is taken
-// while the agent runs, so that an exit found no newer than it is still
-// to be recorded.
-func writtenWhileRunning(r rescue.Reason) bool {
-	return r == rescue.ReasonInterval || r == rescue.ReasonStart || r == rescue.ReasonSetup
-}
-
 // watchProxy starts what the supervisor does for an allowlist sandbox's
 // proxy while the agent runs, and returns what stops it: the copies here
 // of a copy-mode proxy's log and held connections (its files are on the
@@ -371,7 +364,7 @@ func (e *Env) supervisedExit(ctx context.Context, sb *Sandbox, code int, run str
 	}
 	snap := sb.Snapshotter()
 	t, err := snap.Take(ctx, rescue.ReasonExit)
-	if err == nil && !t.New && writtenWhileRunning(t.Reason) {
+	if err == nil && !t.New && t.Reason.WhileRunning() {
 		// An interval snapshot taken after the agent died already holds
 		// these files: the exit is still recorded as such. A command the
 		// user ran since (wait, update, land --keep, exec) wrote a later
