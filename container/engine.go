@@ -3,6 +3,7 @@ package container
 import (
 	"context"
 	"io"
+	"net/netip"
 	"time"
 )
 
@@ -76,8 +77,11 @@ type Engine interface {
 	// ConnectNetwork makes a container a member of a network (ErrNotFound
 	// when the container is missing; a missing network is ErrNotFound too,
 	// except that Docker 20.10 takes it for a container that does not run,
-	// whose start then fails).
-	ConnectNetwork(ctx context.Context, networkID, containerID string) error
+	// whose start then fails). A valid addr is the member's address there,
+	// outside the network's MemberRange (Abilities.FixedAddresses; an
+	// address taken is ErrAddressInUse); the zero Addr is the engine's
+	// choice.
+	ConnectNetwork(ctx context.Context, networkID, containerID string, addr netip.Addr) error
 	// RemoveNetwork removes a network; a missing one is not an error.
 	RemoveNetwork(ctx context.Context, networkID string) error
 	// ListNetworks returns the managed networks carrying every label.
@@ -135,6 +139,11 @@ type Abilities struct {
 	// MoveImages: Images().Save and Images().Load work, so an image can be
 	// copied from one engine to another.
 	MoveImages bool
+	// FixedAddresses: ConnectNetwork gives a member the address asked
+	// for, and a Spec's Hosts are written into its container's hosts
+	// file, so a container reaches another by an address that stays
+	// across restarts, without asking a name server each time.
+	FixedAddresses bool
 }
 
 // Images are an engine's image operations. An engine that cannot do one

@@ -16,8 +16,9 @@ var (
 	// (not running, already paused, a name in use).
 	ErrConflict = errors.New("conflict")
 	// ErrAddressInUse: a network's requested address range overlaps one
-	// the engine has given out already.
-	ErrAddressInUse = errors.New("address range in use")
+	// the engine has given out already, or a member's requested address
+	// is another's.
+	ErrAddressInUse = errors.New("address in use")
 	// ErrAmbiguousName: a container's network is named by more than one
 	// network (an engine that let two creates of one name race), and the
 	// engine resolves the name when it starts the container.

@@ -16,6 +16,11 @@ type NetworkSpec struct {
 	// Subnet, when set, is the network's IPv4 range (CIDR) instead of one
 	// the engine picks from its address pools (a few dozen at most).
 	Subnet string
+	// MemberRange, within Subnet, is where the engine numbers the
+	// network's members; the rest of Subnet is kept for members connected
+	// at an address of their own (ConnectNetwork's addr), which no other
+	// member can then take.
+	MemberRange string
 	// Isolated turns off traffic between the network's containers
 	// (inter-container communication): a container on it reaches the
 	// world and nothing else on the network.

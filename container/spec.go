@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/netip"
 	"path"
 	"regexp"
 	"sort"
@@ -118,6 +119,10 @@ type Spec struct {
 	// NetworkName, for the others there: the agent's, where its proxy
 	// forwards published ports (allowlist mode).
 	NetworkAlias string `json:"network_alias,omitempty"`
+	// Hosts are names the container finds in its own hosts file, with no
+	// name server asked: the agent's egress proxy, at the address its
+	// network keeps for it (Abilities.FixedAddresses).
+	Hosts []Host `json:"hosts,omitempty"`
 	// ReadOnlyRoot mounts the image's root file system read-only.
 	ReadOnlyRoot bool     `json:"read_only_root,omitempty"`
 	Runtime      string   `json:"runtime,omitempty"`
@@ -132,6 +137,13 @@ type Spec struct {
 	// would otherwise run the image's command in the container every
 	// interval.
 	NoHealthcheck bool `json:"no_healthcheck,omitempty"`
+}
+
+// Host is a name and the address it stands for in a container's hosts
+// file.
+type Host struct {
+	Name string     `json:"name"`
+	Addr netip.Addr `json:"addr"`
 }
 
 // Hardening is applied to every sandbox container; no option removes it.
@@ -151,6 +163,7 @@ func (s *Spec) Clone() *Spec {
 	c.Mounts = append([]Mount(nil), s.Mounts...)
 	c.CapDrop = append([]string(nil), s.CapDrop...)
 	c.Security = append([]string(nil), s.Security...)
+	c.Hosts = append([]Host(nil), s.Hosts...)
 	c.Labels = make(map[string]string, len(s.Labels))
 	for k, v := range s.Labels {
 		c.Labels[k] = v
@@ -178,6 +191,11 @@ func (s *Spec) Validate() error {
 	}
 	if s.NetworkAlias != "" && (s.NetworkName == "" || !dnsLabel.MatchString(s.NetworkAlias)) {
 		return fmt.Errorf("network alias %q: a DNS label on the container's own network", s.NetworkAlias)
+	}
+	for _, h := range s.Hosts {
+		if !h.Addr.IsValid() || !hostName.MatchString(h.Name) {
+			return fmt.Errorf("host %q at %v: a lower-case host name and an address", h.Name, h.Addr)
+		}
 	}
 	if s.User == "" {
 		return fmt.Errorf("container user missing: sandboxes run as the invoking user")
@@ -214,6 +232,9 @@ var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 
 // dnsLabel is one label of a host name.
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// hostName is a host name of dot-separated labels.
+var hostName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 
 // volumeName is what Docker accepts as a volume's name.
 var volumeName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)

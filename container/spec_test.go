@@ -1,6 +1,7 @@
 package container
 
 import (
+	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
@@ -27,6 +28,14 @@ func TestValidate(t *testing.T) {
 		"comma in a source": func(s *Spec) { s.Mounts[0].Source = "/a,b" },
 		"alias, no network": func(s *Spec) { s.NetworkAlias = "agent" },
 		"alias not a label": func(s *Spec) { s.Network, s.NetworkName, s.NetworkAlias = NetworkAllowlist, "n", "a.b" },
+		"host, no address":  func(s *Spec) { s.Hosts = []Host{{Name: "proxy"}} },
+		"host with a colon": func(s *Spec) { s.Hosts = []Host{{Name: "a:1.2.3.4", Addr: netip.MustParseAddr("10.0.0.1")}} },
+		"host with a space": func(s *Spec) { s.Hosts = []Host{{Name: "a b", Addr: netip.MustParseAddr("10.0.0.1")}} },
+	}
+	s0 := validSpec()
+	s0.Hosts = []Host{{Name: "git-sandbox-proxy-0123.x", Addr: netip.MustParseAddr("10.213.0.30")}}
+	if err := s0.Validate(); err != nil {
+		t.Errorf("a host name and address refused: %v", err)
 	}
 	s := validSpec()
 	s.Network, s.NetworkName, s.NetworkAlias = NetworkAllowlist, "n", "git-sandbox-agent"

@@ -204,6 +204,28 @@ func TestEgressAllowlist(t *testing.T) {
 		t.Errorf("proxy container not hardened: %v", phc)
 	}
 
+	// The agent finds its proxy in its hosts file, no name server asked,
+	// at the last address of the internal range, which the network keeps
+	// for the proxy (its members are numbered in the lower half).
+	sub := netip.MustParsePrefix(strings.TrimSpace(string(out)))
+	proxyIP := containerIP(t, proxies[0], internal)
+	if a, err := netip.ParseAddr(proxyIP); err != nil || !sub.Contains(a) || a.As4()[3]&31 != 30 {
+		t.Errorf("proxy at %q on %s, want the range's last host address", proxyIP, sub)
+	}
+	out, _ = exec.Command("docker", "network", "inspect", "--format", "{{range .IPAM.Config}}{{.IPRange}}{{end}}", internal).Output()
+	if r := strings.TrimSpace(string(out)); r != netip.PrefixFrom(sub.Addr(), 28).String() {
+		t.Errorf("internal network's member range = %q, want the lower half of %s", r, sub)
+	}
+	findsProxy := func(when string) {
+		t.Helper()
+		name := strings.TrimPrefix(pdoc["Name"].(string), "/")
+		r := e.MustSandbox("exec", "egress", "--", "sh", "-c", `grep -w "$1" /etc/hosts; getent hosts "$1"`, "hosts", name)
+		if lines := strings.Fields(r.Stdout); len(lines) != 4 || lines[0] != proxyIP || lines[2] != proxyIP {
+			t.Errorf("%s: the agent's hosts file and lookup of %s:\n%s\nwant %s", when, name, r.Stdout, proxyIP)
+		}
+	}
+	findsProxy("start")
+
 	upstream, upIP := startUpstream(t, egressNet, "api.allowed.test", "api.denied.test")
 
 	// This machine listens on a port; the agent must not reach it at any
@@ -314,6 +336,10 @@ func TestEgressAllowlist(t *testing.T) {
 	if s := section(r.Stdout, "allowed"); !strings.Contains(s, "hello from api.allowed.test") {
 		t.Errorf("allowed host after resume:\n%s", r)
 	}
+	if p := e.sandboxContainers("egress", "proxy"); len(p) != 1 || containerIP(t, p[0], internal) != proxyIP {
+		t.Errorf("resumed proxy %q not at %s", p, proxyIP)
+	}
+	findsProxy("resume")
 
 	// rm takes the proxy and the networks with it (the test's upstream
 	// leaves the egress network first: the engine keeps a network in use).

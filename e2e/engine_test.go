@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -116,7 +117,7 @@ func TestEngineNetworksVolumesEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.ConnectNetwork(ctx, netw.ID, id); err != nil {
+	if err := d.ConnectNetwork(ctx, netw.ID, id, netip.Addr{}); err != nil {
 		t.Fatalf("connect: %v", err)
 	}
 	// A container not running cannot be paused: the engine-agnostic conflict.

@@ -57,6 +57,9 @@ func createArgs(s *container.Spec) (*dcontainer.Config, *dcontainer.HostConfig) 
 	if s.Network == container.NetworkAllowlist {
 		hc.DNS = []string{allowlistUpstreamDNS}
 	}
+	for _, h := range s.Hosts {
+		hc.ExtraHosts = append(hc.ExtraHosts, h.Name+":"+h.Addr.String())
+	}
 	cfg.ExposedPorts, hc.PortBindings = dockerPorts(s.Ports)
 	for _, m := range s.Mounts {
 		typ := mount.TypeBind

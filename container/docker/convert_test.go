@@ -3,6 +3,7 @@ package docker
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -70,6 +71,14 @@ func TestNetworkingConfigAlias(t *testing.T) {
 	nc := networkingConfig(&container.Spec{NetworkName: "n1", NetworkAlias: "git-sandbox-agent"})
 	if ep := nc.EndpointsConfig["n1"]; ep == nil || len(nc.EndpointsConfig) != 1 || len(ep.Aliases) != 1 || ep.Aliases[0] != "git-sandbox-agent" {
 		t.Errorf("networking config %+v", nc)
+	}
+}
+
+// A spec's Hosts are the container's extra hosts-file lines.
+func TestCreateArgsHosts(t *testing.T) {
+	_, hc := createArgs(&container.Spec{Hosts: []container.Host{{Name: "git-sandbox-proxy-0123", Addr: netip.MustParseAddr("10.213.0.30")}}})
+	if len(hc.ExtraHosts) != 1 || hc.ExtraHosts[0] != "git-sandbox-proxy-0123:10.213.0.30" {
+		t.Errorf("extra hosts %q", hc.ExtraHosts)
 	}
 }
 

@@ -78,11 +78,12 @@ func (d *Engine) Check(ctx context.Context) (string, error) {
 }
 
 // Abilities: a Docker engine mounts its machine's directories, makes
-// volumes root's, and does every image operation.
+// volumes root's, does every image operation, and gives a network's
+// member the address asked for.
 func (d *Engine) Abilities() container.Abilities {
 	return container.Abilities{
 		Kind: container.KindDocker, BindMounts: true,
-		CommitImages: true, BuildImages: true, MoveImages: true,
+		CommitImages: true, BuildImages: true, MoveImages: true, FixedAddresses: true,
 	}
 }
 

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/docker/docker/api/types/network"
@@ -22,7 +23,7 @@ func (d *Engine) CreateNetwork(ctx context.Context, s container.NetworkSpec) (*c
 		o.Options["com.docker.network.bridge.enable_icc"] = "false"
 	}
 	if s.Subnet != "" {
-		o.IPAM = &network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: s.Subnet}}}
+		o.IPAM = &network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: s.Subnet, IPRange: s.MemberRange}}}
 	}
 	resp, err := d.api.NetworkCreate(ctx, s.Name, o)
 	if err != nil {
@@ -39,10 +40,19 @@ func (d *Engine) CreateNetwork(ctx context.Context, s container.NetworkSpec) (*c
 	return &container.Network{ID: resp.ID, Name: s.Name, Internal: s.Internal, Labels: managedLabels(s.Labels)}, nil
 }
 
-// ConnectNetwork attaches a container to a network.
-func (d *Engine) ConnectNetwork(ctx context.Context, networkID, containerID string) error {
-	if err := d.api.NetworkConnect(ctx, networkID, containerID, nil); err != nil {
-		return fmt.Errorf("connect %s to network %s: %w", containerID, networkID, sdkErr(err))
+// ConnectNetwork attaches a container to a network, at addr when it is
+// valid.
+func (d *Engine) ConnectNetwork(ctx context.Context, networkID, containerID string, addr netip.Addr) error {
+	var ep *network.EndpointSettings
+	if addr.IsValid() {
+		ep = &network.EndpointSettings{IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: addr.String()}}
+	}
+	if err := d.api.NetworkConnect(ctx, networkID, containerID, ep); err != nil {
+		err = sdkErr(err)
+		if addr.IsValid() && strings.Contains(strings.ToLower(err.Error()), "already in use") {
+			err = container.WithKind(container.ErrAddressInUse, err)
+		}
+		return fmt.Errorf("connect %s to network %s: %w", containerID, networkID, err)
 	}
 	return nil
 }

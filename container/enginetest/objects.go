@@ -2,6 +2,8 @@ package enginetest
 
 import (
 	"bytes"
+	"errors"
+	"net/netip"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/container"
@@ -203,12 +205,12 @@ func testNetworks(x *env) {
 	s := x.spec("net", Program{})
 	s.Network, s.NetworkName = container.NetworkOpen, out.Name
 	id := x.create(s)
-	if err := x.e.ConnectNetwork(x.ctx, in.ID, id); err != nil {
+	if err := x.e.ConnectNetwork(x.ctx, in.ID, id, netip.Addr{}); err != nil {
 		x.Errorf("connect: %v", err)
 	}
 	// A missing network is not checked: Docker 20.10 takes it for a
 	// container that does not run (and its start fails).
-	if err := x.e.ConnectNetwork(x.ctx, in.ID, x.name("missing")); !container.IsNotFound(err) {
+	if err := x.e.ConnectNetwork(x.ctx, in.ID, x.name("missing"), netip.Addr{}); !container.IsNotFound(err) {
 		x.Errorf("connect a missing container = %v, want ErrNotFound", err)
 	}
 	if err := x.e.Remove(x.ctx, id); err != nil {
@@ -225,6 +227,70 @@ func testNetworks(x *env) {
 	if list, err := x.e.ListNetworks(x.ctx, x.label); err != nil || len(list) != 0 {
 		x.Errorf("networks after removal: %+v, %v", list, err)
 	}
+}
+
+// testFixedAddresses: on an engine with fixed addresses a member joins a
+// network at the address asked for, outside the range the others are
+// numbered in, and a second member asking for it is refused with
+// ErrAddressInUse; an engine without them refuses any address.
+func testFixedAddresses(x *env) {
+	labels := map[string]string{container.LabelRepo: x.tag}
+	out, err := x.e.CreateNetwork(x.ctx, container.NetworkSpec{Name: x.name("way-out"), Labels: labels})
+	if err != nil {
+		x.Fatal(err)
+	}
+	member := func(what string) string {
+		s := x.spec(what, Program{Forever: true})
+		s.Network, s.NetworkName = container.NetworkOpen, out.Name
+		id := x.create(s)
+		if err := x.e.Start(x.ctx, id); err != nil {
+			x.Fatalf("start %s: %v", what, err)
+		}
+		return id
+	}
+	if !x.e.Abilities().FixedAddresses {
+		in, err := x.e.CreateNetwork(x.ctx, container.NetworkSpec{Name: x.name("in"), Internal: true, Labels: labels})
+		if err != nil {
+			x.Fatal(err)
+		}
+		if err := x.e.ConnectNetwork(x.ctx, in.ID, member("one"), netip.MustParseAddr("10.0.0.30")); !container.IsNotSupported(err) {
+			x.Errorf("connect at an address = %v, want ErrNotSupported", err)
+		}
+		return
+	}
+	in, sub := x.addressedNetwork(labels)
+	last := sub.Addr().As4()
+	last[3] += 30
+	addr := netip.AddrFrom4(last)
+	if err := x.e.ConnectNetwork(x.ctx, in.ID, member("one"), addr); err != nil {
+		x.Fatalf("connect at %v: %v", addr, err)
+	}
+	if err := x.e.ConnectNetwork(x.ctx, in.ID, member("two"), addr); !errors.Is(err, container.ErrAddressInUse) {
+		x.Errorf("connect a second member at %v = %v, want ErrAddressInUse", addr, err)
+	}
+}
+
+// addressedNetwork makes an internal network on a /27 of its own whose
+// members are numbered in its lower half.
+func (x *env) addressedNetwork(labels map[string]string) (*container.Network, netip.Prefix) {
+	x.Helper()
+	seed := int(x.tag[len(x.tag)-1]) + int(x.tag[len(x.tag)-2])<<8
+	for i := range 32 {
+		k := (seed + i*97) % 2048
+		sub := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 214, byte(k >> 3), byte(k&7) << 5}), 27)
+		n, err := x.e.CreateNetwork(x.ctx, container.NetworkSpec{
+			Name: x.name("in"), Internal: true, Subnet: sub.String(),
+			MemberRange: netip.PrefixFrom(sub.Addr(), 28).String(), Labels: labels,
+		})
+		if err == nil {
+			return n, sub
+		}
+		if !errors.Is(err, container.ErrAddressInUse) {
+			x.Fatalf("create a network on %s: %v", sub, err)
+		}
+	}
+	x.Fatal("no free /27 in 10.214.0.0/16")
+	return nil, netip.Prefix{}
 }
 
 // testDescribe: the engine describes itself, and says its memory or that

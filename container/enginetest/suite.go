@@ -81,6 +81,7 @@ func (s Suite) RunTests(t *testing.T) {
 		{"Volumes", testVolumes},
 		{"VolumeFiles", testVolumeFiles},
 		{"Networks", testNetworks},
+		{"FixedAddresses", testFixedAddresses},
 		{"Images", testImages},
 		{"Describe", testDescribe},
 	} {

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -58,8 +59,10 @@ type Container struct {
 	OOMKilled bool
 	// Starts counts Start calls that started it.
 	Starts int
-	// Networks are the networks it was connected to.
+	// Networks are the networks it was connected to; Addrs its addresses
+	// on those it was connected to at an address of its own.
 	Networks []string
+	Addrs    map[string]netip.Addr
 
 	waiters []chan container.WaitResult // for the next exit
 	// stdout and stderr are what its runs printed (Process), and stdin
@@ -78,7 +81,7 @@ type Container struct {
 
 // copy is c as tests see it: without its waiters and process.
 func (c *Container) copy() Container {
-	return Container{ID: c.ID, Name: c.Name, Spec: c.Spec, Status: c.Status, ExitCode: c.ExitCode, Starts: c.Starts, Networks: slices.Clone(c.Networks)}
+	return Container{ID: c.ID, Name: c.Name, Spec: c.Spec, Status: c.Status, ExitCode: c.ExitCode, Starts: c.Starts, Networks: slices.Clone(c.Networks), Addrs: maps.Clone(c.Addrs)}
 }
 
 // Engine is the fake. The zero value is not usable; call New.
@@ -372,7 +375,7 @@ func withManaged(labels map[string]string) map[string]string {
 func (f *Engine) Abilities() container.Abilities {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return container.Abilities{Kind: container.KindFake, BindMounts: true, VolumesWritable: f.VolumesWritable, CommitImages: f.commit, MoveImages: f.MovesImages}
+	return container.Abilities{Kind: container.KindFake, BindMounts: true, VolumesWritable: f.VolumesWritable, CommitImages: f.commit, MoveImages: f.MovesImages, FixedAddresses: true}
 }
 
 // Check implements the engine's Check.

@@ -3,6 +3,7 @@ package fake
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/container"
@@ -138,7 +139,7 @@ func TestVolumesAndNetworks(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, _ := f.Create(ctx, spec("c"))
-	if err := f.ConnectNetwork(ctx, "n", id); err != nil {
+	if err := f.ConnectNetwork(ctx, "n", id, netip.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.RemoveNetwork(ctx, n.ID); !container.IsConflict(err) {

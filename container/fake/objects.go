@@ -3,6 +3,7 @@ package fake
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -68,6 +69,13 @@ func (f *Engine) CreateNetwork(ctx context.Context, s container.NetworkSpec) (*c
 			return nil, fmt.Errorf("network %s: pool overlaps: %w", s.Name, container.ErrAddressInUse)
 		}
 	}
+	if s.MemberRange != "" {
+		sub, err1 := netip.ParsePrefix(s.Subnet)
+		r, err2 := netip.ParsePrefix(s.MemberRange)
+		if err1 != nil || err2 != nil || !sub.Contains(r.Addr()) || r.Bits() < sub.Bits() {
+			return nil, fmt.Errorf("network %s: member range %s is not within subnet %s", s.Name, s.MemberRange, s.Subnet)
+		}
+	}
 	f.seq++
 	n := &container.Network{ID: fmt.Sprintf("net%061d", f.seq), Name: s.Name, Internal: s.Internal, Labels: withManaged(s.Labels), Created: time.Now()}
 	f.networks[n.ID] = n
@@ -130,7 +138,7 @@ func (f *Engine) network(idOrName string) *container.Network {
 }
 
 // ConnectNetwork implements the engine's ConnectNetwork.
-func (f *Engine) ConnectNetwork(ctx context.Context, networkID, containerID string) error {
+func (f *Engine) ConnectNetwork(ctx context.Context, networkID, containerID string, addr netip.Addr) error {
 	if err := f.begin("ConnectNetwork", networkID+" "+containerID); err != nil {
 		return err
 	}
@@ -144,7 +152,35 @@ func (f *Engine) ConnectNetwork(ctx context.Context, networkID, containerID stri
 	if c == nil {
 		return notFound("container", containerID)
 	}
+	if addr.IsValid() {
+		if err := f.fixedAddress(n, addr); err != nil {
+			return err
+		}
+		if c.Addrs == nil {
+			c.Addrs = map[string]netip.Addr{}
+		}
+		c.Addrs[n.ID] = addr
+	}
 	c.Networks = append(c.Networks, n.ID)
+	return nil
+}
+
+// fixedAddress refuses addr on network n, as Docker does, unless it is in
+// n's subnet, outside its member range and no other member's.
+func (f *Engine) fixedAddress(n *container.Network, addr netip.Addr) error {
+	s := f.netSpecs[n.ID]
+	sub, err := netip.ParsePrefix(s.Subnet)
+	if err != nil || !sub.Contains(addr) {
+		return fmt.Errorf("network %s: address %v is not in its subnet %q", n.Name, addr, s.Subnet)
+	}
+	if r, err := netip.ParsePrefix(s.MemberRange); err == nil && r.Contains(addr) {
+		return fmt.Errorf("network %s: address %v is in its member range %s", n.Name, addr, r)
+	}
+	for _, o := range f.containers {
+		if o.Addrs[n.ID] == addr {
+			return fmt.Errorf("network %s: address %v is %s's: %w", n.Name, addr, o.Name, container.ErrAddressInUse)
+		}
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -268,16 +269,17 @@ type (
 		Fail       map[string]sharedFailure       `json:"fail,omitempty"`
 	}
 	sharedContainer struct {
-		ID       string         `json:"id"`
-		Name     string         `json:"name"`
-		Spec     container.Spec `json:"spec"`
-		Status   string         `json:"status"`
-		ExitCode int            `json:"exit_code"`
-		Starts   int            `json:"starts"`
-		Exits    int            `json:"exits"`
-		Networks []string       `json:"networks,omitempty"`
-		Runs     []string       `json:"runs,omitempty"`
-		Started  time.Time      `json:"started"`
+		ID       string                `json:"id"`
+		Name     string                `json:"name"`
+		Spec     container.Spec        `json:"spec"`
+		Status   string                `json:"status"`
+		ExitCode int                   `json:"exit_code"`
+		Starts   int                   `json:"starts"`
+		Exits    int                   `json:"exits"`
+		Networks []string              `json:"networks,omitempty"`
+		Addrs    map[string]netip.Addr `json:"addrs,omitempty"`
+		Runs     []string              `json:"runs,omitempty"`
+		Started  time.Time             `json:"started"`
 	}
 	sharedNetwork struct {
 		Network container.Network     `json:"network"`
@@ -304,7 +306,7 @@ func (s *Shared) load() (*Engine, error) {
 	for _, c := range st.Containers {
 		f.containers[c.ID] = &Container{
 			ID: c.ID, Name: c.Name, Spec: c.Spec, Status: c.Status, ExitCode: c.ExitCode, Starts: c.Starts,
-			Networks: c.Networks, exits: c.Exits, runs: c.Runs, started: c.Started,
+			Networks: c.Networks, Addrs: c.Addrs, exits: c.Exits, runs: c.Runs, started: c.Started,
 		}
 	}
 	for _, v := range st.Volumes {
@@ -332,7 +334,7 @@ func (s *Shared) save(f *Engine) error {
 	for _, c := range f.containers {
 		st.Containers = append(st.Containers, sharedContainer{
 			ID: c.ID, Name: c.Name, Spec: c.Spec, Status: c.Status, ExitCode: c.ExitCode, Starts: c.Starts,
-			Exits: c.exits, Networks: c.Networks, Runs: c.runs, Started: c.started,
+			Exits: c.exits, Networks: c.Networks, Addrs: c.Addrs, Runs: c.runs, Started: c.started,
 		})
 	}
 	slices.SortFunc(st.Containers, func(a, b sharedContainer) int { return strings.Compare(a.ID, b.ID) })

@@ -3,6 +3,7 @@ package fake
 import (
 	"context"
 	"io"
+	"net/netip"
 
 	"github.com/git-sandbox/git-sandbox/container"
 )
@@ -40,8 +41,8 @@ func (s *Shared) CreateNetwork(ctx context.Context, spec container.NetworkSpec) 
 }
 
 // ConnectNetwork implements the engine's ConnectNetwork.
-func (s *Shared) ConnectNetwork(ctx context.Context, networkID, containerID string) error {
-	return s.do(func(f *Engine) error { return f.ConnectNetwork(ctx, networkID, containerID) })
+func (s *Shared) ConnectNetwork(ctx context.Context, networkID, containerID string, addr netip.Addr) error {
+	return s.do(func(f *Engine) error { return f.ConnectNetwork(ctx, networkID, containerID, addr) })
 }
 
 // RemoveNetwork implements the engine's RemoveNetwork.
@@ -62,7 +63,7 @@ func (s *Shared) ListNetworks(ctx context.Context, labels ...string) (out []cont
 // no images of containers, and loads images (their tags: the egress
 // proxy's image is loaded on the first allowlist start).
 func (s *Shared) Abilities() container.Abilities {
-	return container.Abilities{Kind: container.KindFake, BindMounts: true, MoveImages: true}
+	return container.Abilities{Kind: container.KindFake, BindMounts: true, MoveImages: true, FixedAddresses: true}
 }
 
 // Check implements the engine's Check.

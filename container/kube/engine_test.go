@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,7 +179,7 @@ func TestHostAliases(t *testing.T) {
 	if _, err := e.CreateNetwork(ctx, container.NetworkSpec{Name: "net1", Internal: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.ConnectNetwork(ctx, "net1", "me"); err != nil {
+	if err := e.ConnectNetwork(ctx, "net1", "me", netip.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := e.getRecord(ctx, "me")
@@ -207,6 +208,13 @@ func TestHostAliases(t *testing.T) {
 	want := []corev1.HostAlias{{IP: "10.0.0.2", Hostnames: []string{"proxy"}}, {IP: "10.0.0.3", Hostnames: []string{"db", "db.internal"}}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("host aliases %v, want %v", got, want)
+	}
+	// The spec's own Hosts are given too.
+	r.spec.Hosts = []container.Host{{Name: "cache.internal", Addr: netip.MustParseAddr("10.0.0.3")}, {Name: "named", Addr: netip.MustParseAddr("10.0.0.9")}}
+	got, err = e.hostAliases(ctx, r)
+	want = []corev1.HostAlias{{IP: "10.0.0.2", Hostnames: []string{"proxy"}}, {IP: "10.0.0.3", Hostnames: []string{"cache.internal", "db", "db.internal"}}, {IP: "10.0.0.9", Hostnames: []string{"named"}}}
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("host aliases with the spec's hosts %v, %v; want %v", got, err, want)
 	}
 	for s, ok := range map[string]bool{"db.internal": true, "a": true, "under_score": false, "-x": false, strings.Repeat("a.", 127) + "a": false, "x..y": false} {
 		if isHostname(s) != ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -372,7 +373,7 @@ func TestNetworksArePolicies(t *testing.T) {
 	if _, err := e.Create(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.ConnectNetwork(ctx, "Sb_net", "member"); err != nil {
+	if err := e.ConnectNetwork(ctx, "Sb_net", "member", netip.Addr{}); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := e.getRecord(ctx, "member")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sort"
 	"time"
 
@@ -181,8 +182,13 @@ func networkOf(np *networkingv1.NetworkPolicy) *container.Network {
 }
 
 // ConnectNetwork makes a container a member of a network: its record
-// says so for its next Pods, and a running Pod is labelled now.
-func (e *Engine) ConnectNetwork(ctx context.Context, networkID, containerID string) error {
+// says so for its next Pods, and a running Pod is labelled now. A Pod's
+// address is the cluster's to give (no Abilities.FixedAddresses): addr
+// must be the zero Addr.
+func (e *Engine) ConnectNetwork(ctx context.Context, networkID, containerID string, addr netip.Addr) error {
+	if addr.IsValid() {
+		return container.WithKind(container.ErrNotSupported, fmt.Errorf("connect %s to network %s at %v: a cluster gives a Pod its address", containerID, networkID, addr))
+	}
 	net := objectName(networkID)
 	if _, err := e.cs.NetworkingV1().NetworkPolicies(e.ns).Get(ctx, net, metav1.GetOptions{}); err != nil {
 		return fmt.Errorf("connect %s to network %s: %w", containerID, networkID, kerr(err))

@@ -258,10 +258,13 @@ func resourcesOf(l container.Limits, req request) corev1.ResourceRequirements {
 
 // hostAliases are the names of the other running members of the
 // container's networks, so that it reaches them by name as on a Docker
-// network (the agent finds its egress proxy so). They are fixed when the
-// Pod is made.
+// network (the agent finds its egress proxy so), and its spec's Hosts.
+// They are fixed when the Pod is made.
 func (e *Engine) hostAliases(ctx context.Context, r *record) ([]corev1.HostAlias, error) {
 	byIP := map[string]map[string]bool{}
+	for _, h := range r.spec.Hosts {
+		byIP[h.Addr.String()] = map[string]bool{h.Name: true}
+	}
 	for _, n := range r.networks() {
 		pods, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: labelNetPrefix + n + "=1"})
 		if err != nil {

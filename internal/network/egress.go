@@ -135,8 +135,14 @@ type EgressPlan struct {
 	InternalNetwork string `json:"internal_network"`
 	// EgressNetwork is the proxy's way out; nothing else joins it.
 	EgressNetwork string `json:"egress_network"`
-	// ProxyURL is what HTTP_PROXY, HTTPS_PROXY and ALL_PROXY say.
+	// ProxyURL is what HTTP_PROXY, HTTPS_PROXY and ALL_PROXY say: the
+	// proxy by name.
 	ProxyURL string `json:"proxy_url"`
+	// ProxyAddr is where the proxy is on the internal network, once it is
+	// made, on an engine with fixed addresses: the agent's hosts file
+	// gives the name that address (AgentHosts), so that no connection of
+	// the agent's waits on a name server to find its proxy.
+	ProxyAddr netip.Addr `json:"proxy_addr,omitzero"`
 	// Log is the decision log on the host.
 	Log   string          `json:"log"`
 	Proxy *container.Spec `json:"proxy"`
@@ -216,9 +222,18 @@ const (
 	internalAttempts = 64
 )
 
+// proxyAddress is the egress proxy's address on an internal network of
+// range sub: its last, which its upper half keeps for it.
+func proxyAddress(sub netip.Prefix) netip.Addr {
+	a := sub.Addr().As4()
+	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	v += 1<<(32-sub.Bits()) - 2
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
 // internalSubnet is the i-th range to try for the network called name:
 // spread by a hash of the name, so concurrent starts rarely collide.
-func internalSubnet(name string, i int) string {
+func internalSubnet(name string, i int) netip.Prefix {
 	n := 1 << (InternalBits - InternalPool.Bits())
 	sum := sha256.Sum256([]byte(name))
 	k := (int(sum[0])<<8 | int(sum[1]) + i) % n
@@ -227,23 +242,30 @@ func internalSubnet(name string, i int) string {
 	v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
 	v += off
 	a := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-	return netip.PrefixFrom(a, InternalBits).String()
+	return netip.PrefixFrom(a, InternalBits)
 }
 
 // createInternalNetwork makes a sandbox's internal network on a range of
-// its own.
-func createInternalNetwork(ctx context.Context, d Engine, name string, labels map[string]string) (*container.Network, error) {
-	var err error
+// its own. On an engine with fixed addresses, its members are numbered
+// in the lower half of the range and the proxy's address (proxyAddress)
+// is kept out of it; proxy is that address then, else the zero Addr.
+func createInternalNetwork(ctx context.Context, d Engine, name string, labels map[string]string) (n *container.Network, proxy netip.Addr, err error) {
+	fixed := d.Abilities().FixedAddresses
 	for i := 0; i < internalAttempts; i++ {
-		var n *container.Network
-		n, err = d.CreateNetwork(ctx, container.NetworkSpec{
-			Name: name, Internal: true, HostUnreachable: true, Subnet: internalSubnet(name, i), Labels: labels,
-		})
+		sub := internalSubnet(name, i)
+		spec := container.NetworkSpec{Name: name, Internal: true, HostUnreachable: true, Subnet: sub.String(), Labels: labels}
+		if fixed {
+			spec.MemberRange = netip.PrefixFrom(sub.Addr(), sub.Bits()+1).String()
+		}
+		n, err = d.CreateNetwork(ctx, spec)
 		if !errors.Is(err, container.ErrAddressInUse) {
-			return n, err
+			if err == nil && fixed {
+				proxy = proxyAddress(sub)
+			}
+			return n, proxy, err
 		}
 	}
-	return nil, usererr.Wrap(err, "no free address range for network %s in %s after %d tries", name, InternalPool, internalAttempts).
+	return nil, netip.Addr{}, usererr.Wrap(err, "no free address range for network %s in %s after %d tries", name, InternalPool, internalAttempts).
 		Hint("docker network ls shows the engine's networks; one of them may use the whole range")
 }
 
@@ -507,10 +529,11 @@ func (e *Env) networkLabels(branch string) map[string]string {
 func (e *Env) createEgress(ctx context.Context, d Engine, branch string, p *EgressPlan, u Undo) error {
 	cctx := context.WithoutCancel(ctx)
 	labels := e.networkLabels(branch)
-	in, err := createInternalNetwork(ctx, d, p.InternalNetwork, labels)
+	in, addr, err := createInternalNetwork(ctx, d, p.InternalNetwork, labels)
 	if err != nil {
 		return err
 	}
+	p.ProxyAddr = addr
 	u.Add(func() { _ = d.RemoveNetwork(cctx, in.ID) })
 	if err := e.step("internal network"); err != nil {
 		return err
@@ -579,7 +602,7 @@ func (e *Env) startProxy(ctx context.Context, d Engine, branch string, p *Egress
 		return ambiguous(fmt.Errorf("egress proxy: %w", err), p.EgressNetwork)
 	}
 	u.Add(func() { _ = d.Remove(cctx, id) })
-	if err := d.ConnectNetwork(ctx, p.InternalNetwork, id); err != nil {
+	if err := d.ConnectNetwork(ctx, p.InternalNetwork, id, p.ProxyAddr); err != nil {
 		return fmt.Errorf("egress proxy: %w", err)
 	}
 	if err := e.step("proxy"); err != nil {
@@ -787,11 +810,21 @@ func (p *EgressPlan) Terminates() bool { return len(p.secrets)+len(p.Inspect) > 
 // it inspects.
 func (p *EgressPlan) caHosts() []string { return append(secretHosts(p.secrets), p.Inspect...) }
 
+// AgentHosts are the names the agent's hosts file gives: its proxy's, at
+// its fixed address (none before the networks are made, or on an engine
+// that gives addresses itself).
+func (p *EgressPlan) AgentHosts() []container.Host {
+	if p == nil || !p.ProxyAddr.IsValid() {
+		return nil
+	}
+	return []container.Host{{Name: p.Proxy.Name, Addr: p.ProxyAddr}}
+}
+
 // Record is what the sandbox's record keeps of the plan.
 func (p *EgressPlan) Record() *record.Egress {
 	return &record.Egress{
 		Allow: p.Allow, Remove: p.Remove,
-		InternalNetwork: p.InternalNetwork, EgressNetwork: p.EgressNetwork, Proxy: p.Proxy.Name,
+		InternalNetwork: p.InternalNetwork, EgressNetwork: p.EgressNetwork, Proxy: p.Proxy.Name, ProxyAddr: p.ProxyAddr,
 		Secrets: recordSecrets(p.secrets), Inspect: p.Inspect, Forward: record.PortsOf(p.Forward), Budget: p.Budget,
 	}
 }
@@ -873,6 +906,8 @@ func (e *Env) RestartProxy(ctx context.Context, d Engine, sb *record.Record, onE
 	// The hosts inspected are those of the start: the agent's container
 	// trusts the sandbox's CA only if it had one then.
 	p.Allow, p.Remove, p.live, p.Budget, p.Inspect = eg.Allow, eg.Remove, eg.Live, eg.Budget, eg.Inspect
+	// The agent's hosts file names the address of the start.
+	p.ProxyAddr = eg.ProxyAddr
 	p.SetForward(record.ToPorts(eg.Forward))
 	if len(eg.Secrets) > 0 {
 		if p.secrets, err = e.resumeSecrets(ctx, eg.Secrets, io); err != nil {

@@ -20,24 +20,35 @@ import (
 )
 
 // TestInternalNetworkTakesTheNextFreeRange: a range the engine has given
-// out already is skipped, and every range is a /27 of the pool.
+// out already is skipped, and every range is a /27 of the pool; its
+// members are numbered in its lower half, and the proxy's address is its
+// last, outside it.
 func TestInternalNetworkTakesTheNextFreeRange(t *testing.T) {
 	f := fake.New()
 	ctx := context.Background()
 	name := "git-sandbox-x-net"
-	if _, err := f.CreateNetwork(ctx, container.NetworkSpec{Name: "someone-elses", Subnet: internalSubnet(name, 0)}); err != nil {
+	if _, err := f.CreateNetwork(ctx, container.NetworkSpec{Name: "someone-elses", Subnet: internalSubnet(name, 0).String()}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := createInternalNetwork(ctx, f, name, nil)
+	n, proxy, err := createInternalNetwork(ctx, f, name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := f.NetworkSpec(n.ID).Subnet, internalSubnet(name, 1); got != want {
-		t.Errorf("subnet = %s, want the next one %s", got, want)
+	want := internalSubnet(name, 1)
+	spec := f.NetworkSpec(n.ID)
+	if spec.Subnet != want.String() {
+		t.Errorf("subnet = %s, want the next one %s", spec.Subnet, want)
+	}
+	members := netip.MustParsePrefix(spec.MemberRange)
+	if members.Bits() != InternalBits+1 || members.Addr() != want.Addr() || !want.Contains(proxy) || members.Contains(proxy) || proxy.Next() == want.Addr() {
+		t.Errorf("members in %s, proxy at %v: want the lower half of %s and its last host address", members, proxy, want)
+	}
+	if b := proxy.As4(); b[3]&31 != 30 {
+		t.Errorf("proxy at %v: want the range's .30", proxy)
 	}
 	seen := map[string]bool{}
 	for i := 0; i < 1<<(InternalBits-InternalPool.Bits()); i++ {
-		p := netip.MustParsePrefix(internalSubnet(name, i))
+		p := internalSubnet(name, i)
 		if !InternalPool.Contains(p.Addr()) || p.Bits() != InternalBits || p.Masked() != p || seen[p.String()] {
 			t.Fatalf("range %d = %s", i, p)
 		}

@@ -36,18 +36,20 @@ type Container struct {
 	// Network is the network mode ("none", "allowlist", "open").
 	Network container.NetworkMode `json:"network"`
 	// NetworkName is the engine network the container joined.
-	NetworkName   string   `json:"network_name,omitempty"`
-	NetworkAlias  string   `json:"network_alias,omitempty"`
-	ReadOnlyRoot  bool     `json:"read_only_root,omitempty"`
-	Runtime       string   `json:"runtime,omitempty"`
-	TTY           bool     `json:"tty"`
-	OpenStdin     bool     `json:"open_stdin"`
-	StdinOnce     bool     `json:"stdin_once"`
-	CapDrop       []string `json:"cap_drop"`
-	Security      []string `json:"security_opt"`
-	Init          bool     `json:"init"`
-	AutoRemove    bool     `json:"auto_remove,omitempty"`
-	NoHealthcheck bool     `json:"no_healthcheck,omitempty"`
+	NetworkName  string `json:"network_name,omitempty"`
+	NetworkAlias string `json:"network_alias,omitempty"`
+	// Hosts are the names the container's hosts file gives (its proxy's).
+	Hosts         []container.Host `json:"hosts,omitempty"`
+	ReadOnlyRoot  bool             `json:"read_only_root,omitempty"`
+	Runtime       string           `json:"runtime,omitempty"`
+	TTY           bool             `json:"tty"`
+	OpenStdin     bool             `json:"open_stdin"`
+	StdinOnce     bool             `json:"stdin_once"`
+	CapDrop       []string         `json:"cap_drop"`
+	Security      []string         `json:"security_opt"`
+	Init          bool             `json:"init"`
+	AutoRemove    bool             `json:"auto_remove,omitempty"`
+	NoHealthcheck bool             `json:"no_healthcheck,omitempty"`
 }
 
 // Mount is one mount of the recorded container: a host path, or a volume
@@ -85,7 +87,7 @@ func ContainerOf(s *container.Spec) *Container {
 		Network: s.Network, NetworkName: s.NetworkName, NetworkAlias: s.NetworkAlias, ReadOnlyRoot: s.ReadOnlyRoot, Runtime: s.Runtime,
 		TTY: s.TTY, OpenStdin: s.OpenStdin, StdinOnce: s.StdinOnce,
 		CapDrop: slices.Clone(s.CapDrop), Security: slices.Clone(s.Security), Init: s.Init, AutoRemove: s.AutoRemove,
-		NoHealthcheck: s.NoHealthcheck,
+		NoHealthcheck: s.NoHealthcheck, Hosts: slices.Clone(s.Hosts),
 	}
 	for _, m := range s.Mounts {
 		c.Mounts = append(c.Mounts, Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly, Volume: m.Volume, NoCopy: m.NoCopy, Why: m.Why})
@@ -123,7 +125,7 @@ func (c *Container) ToSpec() *container.Spec {
 		Network: c.Network, NetworkName: c.NetworkName, NetworkAlias: c.NetworkAlias, ReadOnlyRoot: c.ReadOnlyRoot, Runtime: c.Runtime,
 		TTY: c.TTY, OpenStdin: c.OpenStdin, StdinOnce: c.StdinOnce,
 		CapDrop: slices.Clone(c.CapDrop), Security: slices.Clone(c.Security), Init: c.Init, AutoRemove: c.AutoRemove,
-		NoHealthcheck: c.NoHealthcheck,
+		NoHealthcheck: c.NoHealthcheck, Hosts: slices.Clone(c.Hosts),
 	}
 	if s.Labels == nil {
 		s.Labels = map[string]string{}

@@ -9,13 +9,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/git-sandbox/git-sandbox/internal/egress"
-	"github.com/git-sandbox/git-sandbox/internal/meter"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/git-sandbox/git-sandbox/internal/egress"
+	"github.com/git-sandbox/git-sandbox/internal/meter"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
@@ -124,6 +126,10 @@ type Egress struct {
 	InternalNetwork string `json:"internal_network"`
 	EgressNetwork   string `json:"egress_network"`
 	Proxy           string `json:"proxy"`
+	// ProxyAddr is the proxy's address on the internal network, kept for
+	// it there (the agent's hosts file names it); none on an engine that
+	// gives its own (Kubernetes) and in records made before it.
+	ProxyAddr netip.Addr `json:"proxy_addr,omitzero"`
 	// Secrets are the credentials given to the agent as placeholders: the
 	// placeholder stays the same on every resume (the container's
 	// environment holds it), the hosts are those of the start, and the

@@ -8,8 +8,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"time"
+
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 func TestSaveLoadUpdateList(t *testing.T) {

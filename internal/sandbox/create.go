@@ -198,7 +198,8 @@ func (c *creation) home(context.Context, *steps.Undo) error {
 // network re-plans the container's mounts now that every path exists (so
 // what is mounted is what was resolved a moment ago, with the baseline
 // stamped), and makes the sandbox's networks and egress proxy, unless a
-// devcontainer build made them already.
+// devcontainer build made them already; the container's hosts file then
+// names the proxy at its address.
 func (c *creation) network(ctx context.Context, u *steps.Undo) error {
 	p, e := c.p, c.e
 	c.spec = *p.Container
@@ -215,10 +216,16 @@ func (c *creation) network(ctx context.Context, u *steps.Undo) error {
 		}
 		c.spec.Mounts[i].Source = src
 	}
-	if p.networksMade {
-		return nil
+	if !p.networksMade {
+		if err := e.network().Make(ctx, c.d, network.Networks{Branch: p.Branch, Egress: p.Egress, OpenNetwork: p.OpenNetwork}, u); err != nil {
+			return err
+		}
 	}
-	return e.network().Make(ctx, c.d, network.Networks{Branch: p.Branch, Egress: p.Egress, OpenNetwork: p.OpenNetwork}, u)
+	if p.Egress != nil {
+		c.spec.Hosts = append(c.spec.Hosts, p.Egress.AgentHosts()...)
+		c.rec.Egress.ProxyAddr = p.Egress.ProxyAddr
+	}
+	return nil
 }
 
 // caches makes the cache volumes the container mounts (not the

@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -107,6 +108,16 @@ func TestStartAllowlistMakesNetworksAndProxy(t *testing.T) {
 	agent, _ := te.fake.Get(sb.Container)
 	if agent.Spec.Network != container.NetworkAllowlist || agent.Spec.NetworkName != eg.InternalNetwork || len(agent.Networks) != 0 {
 		t.Errorf("agent network %s %q %v", agent.Spec.Network, agent.Spec.NetworkName, agent.Networks)
+	}
+	// The agent finds its proxy in its hosts file, at the address the
+	// internal network keeps for it (out of the range its members are
+	// numbered in), with no name server asked.
+	members := netip.MustParsePrefix(spec.MemberRange)
+	if a := p.Addrs[in.ID]; !a.IsValid() || a != eg.ProxyAddr || members.Contains(a) || !netip.MustParsePrefix(spec.Subnet).Contains(a) {
+		t.Errorf("proxy at %v on the internal network, record says %v, members in %s", a, eg.ProxyAddr, members)
+	}
+	if want := []container.Host{{Name: eg.Proxy, Addr: eg.ProxyAddr}}; !slices.Equal(agent.Spec.Hosts, want) || !slices.Equal(sb.Spec.Hosts, want) {
+		t.Errorf("agent's hosts %v, recorded %v, want %v", agent.Spec.Hosts, sb.Spec.Hosts, want)
 	}
 	url := "http://" + eg.Proxy + ":" + network.ProxyPort
 	for _, k := range []string{"HTTP_PROXY", "https_proxy", "ALL_PROXY"} {
@@ -342,6 +353,10 @@ func TestAllowlistStopResumeRemove(t *testing.T) {
 	p := te.role("t1", container.RoleProxy)
 	if len(p) != 1 || p[0].ID == first || p[0].Status != enginefake.StatusRunning {
 		t.Fatalf("proxy after resume: %+v", p)
+	}
+	// At the address of the start, which the agent's hosts file names.
+	if !sb.Egress.ProxyAddr.IsValid() || !slices.Contains(slices.Collect(maps.Values(p[0].Addrs)), sb.Egress.ProxyAddr) {
+		t.Errorf("resumed proxy's addresses %v, want %v", p[0].Addrs, sb.Egress.ProxyAddr)
 	}
 	cfg, err := egress.LoadConfig(filepath.Join(te.env.Layout.ProxyDir("t1"), network.ProxyConfigFile))
 	if err != nil || slices.ContainsFunc(cfg.Allow, func(r egress.Rule) bool { return r.Entry == "other.example.com" }) {
