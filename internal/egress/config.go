@@ -262,7 +262,10 @@ func Run(ctx context.Context, c *ProxyConfig, errs io.Writer, ready func(net.Add
 	if listen == "" {
 		listen = DefaultListen
 	}
-	l, err := net.Listen("tcp", listen)
+	// No TCP keep-alive probes on the agent's connections: they are
+	// local, and an idle one ends by the idle timeouts (four system calls
+	// fewer per connection).
+	l, err := (&net.ListenConfig{KeepAlive: -1}).Listen(ctx, "tcp", listen)
 	if err != nil {
 		return fmt.Errorf("egress proxy: %w", err)
 	}

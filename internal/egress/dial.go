@@ -38,6 +38,13 @@ func (d *dialer) dial(ctx context.Context, t Target, kind Kind) (net.Conn, netip
 	if err != nil {
 		return nil, netip.Addr{}, err
 	}
+	return d.dialChecked(ctx, pol, dec, t, kind)
+}
+
+// dialChecked is dial once the name is checked: dec is pol's decision on
+// t for kind.
+func (d *dialer) dialChecked(ctx context.Context, pol *Policy, dec Decision, t Target, kind Kind) (net.Conn, netip.Addr, error) {
+	var err error
 	addrs := []netip.Addr{t.Addr}
 	if !t.Addr.IsValid() {
 		rctx, cancel := context.WithTimeout(ctx, d.timeout)

@@ -368,9 +368,11 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, rec, start, http.StatusForbidden, Leak, l.Error())
 		return
 	}
-	dec, err := p.policy.get().Check(t, Connect)
+	pol := p.policy.get()
+	dec, err := pol.Check(t, Connect)
 	if err != nil {
 		dec, err = p.hold(r.Context(), rec, t, Connect, err)
+		pol = p.policy.get() // an answer may have changed it
 	}
 	if err != nil {
 		status, decision, reason := denial(err)
@@ -391,7 +393,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, rec, start, http.StatusForbidden, Denied, "its allow entries have method or path rules, which the proxy applies only to plain HTTP and to hosts whose TLS it terminates (a secret's hosts, and hosts marked inspect = true in the user's config: [[host]] name = \""+t.Host+"\" inspect = true); a tunnel would carry any request")
 		return
 	}
-	up, addr, err := p.dialer.dial(r.Context(), t, Connect)
+	up, addr, err := p.dialer.dialChecked(r.Context(), pol, dec, t, Connect)
 	if err != nil {
 		status, decision, reason := denial(err)
 		if decision == Allowed {

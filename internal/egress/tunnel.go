@@ -38,37 +38,89 @@ func tunnel(agent, upstream net.Conn, idle time.Duration) (up, down int64) {
 	}
 	wg.Add(2)
 	go copyDir(upstream, agent, &up)
-	go copyDir(agent, upstream, &down)
+	copyDir(agent, upstream, &down) // in this goroutine: one fewer to start
 	wg.Wait()
 	abort()
 	return up, down
 }
 
-// copyIdle copies src to dst until src ends (nil) or fails. The copying
-// is io.Copy's, which splices between two TCP connections inside the
-// kernel. It returns at least every idle/4 (a read deadline) and every 4 MiB
-// to count bytes and note activity; the copy ends for idleness only when
-// neither direction has moved for idle.
+// copyIdle copies src to dst until src ends (nil) or fails. It reads and
+// writes through a small buffer until a read fills it: most tunnels carry
+// a request and its answer, for which the kernel's splice (io.Copy's way
+// between two TCP connections) costs more system calls than it saves,
+// and a pipe besides. From the first full read on, the rest goes by
+// io.Copy, in chunks of 4 MiB to count bytes and note activity. A read
+// deadline wakes it every idle/4 at most; the copy ends for idleness only
+// when neither direction has moved for idle.
 func copyIdle(dst, src net.Conn, idle time.Duration, last *atomic.Int64, n *int64) error {
+	src.SetReadDeadline(time.Now().Add(idle / 4))
+	bulk, err := copySmall(dst, src, idle, last, n)
+	if !bulk {
+		return err
+	}
 	const chunk = 4 << 20
 	for {
-		src.SetReadDeadline(time.Now().Add(idle / 4))
 		k, err := io.Copy(dst, &io.LimitedReader{R: src, N: chunk})
 		atomic.AddInt64(n, k)
-		now := time.Now()
 		if k > 0 {
-			last.Store(now.UnixNano())
+			last.Store(time.Now().UnixNano())
 		}
 		switch {
 		case err == nil && k < chunk:
 			return nil // src ended
 		case err == nil:
 			continue
-		case errors.Is(err, os.ErrDeadlineExceeded) && now.Sub(time.Unix(0, last.Load())) < idle:
-			continue
 		}
-		return err
+		if !stillActive(err, src, idle, last) {
+			return err
+		}
 	}
+}
+
+// smallCopy is copyIdle's buffer before a tunnel turns out to carry bulk.
+const smallCopy = 16 << 10
+
+var smallBufs = sync.Pool{New: func() any { b := make([]byte, smallCopy); return &b }}
+
+// copySmall copies src to dst by reads and writes until src ends or fails
+// (bulk false, with the error; nil when src ended), or until a read fills
+// the buffer (bulk true: the caller goes on).
+func copySmall(dst, src net.Conn, idle time.Duration, last *atomic.Int64, n *int64) (bulk bool, err error) {
+	bp := smallBufs.Get().(*[]byte)
+	defer smallBufs.Put(bp)
+	buf := *bp
+	for {
+		k, rerr := src.Read(buf)
+		if k > 0 {
+			last.Store(time.Now().UnixNano())
+			w, werr := dst.Write(buf[:k])
+			atomic.AddInt64(n, int64(w))
+			if werr != nil {
+				return false, werr
+			}
+			if k == len(buf) && rerr == nil {
+				return true, nil
+			}
+		}
+		switch {
+		case rerr == nil:
+		case errors.Is(rerr, io.EOF):
+			return false, nil
+		case !stillActive(rerr, src, idle, last):
+			return false, rerr
+		}
+	}
+}
+
+// stillActive reports whether err is src's read deadline while either
+// direction moved within idle; src's deadline is then set again.
+func stillActive(err error, src net.Conn, idle time.Duration, last *atomic.Int64) bool {
+	now := time.Now()
+	if !errors.Is(err, os.ErrDeadlineExceeded) || now.Sub(time.Unix(0, last.Load())) >= idle {
+		return false
+	}
+	src.SetReadDeadline(now.Add(idle / 4))
+	return true
 }
 
 type closeWriter interface{ CloseWrite() error }
