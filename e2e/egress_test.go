@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -473,5 +474,42 @@ done`)
 	r = e.MustSandbox("net", "hint")
 	if !strings.Contains(r.Stderr, "--allow telemetry.anthropic.com") {
 		t.Errorf("net lacks the hint:\n%s", r)
+	}
+}
+
+// TestVerifyReachesItsAllowedHost: verify_allow gives verify a proxy of
+// its own, which its container finds in its hosts file (no name server
+// asked) and through which the allowed host answers and another is
+// refused; both are gone after the run.
+func TestVerifyReachesItsAllowedHost(t *testing.T) {
+	t.Parallel()
+	e := NewEnv(t)
+	e.WriteConfig("allow = [\"api.allowed.test\"]\nverify_allow = [\"api.allowed.test\"]\negress_network = %q\nbase_image = %q\n[rescue]\ninterval = \"1s\"\n[limits]\nmemory = \"1g\"\npids = 256\n",
+		e.egressNetwork(), baseImage)
+	const probe = `p=${HTTP_PROXY#http://}; host=${p%:*}
+echo "hosts: $(grep -w "$host" /etc/hosts | tr -s '\t ' ' ')"
+for h in api.allowed.test api.denied.test; do
+  exec 3<>/dev/tcp/$host/3128 && printf 'GET http://%s/ HTTP/1.0\r\nHost: %s\r\n\r\n' $h $h >&3 && echo "$h: $(head -1 <&3)"; exec 3<&-
+done`
+	e.MustSandbox("start", "v", "-d", "--agent", "shell", "--verify", "bash probe.sh", "--", "sleep", "600")
+	startUpstream(t, e.egressNetwork(), "api.allowed.test", "api.denied.test")
+	must(t, os.WriteFile(filepath.Join(e.Worktree("v"), "probe.sh"), []byte(probe+"\n"), 0o644))
+	r := e.Sandbox("verify", "v")
+	if r.Code != 0 {
+		t.Fatalf("verify: %s", r)
+	}
+	out := r.Stdout + r.Stderr
+	hosts := regexp.MustCompile(`hosts: (\S+) (git-sandbox-proxy-[0-9a-f]+)`).FindStringSubmatch(out)
+	if hosts == nil {
+		t.Fatalf("verify's hosts file does not name its proxy:\n%s", out)
+	}
+	if a, err := netip.ParseAddr(hosts[1]); err != nil || a.As4()[3]&31 != 30 {
+		t.Errorf("verify's proxy at %q, want its network's last host address", hosts[1])
+	}
+	if !strings.Contains(out, "api.allowed.test: HTTP/1.0 200") || !strings.Contains(out, "api.denied.test: HTTP/1.0 403") {
+		t.Errorf("verify through its proxy: want the allowed host's 200 and the other's 403:\n%s", out)
+	}
+	if exec.Command("docker", "inspect", hosts[2]).Run() == nil {
+		t.Errorf("verify's proxy %s is still there after the run", hosts[2])
 	}
 }

@@ -834,28 +834,38 @@ func (p *EgressPlan) Record() *record.Egress {
 // verify_allow lists hosts and mode (the sandbox's own, or the config's)
 // allows a network at all; then networks and a proxy of its own, made here
 // and removed by cleanup. dir holds the proxy's files.
-func (e *Env) VerifyNetwork(ctx context.Context, d Engine, in VerifyNetworkInput) (mode container.NetworkMode, netName string, env []string, cleanup func(), err error) {
+func (e *Env) VerifyNetwork(ctx context.Context, d Engine, in VerifyNetworkInput) (RunNetwork, func(), error) {
 	none := func() {}
 	vp, err := VerifyPolicy(e.Config)
 	if err != nil {
-		return "", "", nil, none, err
+		return RunNetwork{}, none, err
 	}
 	if vp == nil || in.Mode == container.NetworkNone {
-		return container.NetworkNone, "", nil, none, nil
+		return RunNetwork{Mode: container.NetworkNone}, none, nil
 	}
 	eg, err := e.planEgressFor(proxyPlanInput{
 		Name: in.Name, Branch: in.Branch, Runtime: in.Runtime, Policy: vp,
 		ConfigDir: filepath.Join(in.Dir, "verify-proxy"), LogDir: filepath.Join(in.Dir, "verify-net"),
 	})
 	if err != nil {
-		return "", "", nil, none, err
+		return RunNetwork{}, none, err
 	}
 	var u undoList
 	if err := e.createEgress(ctx, d, in.Branch, eg, &u); err != nil {
 		u.run()
-		return "", "", nil, none, err
+		return RunNetwork{}, none, err
 	}
-	return container.NetworkAllowlist, eg.InternalNetwork, ProxyEnv(eg.ProxyURL), u.run, nil
+	return RunNetwork{Mode: container.NetworkAllowlist, Name: eg.InternalNetwork, Env: ProxyEnv(eg.ProxyURL), Hosts: eg.AgentHosts()}, u.run, nil
+}
+
+// RunNetwork is what a run beside a sandbox joins: its mode, the network
+// (allowlist mode's internal one), the environment that points at its
+// proxy and the hosts-file lines that find it.
+type RunNetwork struct {
+	Mode  container.NetworkMode
+	Name  string
+	Env   []string
+	Hosts []container.Host
 }
 
 // VerifyNetworkInput names a run beside a sandbox and what its network

@@ -481,6 +481,9 @@ func TestVerifyNetwork(t *testing.T) {
 		if verifyProxy.Name == "" || !slices.ContainsFunc(verifySpec.Env, func(s string) bool { return s == "HTTPS_PROXY=http://"+verifyProxy.Name+":"+network.ProxyPort }) {
 			t.Errorf("verify env %v, proxy %q", verifySpec.Env, verifyProxy.Name)
 		}
+		if len(verifySpec.Hosts) != 1 || verifySpec.Hosts[0].Name != verifyProxy.Name || !verifySpec.Hosts[0].Addr.IsValid() {
+			t.Errorf("verify's hosts %v, want its proxy %q at its address", verifySpec.Hosts, verifyProxy.Name)
+		}
 		cfg, err := egress.LoadConfig(filepath.Join(te.env.Layout.Dir("t1"), "verify-proxy", network.ProxyConfigFile))
 		if err != nil || len(cfg.Allow) != 1 || cfg.Allow[0].Entry != "proxy.golang.org" {
 			t.Errorf("verify proxy config %+v %v", cfg, err)

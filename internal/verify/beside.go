@@ -78,7 +78,7 @@ func Prepare(ctx context.Context, b Beside) (Options, func(), error) {
 	if err != nil {
 		return Options{}, nil, err
 	}
-	mode, netName, env, cleanup, err := b.Network.VerifyNetwork(ctx, b.Engine, network.VerifyNetworkInput{
+	rn, cleanup, err := b.Network.VerifyNetwork(ctx, b.Engine, network.VerifyNetworkInput{
 		Name: b.Name, Branch: b.Branch, Mode: set.Network, Runtime: set.Runtime, Dir: b.NetDir,
 	})
 	if err != nil {
@@ -93,7 +93,7 @@ func Prepare(ctx context.Context, b Beside) (Options, func(), error) {
 	}
 	return Options{
 		Engine: b.Engine, CommonDir: b.CommonDir, Image: image, Name: b.Name, Labels: labels,
-		Network: mode, NetworkName: netName, Env: env,
+		Network: rn.Mode, NetworkName: rn.Name, Env: rn.Env, Hosts: rn.Hosts,
 		Runtime: set.Runtime, Limits: set.Limits,
 		UID: os.Getuid(), GID: os.Getgid(),
 		WorkDir: b.WorkDir, MaxBytes: maxBytes,

@@ -51,11 +51,13 @@ type Options struct {
 	// NetworkName is the network to join (allowlist mode: the run's own
 	// internal network, with Env pointing at its proxy).
 	NetworkName string
-	Limits      container.Limits
-	Runtime     string
-	Env         []string
-	UID         int
-	GID         int
+	// Hosts are its hosts-file lines (its proxy's address).
+	Hosts   []container.Host
+	Limits  container.Limits
+	Runtime string
+	Env     []string
+	UID     int
+	GID     int
 	// WorkDir is a directory verify may use for its files; it is removed.
 	WorkDir string
 	// MaxBytes bounds the total size of the files written out (0: none).
@@ -108,6 +110,7 @@ func Run(ctx context.Context, o Options) (code int, err error) {
 		Labels:      o.Labels,
 		Network:     o.Network,
 		NetworkName: o.NetworkName,
+		Hosts:       o.Hosts,
 		Runtime:     o.Runtime,
 		Limits:      o.Limits,
 	}
