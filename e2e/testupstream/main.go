@@ -116,6 +116,9 @@ func main() {
 	})))
 }
 
+// fetchTimeout bounds each of fetch's requests.
+const fetchTimeout = 2 * time.Minute
+
 // fetch GETs url count times, one after the other, and prints the bytes
 // read, the total time, the median time of a request and the CPU time it
 // used. mode "direct"
@@ -136,6 +139,8 @@ func fetch(mode, url string, count int) int {
 			if err != nil {
 				return nil, err
 			}
+			c.SetDeadline(time.Now().Add(fetchTimeout))
+			defer c.SetDeadline(time.Time{})
 			fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr)
 			br := bufio.NewReader(c)
 			resp, err := http.ReadResponse(br, nil)
@@ -152,7 +157,9 @@ func fetch(mode, url string, count int) int {
 	case "fresh":
 		t.DisableKeepAlives = true
 	}
-	c := &http.Client{Transport: t}
+	// A request that hangs fails the run instead of holding the
+	// benchmark for ever (one 100 MB download takes well under a second).
+	c := &http.Client{Transport: t, Timeout: fetchTimeout}
 	buf := make([]byte, 64<<10)
 	var total int64
 	var times []time.Duration
