@@ -179,7 +179,9 @@ func (b *bufferPool) Get() []byte {
 func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
 
 // Serve serves on l until ctx is done, then closes every connection and
-// returns nil; it returns an error only when l fails.
+// returns nil; it returns an error only when l fails. The front (front.go)
+// takes l's connections: it serves CONNECTs itself and hands the rest to
+// net/http's server.
 func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{
 		Handler:           p,
@@ -187,8 +189,10 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 		IdleTimeout:       p.idle,
 		ErrorLog:          p.errLog,
 	}
+	front := newFrontListener(l)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() { errc <- srv.Serve(front) }()
+	go p.accept(ctx, front)
 	var err error
 	select {
 	case err = <-errc:

@@ -1,0 +1,94 @@
+package egress
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The front serves a CONNECT itself: a refusal is one whole answer (its
+// length, the reason) and the connection's end; a request it cannot read,
+// or a head too large, is a 400; a CONNECT whose first bytes come in
+// pieces goes to net/http's server and is served the same; a plain
+// request on the same proxy is net/http's, kept alive.
+func TestFrontServesConnect(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(up.Addr().String())
+	p, err := New(Options{Policy: &Policy{Allow: MustParseEntries(FromUser, "127.0.0.1:"+port)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, p)
+	ask := func(pieces ...string) (*http.Response, *bufio.Reader, net.Conn) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		for _, s := range pieces {
+			if _, err := io.WriteString(c, s); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			t.Fatalf("%q: %v", pieces, err)
+		}
+		return resp, br, c
+	}
+
+	resp, br, _ := ask("CONNECT 127.0.0.1:1 HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n")
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusForbidden || resp.ContentLength != int64(len(body)) || !strings.Contains(string(body), "not in the allow list") || err != nil {
+		t.Errorf("refused: %s, length %d, %q, %v", resp.Status, resp.ContentLength, body, err)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("the connection after a refusal: %v, want its end", err)
+	}
+
+	resp, _, _ = ask("CONNECT 127.0.0.1:" + port + " HTTP/9\r\n\r\n")
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a request that is not HTTP/1: %s", resp.Status)
+	}
+	resp, _, _ = ask("CONNECT 127.0.0.1:" + port + " HTTP/1.1\r\nX: " + strings.Repeat("a", maxHeaderBytes+1) + "\r\n\r\n")
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a head over %d bytes: %s", maxHeaderBytes, resp.Status)
+	}
+
+	for _, pieces := range [][]string{
+		{"CONNECT 127.0.0.1:" + port + " HTTP/1.1\r\nHost: x\r\n\r\nhello"},
+		{"CONN", "ECT 127.0.0.1:" + port + " HTTP/1.1\r\nHost: x\r\n\r\n", "hello"},
+	} {
+		// (In one piece, the bytes right behind the request are carried
+		// too.)
+		resp, br, _ := ask(pieces...)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%q: %s", pieces, resp.Status)
+		}
+		got := make([]byte, 5)
+		if _, err := io.ReadFull(br, got); err != nil || string(got) != "hello" {
+			t.Errorf("%q: the tunnel echoed %q, %v", pieces, got, err)
+		}
+	}
+}
