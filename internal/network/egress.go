@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -225,10 +226,15 @@ const (
 // proxyAddress is the egress proxy's address on an internal network of
 // range sub: its last, which its upper half keeps for it.
 func proxyAddress(sub netip.Prefix) netip.Addr {
-	a := sub.Addr().As4()
-	v := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	v += 1<<(32-sub.Bits()) - 2
-	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	return addrPlus(sub.Addr(), 1<<(32-sub.Bits())-2)
+}
+
+// addrPlus is the IPv4 address off after a.
+func addrPlus(a netip.Addr, off uint32) netip.Addr {
+	b := a.As4()
+	var out [4]byte
+	binary.BigEndian.PutUint32(out[:], binary.BigEndian.Uint32(b[:])+off)
+	return netip.AddrFrom4(out)
 }
 
 // internalSubnet is the i-th range to try for the network called name:
@@ -237,12 +243,7 @@ func internalSubnet(name string, i int) netip.Prefix {
 	n := 1 << (InternalBits - InternalPool.Bits())
 	sum := sha256.Sum256([]byte(name))
 	k := (int(sum[0])<<8 | int(sum[1]) + i) % n
-	base := InternalPool.Addr().As4()
-	off := uint32(k) << (32 - InternalBits)
-	v := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
-	v += off
-	a := netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-	return netip.PrefixFrom(a, InternalBits)
+	return netip.PrefixFrom(addrPlus(InternalPool.Addr(), uint32(k)<<(32-InternalBits)), InternalBits)
 }
 
 // createInternalNetwork makes a sandbox's internal network on a range of
