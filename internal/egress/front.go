@@ -113,7 +113,12 @@ func (p *Proxy) sniff(ctx context.Context, c net.Conn, f *frontListener) {
 		return
 	}
 	defer p.untrack(c)
-	if p.room != nil || !peekConnect(c) {
+	isConnect, ok := peekConnect(c)
+	switch {
+	case !ok:
+		c.Close() // nothing came in time, or the agent went away
+		return
+	case p.room != nil || !isConnect:
 		f.hand(c)
 		return
 	}
@@ -140,28 +145,31 @@ func (p *Proxy) sniff(ctx context.Context, c net.Conn, f *frontListener) {
 
 // peekConnect waits for c's first bytes (up to the server's header
 // timeout) and reports whether they begin a CONNECT, leaving them to be
-// read. Anything it cannot tell (bytes that are too few yet, a
-// connection that is not a socket) is false: the server serves a CONNECT
-// too.
-func peekConnect(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
+// read; ok is false when none came in that time or c ended. Anything it
+// cannot tell (bytes too few yet, a connection that is not a socket) is
+// not a CONNECT: the server serves a CONNECT too.
+func peekConnect(c net.Conn) (isConnect, ok bool) {
+	sc, isSocket := c.(syscall.Conn)
+	if !isSocket {
+		return false, true
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return false, true
 	}
 	c.SetReadDeadline(time.Now().Add(readHeaderTimeout))
 	defer c.SetReadDeadline(time.Time{})
 	var buf [len("CONNECT ")]byte
 	n := 0
+	var rerr error
 	err = raw.Read(func(fd uintptr) bool {
-		var rerr error
 		n, _, rerr = unix.Recvfrom(int(fd), buf[:], unix.MSG_PEEK)
-		return rerr != unix.EAGAIN
+		return rerr != unix.EAGAIN && rerr != unix.EINTR
 	})
-	return err == nil && n == len(buf) && bytes.Equal(buf[:], connectPrefix)
+	if err != nil || rerr != nil || n <= 0 {
+		return false, false
+	}
+	return n == len(buf) && bytes.Equal(buf[:], connectPrefix), true
 }
 
 // headReader is a connection's reader that refuses to give more than
