@@ -138,21 +138,7 @@ func BenchmarkLatency(b *testing.B) {
 // record. Run it with -benchmem, -cpuprofile or -memprofile to see what a
 // tunnel costs.
 func BenchmarkNewTunnel(b *testing.B) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { echo.Close() })
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(echo.Addr().String())
+	port := echoServer(b)
 	p, err := New(Options{
 		Policy:   &Policy{Allow: MustParseEntries(FromUser, "up.test:"+port, "127.0.0.1:"+port)},
 		Live:     filepath.Join(b.TempDir(), LiveFile),
@@ -185,4 +171,26 @@ func BenchmarkNewTunnel(b *testing.B) {
 		}
 		c.Close()
 	}
+}
+
+// echoServer starts a TCP server on loopback that sends back whatever it
+// reads, until the test ends, and returns its port.
+func echoServer(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
 }

@@ -16,21 +16,7 @@ import (
 // pieces goes to net/http's server and is served the same; a plain
 // request on the same proxy is net/http's, kept alive.
 func TestFrontServesConnect(t *testing.T) {
-	up, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
-	go func() {
-		for {
-			c, err := up.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(up.Addr().String())
+	port := echoServer(t)
 	p, err := New(Options{Policy: &Policy{Allow: MustParseEntries(FromUser, "127.0.0.1:"+port)}})
 	if err != nil {
 		t.Fatal(err)
