@@ -230,9 +230,10 @@ func testNetworks(x *env) {
 }
 
 // testFixedAddresses: on an engine with fixed addresses a member joins a
-// network at the address asked for, outside the range the others are
-// numbered in, and a second member asking for it is refused with
-// ErrAddressInUse; an engine without them refuses any address.
+// network (whose members are numbered in a range of its own) at the
+// address asked for, outside that range, and a second member asking for
+// it is refused with ErrAddressInUse; an engine without them refuses any
+// address.
 func testFixedAddresses(x *env) {
 	labels := map[string]string{container.LabelRepo: x.tag}
 	out, err := x.e.CreateNetwork(x.ctx, container.NetworkSpec{Name: x.name("way-out"), Labels: labels})

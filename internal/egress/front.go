@@ -113,18 +113,25 @@ func (p *Proxy) sniff(ctx context.Context, c net.Conn, f *frontListener) {
 		return
 	}
 	defer p.untrack(c)
+	if p.room != nil {
+		f.hand(c)
+		return
+	}
+	// One deadline for the first bytes and the whole head: the header
+	// timeout, as the server gives.
+	c.SetReadDeadline(time.Now().Add(readHeaderTimeout))
 	isConnect, ok := peekConnect(c)
 	switch {
 	case !ok:
 		c.Close() // nothing came in time, or the agent went away
 		return
-	case p.room != nil || !isConnect:
+	case !isConnect:
+		c.SetReadDeadline(time.Time{})
 		f.hand(c)
 		return
 	}
 	head := &headReader{r: c, left: maxHeaderBytes}
 	br := bufio.NewReaderSize(head, 4096)
-	c.SetReadDeadline(time.Now().Add(readHeaderTimeout))
 	req, err := http.ReadRequest(br)
 	head.left = -1
 	if err != nil {
@@ -143,9 +150,9 @@ func (p *Proxy) sniff(ctx context.Context, c net.Conn, f *frontListener) {
 	}
 }
 
-// peekConnect waits for c's first bytes (up to the server's header
-// timeout) and reports whether they begin a CONNECT, leaving them to be
-// read; ok is false when none came in that time or c ended. Anything it
+// peekConnect waits for c's first bytes (until c's read deadline) and
+// reports whether they begin a CONNECT, leaving them to be read; ok is
+// false when none came in that time or c ended. Anything it
 // cannot tell (bytes too few yet, a connection that is not a socket) is
 // not a CONNECT: the server serves a CONNECT too.
 func peekConnect(c net.Conn) (isConnect, ok bool) {
@@ -157,8 +164,6 @@ func peekConnect(c net.Conn) (isConnect, ok bool) {
 	if err != nil {
 		return false, true
 	}
-	c.SetReadDeadline(time.Now().Add(readHeaderTimeout))
-	defer c.SetReadDeadline(time.Time{})
 	var buf [len("CONNECT ")]byte
 	n := 0
 	var rerr error
