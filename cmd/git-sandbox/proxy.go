@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/egress"
@@ -24,8 +25,17 @@ type ProxyCmd struct {
 	Forward string `placeholder:"FILE" help:"The published ports to carry to the agent (JSON)."`
 }
 
-// Run serves until the process is told to stop.
+// Run serves until the process is told to stop. The proxy's Go code runs
+// on one core at a time (GOMAXPROCS 1, unless its environment says
+// otherwise). Its container may use one core, but Go takes no fewer than
+// two from a CPU limit; the kernel moves a tunnel's bulk bytes; and with
+// a second core the runtime wakes a sleeping thread for every goroutine
+// it starts or readies, which cost each new tunnel some 60 us, more than
+// all that squid adds to one.
 func (c *ProxyCmd) Run(app *App) error {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	cfg, err := egress.LoadConfig(c.Config)
 	if err != nil {
 		return err

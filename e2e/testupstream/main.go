@@ -32,6 +32,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -46,6 +47,10 @@ func main() {
 	}
 	if len(os.Args) > 2 && os.Args[1] == "show" {
 		os.Exit(show(os.Args[2], os.Args[3:]))
+	}
+	if len(os.Args) > 5 && os.Args[1] == "turns" {
+		n, _ := strconv.Atoi(os.Args[4])
+		os.Exit(turns(os.Args[2], os.Args[3], n, os.Args[5:]))
 	}
 	if len(os.Args) == 5 && os.Args[1] == "fetch" {
 		n, _ := strconv.Atoi(os.Args[4])
@@ -127,36 +132,7 @@ const fetchTimeout = 2 * time.Minute
 // the environment's proxy for every request; "fresh" a new direct
 // connection for every request (what "connect" is compared with).
 func fetch(mode, url string, count int) int {
-	t := &http.Transport{MaxIdleConnsPerHost: 1}
-	switch mode {
-	case "proxy":
-		t.Proxy = http.ProxyFromEnvironment
-	case "connect":
-		t.DisableKeepAlives = true
-		proxy := strings.TrimPrefix(os.Getenv("http_proxy"), "http://")
-		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", proxy)
-			if err != nil {
-				return nil, err
-			}
-			c.SetDeadline(time.Now().Add(fetchTimeout))
-			defer c.SetDeadline(time.Time{})
-			fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr)
-			br := bufio.NewReader(c)
-			resp, err := http.ReadResponse(br, nil)
-			if err != nil {
-				c.Close()
-				return nil, err
-			}
-			if resp.StatusCode != http.StatusOK {
-				c.Close()
-				return nil, fmt.Errorf("CONNECT: %s", resp.Status)
-			}
-			return c, nil
-		}
-	case "fresh":
-		t.DisableKeepAlives = true
-	}
+	t := transport(mode, "")
 	// A request that hangs fails the run instead of holding the
 	// benchmark for ever (one 100 MB download takes well under a second).
 	c := &http.Client{Transport: t, Timeout: fetchTimeout}
@@ -187,6 +163,102 @@ func fetch(mode, url string, count int) int {
 	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	fmt.Printf("bytes %d seconds %.6f median_ms %.4f cpu_ms %.1f\n", total, elapsed.Seconds(), float64(times[len(times)/2].Microseconds())/1000, float64(cpu.Microseconds())/1000)
 	return 0
+}
+
+// transport is fetch's for mode; proxy is the proxy's address, or "" for
+// the one the environment names.
+func transport(mode, proxy string) *http.Transport {
+	t := &http.Transport{MaxIdleConnsPerHost: 1}
+	switch {
+	case mode == "proxy" && proxy == "":
+		t.Proxy = http.ProxyFromEnvironment
+	case mode == "proxy":
+		t.Proxy = http.ProxyURL(&neturl.URL{Scheme: "http", Host: proxy})
+	case proxy == "":
+		proxy = strings.TrimPrefix(os.Getenv("http_proxy"), "http://")
+	}
+	switch mode {
+	case "connect":
+		t.DisableKeepAlives = true
+		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", proxy)
+			if err != nil {
+				return nil, err
+			}
+			c.SetDeadline(time.Now().Add(fetchTimeout))
+			defer c.SetDeadline(time.Time{})
+			fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr)
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				c.Close()
+				return nil, err
+			}
+			if resp.StatusCode != http.StatusOK {
+				c.Close()
+				return nil, fmt.Errorf("CONNECT: %s", resp.Status)
+			}
+			return c, nil
+		}
+	case "fresh":
+		t.DisableKeepAlives = true
+	}
+	return t
+}
+
+// turns GETs url count times through each of proxies ("env" for the one
+// the environment names, else an address) in turn, in mode (as fetch's:
+// proxy or connect), the proxy that goes first moving on by one each
+// time, so that a slow moment falls on each alike. It prints each proxy's
+// median request time ("median I MS") and, for each pair, the median of
+// the differences between their requests of the same turn ("diff I J
+// MS"): a figure for one proxy against another that the machine's drift
+// between two runs does not blur.
+func turns(mode, url string, count int, proxies []string) int {
+	clients := make([]*http.Client, len(proxies))
+	for i, p := range proxies {
+		if p == "env" {
+			p = ""
+		}
+		clients[i] = &http.Client{Transport: transport(mode, p), Timeout: fetchTimeout}
+	}
+	buf := make([]byte, 64<<10)
+	times := make([][]float64, len(proxies))
+	for k := range count {
+		for j := range proxies {
+			i := (j + k) % len(proxies)
+			s := time.Now()
+			resp, err := clients[i].Get(url)
+			if err != nil {
+				fmt.Println("error:", err)
+				return 1
+			}
+			_, err = drain(resp.Body, buf)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				fmt.Println("error:", resp.Status, err)
+				return 1
+			}
+			times[i] = append(times[i], float64(time.Since(s).Microseconds())/1000)
+		}
+	}
+	for i := range proxies {
+		fmt.Printf("median %d %.4f\n", i, medianOf(times[i]))
+		for j := range proxies {
+			d := make([]float64, count)
+			for k := range d {
+				d[k] = times[i][k] - times[j][k]
+			}
+			fmt.Printf("diff %d %d %.4f\n", i, j, medianOf(d))
+		}
+	}
+	return 0
+}
+
+func medianOf(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // drain reads r to its end in reads of len(buf), as a download tool does

@@ -38,7 +38,25 @@ func (d *dialer) dial(ctx context.Context, t Target, kind Kind) (net.Conn, netip
 	if err != nil {
 		return nil, netip.Addr{}, err
 	}
-	return d.dialChecked(ctx, pol, dec, t, kind)
+	c, a, err := d.dialChecked(ctx, pol, dec, t, kind)
+	if err == nil {
+		keepAlive(c)
+	}
+	return c, a, err
+}
+
+// upstreamKeepAlive is how an upstream connection is probed when idle, so
+// that one a middlebox forgot ends rather than hangs. The dialer sets
+// none itself (its net.Dialer's KeepAlive is -1): a tunnel sets it once
+// the agent was told the tunnel is open, four system calls that would
+// otherwise come before that answer.
+var upstreamKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 15 * time.Second, Count: 9}
+
+// keepAlive turns upstreamKeepAlive on for c.
+func keepAlive(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetKeepAliveConfig(upstreamKeepAlive)
+	}
 }
 
 // dialChecked is dial once the name is checked: dec is pol's decision on

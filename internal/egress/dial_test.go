@@ -1,12 +1,17 @@
 package egress
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The dialer resolves a name once and connects to exactly the addresses it
@@ -66,4 +71,84 @@ func TestDialerConnectsOnlyToVettedAddresses(t *testing.T) {
 	if res.asked("other.example.net") != 0 {
 		t.Error("a name outside the list was resolved")
 	}
+}
+
+// sockKeepAlive is whether c probes when idle, and after how long.
+func sockKeepAlive(t *testing.T, c net.Conn) (on bool, idle int) {
+	t.Helper()
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v, i int
+	rc.Control(func(fd uintptr) {
+		v, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE)
+		i, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_KEEPIDLE)
+	})
+	return v == 1, i
+}
+
+// Every upstream connection probes when idle: one the dialer makes for a
+// request at once, a tunnel's once it is open.
+func TestUpstreamKeepAlive(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(up.Addr().String())
+	p, err := New(Options{
+		Policy:   &Policy{Allow: MustParseEntries(FromFlag, "up.test:"+port, "127.0.0.1:"+port)},
+		Resolver: newResolver("up.test", "127.0.0.1"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := p.dialer.dial(context.Background(), target(t, "up.test:"+port, HTTP), HTTP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if on, idle := sockKeepAlive(t, c); !on || idle != 30 {
+		t.Errorf("a request's upstream connection: keep-alive %v after %d s, want on after 30 s", on, idle)
+	}
+
+	agent, err := net.Dial("tcp", serve(t, p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	fmt.Fprintf(agent, "CONNECT up.test:%s HTTP/1.1\r\nHost: up.test:%s\r\n\r\n", port, port)
+	resp, err := http.ReadResponse(bufio.NewReader(agent), &http.Request{Method: http.MethodConnect})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("connect: %v %v", resp, err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if on, idle := tunnelUpstreamKeepAlive(t, p, up.Addr().String()); on && idle == 30 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the tunnel's upstream connection: keep-alive %v after %d s, want on after 30 s", on, idle)
+		}
+	}
+}
+
+// tunnelUpstreamKeepAlive is sockKeepAlive of p's connection to addr.
+func tunnelUpstreamKeepAlive(t *testing.T, p *Proxy, addr string) (bool, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		if c.RemoteAddr().String() == addr {
+			return sockKeepAlive(t, c)
+		}
+	}
+	return false, 0
 }

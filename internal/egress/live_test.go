@@ -84,6 +84,9 @@ func TestProxyLiveReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if p.policy.dir == nil {
+		t.Fatal("the live file's directory is not kept open: each connection would look the file up from the root")
+	}
 	pu := &url.URL{Scheme: "http", Host: serve(t, p)}
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu), DisableKeepAlives: true}}
 	status := func() int {

@@ -137,7 +137,7 @@ func New(o Options) (*Proxy, error) {
 		return nil, errors.New("egress proxy: secrets and inspected hosts need a CA")
 	}
 	p.dialer = &dialer{policy: p.policy.get, resolver: dnscache.Or(o.Resolver), timeout: p.timeout}
-	p.dialer.net.KeepAlive = 30 * time.Second
+	p.dialer.net.KeepAlive = -1 // set by dial, or by a tunnel once open
 
 	p.buffers = &bufferPool{}
 	plainT := p.newTransport(HTTP, nil)
@@ -413,6 +413,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.untrack(agent, up)
+	keepAlive(up)
 	rec.Decision, rec.Status = Allowed, http.StatusOK
 	rec.BytesUp, rec.BytesDown = tunnel(agent, up, p.idle)
 	p.write(rec, start)
