@@ -217,12 +217,14 @@ func TestEgressAllowlist(t *testing.T) {
 	if r := strings.TrimSpace(string(out)); r != netip.PrefixFrom(sub.Addr(), 28).String() {
 		t.Errorf("internal network's member range = %q, want the lower half of %s", r, sub)
 	}
+	// Its environment gives that address: no client looks it up.
 	findsProxy := func(when string) {
 		t.Helper()
 		name := strings.TrimPrefix(pdoc["Name"].(string), "/")
-		r := e.MustSandbox("exec", "egress", "--", "sh", "-c", `grep -w "$1" /etc/hosts; getent hosts "$1"`, "hosts", name)
-		if lines := strings.Fields(r.Stdout); len(lines) != 4 || lines[0] != proxyIP || lines[2] != proxyIP {
-			t.Errorf("%s: the agent's hosts file and lookup of %s:\n%s\nwant %s", when, name, r.Stdout, proxyIP)
+		r := e.MustSandbox("exec", "egress", "--", "sh", "-c", `grep -w "$1" /etc/hosts; getent hosts "$1"; echo "$HTTPS_PROXY $http_proxy"`, "hosts", name)
+		at := "http://" + proxyIP + ":3128"
+		if lines := strings.Fields(r.Stdout); len(lines) != 6 || lines[0] != proxyIP || lines[2] != proxyIP || lines[4] != at || lines[5] != at {
+			t.Errorf("%s: the agent's hosts file and lookup of %s, and its proxy variables:\n%s\nwant %s", when, name, r.Stdout, at)
 		}
 	}
 	findsProxy("start")

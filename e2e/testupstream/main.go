@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -208,8 +209,7 @@ func transport(mode, proxy string) *http.Transport {
 
 // turns GETs url count times through each of proxies ("env" for the one
 // the environment names, else an address) in turn, in mode (as fetch's:
-// proxy or connect), the proxy that goes first moving on by one each
-// time, so that a slow moment falls on each alike. It prints each proxy's
+// proxy or connect), so that a slow moment falls on each alike. It prints each proxy's
 // median request time ("median I MS") and, for each pair, the median of
 // the differences between their requests of the same turn ("diff I J
 // MS"): a figure for one proxy against another that the machine's drift
@@ -224,9 +224,17 @@ func turns(mode, url string, count int, proxies []string) int {
 	}
 	buf := make([]byte, 64<<10)
 	times := make([][]float64, len(proxies))
-	for k := range count {
-		for j := range proxies {
-			i := (j + k) % len(proxies)
+	// Each turn takes the proxies in an order of its own (the same every
+	// run): a request does not always follow the same other proxy's,
+	// whose after-work (a process that ends, say) it would pay for.
+	rnd := rand.New(rand.NewPCG(1, 2))
+	order := make([]int, len(proxies))
+	for i := range order {
+		order[i] = i
+	}
+	for range count {
+		rnd.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, i := range order {
 			s := time.Now()
 			resp, err := clients[i].Get(url)
 			if err != nil {

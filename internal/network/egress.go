@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -137,12 +138,16 @@ type EgressPlan struct {
 	// EgressNetwork is the proxy's way out; nothing else joins it.
 	EgressNetwork string `json:"egress_network"`
 	// ProxyURL is what HTTP_PROXY, HTTPS_PROXY and ALL_PROXY say: the
-	// proxy by name.
+	// proxy at its address once it has one (setProxyAddr), else by name.
+	// Most clients look the proxy's name up for every connection they
+	// open (Go's and Rust's in a thread of their own, Node's in its
+	// thread pool, glibc's reading the hosts file again each time): an
+	// address is never looked up.
 	ProxyURL string `json:"proxy_url"`
 	// ProxyAddr is where the proxy is on the internal network, once it is
 	// made, on an engine with fixed addresses: the agent's hosts file
-	// gives the name that address (AgentHosts), so that no connection of
-	// the agent's waits on a name server to find its proxy.
+	// gives the name that address too (AgentHosts), for what the agent
+	// reaches by the name.
 	ProxyAddr netip.Addr `json:"proxy_addr,omitzero"`
 	// Log is the decision log on the host.
 	Log   string          `json:"log"`
@@ -534,7 +539,7 @@ func (e *Env) createEgress(ctx context.Context, d Engine, branch string, p *Egre
 	if err != nil {
 		return err
 	}
-	p.ProxyAddr = addr
+	p.setProxyAddr(addr)
 	u.Add(func() { _ = d.RemoveNetwork(cctx, in.ID) })
 	if err := e.step("internal network"); err != nil {
 		return err
@@ -811,6 +816,34 @@ func (p *EgressPlan) Terminates() bool { return len(p.secrets)+len(p.Inspect) > 
 // it inspects.
 func (p *EgressPlan) caHosts() []string { return append(secretHosts(p.secrets), p.Inspect...) }
 
+// setProxyAddr keeps the proxy's address on the internal network (none
+// on an engine that gives its own), and points ProxyURL at it.
+func (p *EgressPlan) setProxyAddr(a netip.Addr) {
+	p.ProxyAddr = a
+	if a.IsValid() {
+		p.ProxyURL = "http://" + net.JoinHostPort(a.String(), ProxyPort)
+	}
+}
+
+// AgentEnv is env with the variables ProxyEnv sets pointing at ProxyURL
+// as it is now: the agent's container was planned before its proxy had
+// an address.
+func (p *EgressPlan) AgentEnv(env []string) []string {
+	now := map[string]string{}
+	for _, kv := range ProxyEnv(p.ProxyURL) {
+		k, _, _ := strings.Cut(kv, "=")
+		now[k] = kv
+	}
+	out := slices.Clone(env)
+	for i, kv := range out {
+		k, _, _ := strings.Cut(kv, "=")
+		if set, ok := now[k]; ok {
+			out[i] = set
+		}
+	}
+	return out
+}
+
 // AgentHosts are the names the agent's hosts file gives: its proxy's, at
 // its fixed address (none before the networks are made, or on an engine
 // that gives addresses itself).
@@ -918,7 +951,7 @@ func (e *Env) RestartProxy(ctx context.Context, d Engine, sb *record.Record, onE
 	// trusts the sandbox's CA only if it had one then.
 	p.Allow, p.Remove, p.live, p.Budget, p.Inspect = eg.Allow, eg.Remove, eg.Live, eg.Budget, eg.Inspect
 	// The agent's hosts file names the address of the start.
-	p.ProxyAddr = eg.ProxyAddr
+	p.setProxyAddr(eg.ProxyAddr)
 	p.SetForward(record.ToPorts(eg.Forward))
 	if len(eg.Secrets) > 0 {
 		if p.secrets, err = e.resumeSecrets(ctx, eg.Secrets, io); err != nil {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -177,4 +178,25 @@ func testEnv(t *testing.T) (*Env, proxyimage.Binary) {
 		ProxyBinary: ProxyBinaryFunc(func() (proxyimage.Binary, error) { return bin, nil }),
 	}
 	return e, bin
+}
+
+// The agent's environment points at its proxy's address once the proxy
+// has one, and by name on an engine that gives none; nothing else in it
+// changes.
+func TestAgentEnvPointsAtTheProxysAddress(t *testing.T) {
+	p := &EgressPlan{ProxyURL: "http://git-sandbox-x-proxy:" + ProxyPort}
+	env := append([]string{"HOME=/home/sandbox", "FOO=http://git-sandbox-x-proxy:3128"}, ProxyEnv(p.ProxyURL)...)
+	p.setProxyAddr(netip.Addr{})
+	if got := p.AgentEnv(env); !slices.Equal(got, env) {
+		t.Errorf("with no address: %v, want %v", got, env)
+	}
+	p.setProxyAddr(netip.MustParseAddr("10.213.4.30"))
+	got := p.AgentEnv(env)
+	want := append([]string{"HOME=/home/sandbox", "FOO=http://git-sandbox-x-proxy:3128"}, ProxyEnv("http://10.213.4.30:"+ProxyPort)...)
+	if !slices.Equal(got, want) {
+		t.Errorf("at an address: %v, want %v", got, want)
+	}
+	if env[2] != "HTTP_PROXY=http://git-sandbox-x-proxy:3128" {
+		t.Errorf("the planned environment was changed in place: %v", env)
+	}
 }

@@ -198,8 +198,8 @@ func (c *creation) home(context.Context, *steps.Undo) error {
 // network re-plans the container's mounts now that every path exists (so
 // what is mounted is what was resolved a moment ago, with the baseline
 // stamped), and makes the sandbox's networks and egress proxy, unless a
-// devcontainer build made them already; the container's hosts file then
-// names the proxy at its address.
+// devcontainer build made them already; the container's environment then
+// points at the proxy's address, and its hosts file names it.
 func (c *creation) network(ctx context.Context, u *steps.Undo) error {
 	p, e := c.p, c.e
 	c.spec = *p.Container
@@ -222,6 +222,7 @@ func (c *creation) network(ctx context.Context, u *steps.Undo) error {
 		}
 	}
 	if p.Egress != nil {
+		c.spec.Env = p.Egress.AgentEnv(c.spec.Env)
 		c.spec.Hosts = append(c.spec.Hosts, p.Egress.AgentHosts()...)
 		c.rec.Egress.ProxyAddr = p.Egress.ProxyAddr
 	}

@@ -62,11 +62,6 @@ func (e *Env) buildNetwork(ctx context.Context, d Engine, p *Plan, bo *devcontai
 		bo.Network = p.OpenNetwork
 	case container.NetworkAllowlist:
 		bo.Network = p.Egress.InternalNetwork
-		bo.ProxyArgs = map[string]string{}
-		for _, kv := range network.ProxyEnv(p.Egress.ProxyURL) {
-			k, v, _ := strings.Cut(kv, "=")
-			bo.ProxyArgs[k] = v
-		}
 		// The proxy runs from its own image (planned with it), never the
 		// one being built nor any other a repository names.
 	default:
@@ -78,6 +73,14 @@ func (e *Env) buildNetwork(ctx context.Context, d Engine, p *Plan, bo *devcontai
 		return err
 	}
 	p.networksMade = true
+	if p.Network == container.NetworkAllowlist {
+		// Made, the proxy has its address: the build reaches it there.
+		bo.ProxyArgs = map[string]string{}
+		for _, kv := range network.ProxyEnv(p.Egress.ProxyURL) {
+			k, v, _ := strings.Cut(kv, "=")
+			bo.ProxyArgs[k] = v
+		}
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,9 +90,14 @@ func TestStartDevcontainerBuildRunsUnderTheSandboxsNetwork(t *testing.T) {
 					if len(proxies) != 1 || proxies[0].Status != enginefake.StatusRunning || proxies[0].Spec.Image != testProxyBinary.Tag() {
 						t.Errorf("proxy at build time: %+v", proxies)
 					}
-					// The label-only step runs nothing and has no arguments.
-					if o.Labels == nil && !strings.HasPrefix(o.Args["HTTP_PROXY"], "http://git-sandbox-proxy-") || o.Args["https_proxy"] != o.Args["HTTP_PROXY"] {
-						t.Errorf("build args %v", o.Args)
+					// The label-only step runs nothing and has no arguments;
+					// the rest reach the proxy at its address.
+					var at []string
+					for _, a := range proxies[0].Addrs {
+						at = append(at, "http://"+net.JoinHostPort(a.String(), network.ProxyPort))
+					}
+					if o.Labels == nil && (len(at) != 1 || o.Args["HTTP_PROXY"] != at[0]) || o.Args["https_proxy"] != o.Args["HTTP_PROXY"] {
+						t.Errorf("build args %v, want the proxy at %v", o.Args, at)
 					}
 				}
 				seen = append(seen, o.Network)

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"maps"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -119,7 +120,9 @@ func TestStartAllowlistMakesNetworksAndProxy(t *testing.T) {
 	if want := []container.Host{{Name: eg.Proxy, Addr: eg.ProxyAddr}}; !slices.Equal(agent.Spec.Hosts, want) || !slices.Equal(sb.Spec.Hosts, want) {
 		t.Errorf("agent's hosts %v, recorded %v, want %v", agent.Spec.Hosts, sb.Spec.Hosts, want)
 	}
-	url := "http://" + eg.Proxy + ":" + network.ProxyPort
+	// Its environment names the proxy by that address: no client looks
+	// it up.
+	url := "http://" + net.JoinHostPort(eg.ProxyAddr.String(), network.ProxyPort)
 	for _, k := range []string{"HTTP_PROXY", "https_proxy", "ALL_PROXY"} {
 		if !slices.Contains(agent.Spec.Env, k+"="+url) {
 			t.Errorf("agent env lacks %s=%s: %v", k, url, agent.Spec.Env)
@@ -478,11 +481,12 @@ func TestVerifyNetwork(t *testing.T) {
 		if verifySpec.Network != container.NetworkAllowlist || !strings.HasSuffix(verifySpec.NetworkName, "-verify-net") {
 			t.Errorf("verify network %s %q", verifySpec.Network, verifySpec.NetworkName)
 		}
-		if verifyProxy.Name == "" || !slices.ContainsFunc(verifySpec.Env, func(s string) bool { return s == "HTTPS_PROXY=http://"+verifyProxy.Name+":"+network.ProxyPort }) {
-			t.Errorf("verify env %v, proxy %q", verifySpec.Env, verifyProxy.Name)
-		}
 		if len(verifySpec.Hosts) != 1 || verifySpec.Hosts[0].Name != verifyProxy.Name || !verifySpec.Hosts[0].Addr.IsValid() {
-			t.Errorf("verify's hosts %v, want its proxy %q at its address", verifySpec.Hosts, verifyProxy.Name)
+			t.Fatalf("verify's hosts %v, want its proxy %q at its address", verifySpec.Hosts, verifyProxy.Name)
+		}
+		at := "http://" + net.JoinHostPort(verifySpec.Hosts[0].Addr.String(), network.ProxyPort)
+		if !slices.Contains(verifySpec.Env, "HTTPS_PROXY="+at) {
+			t.Errorf("verify env %v, want its proxy at %s", verifySpec.Env, at)
 		}
 		cfg, err := egress.LoadConfig(filepath.Join(te.env.Layout.Dir("t1"), "verify-proxy", network.ProxyConfigFile))
 		if err != nil || len(cfg.Allow) != 1 || cfg.Allow[0].Entry != "proxy.golang.org" {
