@@ -84,11 +84,13 @@ var smallBufs = sync.Pool{New: func() any { b := make([]byte, smallCopy); return
 
 // copySmall copies src to dst by reads and writes until src ends or fails
 // (bulk false, with the error; nil when src ended), or until a read fills
-// the buffer (bulk true: the caller goes on).
+// the buffer (bulk true: the caller goes on). A TCP connection is read
+// and written by raw system calls (relay, rawio.go).
 func copySmall(dst, src net.Conn, idle time.Duration, last *atomic.Int64, n *int64) (bulk bool, err error) {
 	bp := smallBufs.Get().(*[]byte)
 	defer smallBufs.Put(bp)
 	buf := *bp
+	src, dst = relay(src), relay(dst)
 	for {
 		k, rerr := src.Read(buf)
 		if k > 0 {
