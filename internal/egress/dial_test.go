@@ -91,21 +91,7 @@ func sockKeepAlive(t *testing.T, c net.Conn) (on bool, idle int) {
 // Every upstream connection probes when idle: one the dialer makes for a
 // request at once, a tunnel's once it is open.
 func TestUpstreamKeepAlive(t *testing.T) {
-	up, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
-	go func() {
-		for {
-			c, err := up.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(up.Addr().String())
+	port := echoServer(t)
 	p, err := New(Options{
 		Policy:   &Policy{Allow: MustParseEntries(FromFlag, "up.test:"+port, "127.0.0.1:"+port)},
 		Resolver: newResolver("up.test", "127.0.0.1"),
@@ -133,7 +119,7 @@ func TestUpstreamKeepAlive(t *testing.T) {
 		t.Fatalf("connect: %v %v", resp, err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if on, idle := tunnelUpstreamKeepAlive(t, p, up.Addr().String()); on && idle == 30 {
+		if on, idle := tunnelUpstreamKeepAlive(t, p, "127.0.0.1:"+port); on && idle == 30 {
 			break
 		} else if time.Now().After(deadline) {
 			t.Fatalf("the tunnel's upstream connection: keep-alive %v after %d s, want on after 30 s", on, idle)

@@ -41,9 +41,16 @@ func (c *relayConn) Read(b []byte) (int, error) {
 	var n int
 	var errno syscall.Errno
 	err := c.raw.Read(func(fd uintptr) bool {
-		r, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		read := func() (uintptr, syscall.Errno) {
+			r, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+			return r, e
+		}
+		r, e := read()
+		for e == unix.EINTR {
+			r, e = read()
+		}
 		n, errno = int(r), e
-		return e != unix.EAGAIN && e != unix.EINTR
+		return e != unix.EAGAIN // else wait until the socket is readable
 	})
 	switch {
 	case err != nil:
@@ -64,9 +71,16 @@ func (c *relayConn) Write(b []byte) (int, error) {
 		err := c.raw.Write(func(fd uintptr) bool {
 			p := b[done:]
 			// send with MSG_NOSIGNAL: a peer gone is EPIPE, not a signal.
-			r, _, e := unix.RawSyscall6(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), unix.MSG_NOSIGNAL, 0, 0)
+			send := func() (uintptr, syscall.Errno) {
+				r, _, e := unix.RawSyscall6(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), unix.MSG_NOSIGNAL, 0, 0)
+				return r, e
+			}
+			r, e := send()
+			for e == unix.EINTR {
+				r, e = send()
+			}
 			n, errno = int(r), e
-			return e != unix.EAGAIN && e != unix.EINTR
+			return e != unix.EAGAIN // else wait until the socket is writable
 		})
 		switch {
 		case err != nil:
