@@ -353,11 +353,18 @@ func (e *Env) createOpenNetwork(ctx context.Context, d Engine, branch, name stri
 	return e.step("open network")
 }
 
+// proxyURLVars are the variables that name the proxy (ProxyEnv sets each
+// in both cases).
+var proxyURLVars = []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"}
+
+// proxyURL is the proxy's URL at host.
+func proxyURL(host string) string { return "http://" + net.JoinHostPort(host, ProxyPort) }
+
 // ProxyEnv points every common HTTP client at the proxy, in both cases
 // (curl reads only the lower-case http_proxy).
 func ProxyEnv(url string) []string {
 	var env []string
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+	for _, k := range proxyURLVars {
 		env = append(env, k+"="+url, strings.ToLower(k)+"="+url)
 	}
 	const local = "localhost,127.0.0.1,::1"
@@ -512,7 +519,7 @@ func (e *Env) planEgressFor(in proxyPlanInput) (*EgressPlan, error) {
 	return &EgressPlan{
 		Allow: egress.Rules(in.Policy.Allow), Remove: egress.Rules(in.Policy.Remove),
 		InternalNetwork: internal, EgressNetwork: egressNet,
-		ProxyURL:   "http://" + proxy + ":" + ProxyPort,
+		ProxyURL:   proxyURL(proxy),
 		Log:        filepath.Join(logDir, ProxyLogFile),
 		Proxy:      spec,
 		configDir:  configDir,
@@ -821,24 +828,21 @@ func (p *EgressPlan) caHosts() []string { return append(secretHosts(p.secrets), 
 func (p *EgressPlan) setProxyAddr(a netip.Addr) {
 	p.ProxyAddr = a
 	if a.IsValid() {
-		p.ProxyURL = "http://" + net.JoinHostPort(a.String(), ProxyPort)
+		p.ProxyURL = proxyURL(a.String())
 	}
 }
 
-// AgentEnv is env with the variables ProxyEnv sets pointing at ProxyURL
-// as it is now: the agent's container was planned before its proxy had
-// an address.
+// AgentEnv is env with the proxy variables the plan set (naming the
+// proxy) pointing at ProxyURL as it is now: the agent's container was
+// planned before its proxy had an address. Nothing else changes (a
+// NO_PROXY of the user's stays).
 func (p *EgressPlan) AgentEnv(env []string) []string {
-	now := map[string]string{}
-	for _, kv := range ProxyEnv(p.ProxyURL) {
-		k, _, _ := strings.Cut(kv, "=")
-		now[k] = kv
-	}
+	planned := proxyURL(p.Proxy.Name)
 	out := slices.Clone(env)
 	for i, kv := range out {
-		k, _, _ := strings.Cut(kv, "=")
-		if set, ok := now[k]; ok {
-			out[i] = set
+		k, v, _ := strings.Cut(kv, "=")
+		if v == planned && slices.Contains(proxyURLVars, strings.ToUpper(k)) {
+			out[i] = k + "=" + p.ProxyURL
 		}
 	}
 	return out

@@ -184,8 +184,9 @@ func testEnv(t *testing.T) (*Env, proxyimage.Binary) {
 // has one, and by name on an engine that gives none; nothing else in it
 // changes.
 func TestAgentEnvPointsAtTheProxysAddress(t *testing.T) {
-	p := &EgressPlan{ProxyURL: "http://git-sandbox-x-proxy:" + ProxyPort}
+	p := &EgressPlan{ProxyURL: "http://git-sandbox-x-proxy:" + ProxyPort, Proxy: &container.Spec{Name: "git-sandbox-x-proxy"}}
 	env := append([]string{"HOME=/home/sandbox", "FOO=http://git-sandbox-x-proxy:3128"}, ProxyEnv(p.ProxyURL)...)
+	env = append(env, "NO_PROXY=localhost,.corp.example") // the user's -e
 	p.setProxyAddr(netip.Addr{})
 	if got := p.AgentEnv(env); !slices.Equal(got, env) {
 		t.Errorf("with no address: %v, want %v", got, env)
@@ -193,6 +194,7 @@ func TestAgentEnvPointsAtTheProxysAddress(t *testing.T) {
 	p.setProxyAddr(netip.MustParseAddr("10.213.4.30"))
 	got := p.AgentEnv(env)
 	want := append([]string{"HOME=/home/sandbox", "FOO=http://git-sandbox-x-proxy:3128"}, ProxyEnv("http://10.213.4.30:"+ProxyPort)...)
+	want = append(want, "NO_PROXY=localhost,.corp.example")
 	if !slices.Equal(got, want) {
 		t.Errorf("at an address: %v, want %v", got, want)
 	}
