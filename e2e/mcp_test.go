@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -309,6 +310,9 @@ func TestMCPHTTPTokenAndLoopback(t *testing.T) {
 	}
 	cmd := exec.Command("git", "sandbox", "mcp", "--http", "127.0.0.1:0")
 	cmd.Dir, cmd.Env = e.Repo, e.vars
+	// git runs git-sandbox as its child: the server is ended with its
+	// process group, not by killing git alone (which left it running).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +320,7 @@ func TestMCPHTTPTokenAndLoopback(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 	url, token := readAnnouncement(t, stderr)
 	port := url[strings.LastIndex(url, ":")+1 : strings.Index(url, "/mcp")]
 	if !strings.HasPrefix(url, "http://127.0.0.1:") || !listensOnlyOnLoopback(t, port) {
