@@ -252,7 +252,7 @@ func (bp *benchPaths) latencyOf(k latencyKind) {
 		addrs = append(addrs, p.addr)
 	}
 	added := make([][]float64, len(addrs))
-	diff := make([][]float64, len(addrs)) // against git sandbox's
+	diff := make([][]float64, len(addrs)) // git sandbox's less each one's
 	var raws []float64
 	for range latencyRounds {
 		raw := bp.direct(k.directMode, small, k.n).medianMS
@@ -261,7 +261,7 @@ func (bp *benchPaths) latencyOf(k latencyKind) {
 		med, d := parseTurns(bp.b, r.Stdout, len(addrs))
 		for i := range addrs {
 			added[i] = append(added[i], med[i]-raw)
-			diff[i] = append(diff[i], d[0][i])
+			diff[i] = append(diff[i], -d[i]) // turns gives i's less git sandbox's
 		}
 	}
 	best := 1
@@ -280,30 +280,20 @@ func (bp *benchPaths) latencyOf(k latencyKind) {
 }
 
 // parseTurns reads what the test upstream's turns prints for n proxies:
-// each one's median request and the median differences between them.
-func parseTurns(b testing.TB, out string, n int) (med []float64, diff [][]float64) {
+// each one's median request, and the median of its differences from the
+// first's.
+func parseTurns(b testing.TB, out string, n int) (med, diff []float64) {
 	b.Helper()
-	med = make([]float64, n)
-	diff = make([][]float64, n)
-	for i := range diff {
-		diff[i] = make([]float64, n)
+	med, diff = make([]float64, n), make([]float64, n)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != n {
+		b.Fatalf("turns printed %d lines for %d proxies:\n%s", len(lines), n, out)
 	}
-	seen := 0
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var i, j int
-		var v float64
-		if _, err := fmt.Sscanf(line, "median %d %f", &i, &v); err == nil && i >= 0 && i < n {
-			med[i] = v
-			seen++
-		} else if _, err := fmt.Sscanf(line, "diff %d %d %f", &i, &j, &v); err == nil && i >= 0 && i < n && j >= 0 && j < n {
-			diff[i][j] = v
-			seen++
-		} else {
+	for i, line := range lines {
+		var j int
+		if _, err := fmt.Sscanf(line, "median %d %f diff %f", &j, &med[i], &diff[i]); err != nil || j != i {
 			b.Fatalf("turns printed %q", out)
 		}
-	}
-	if seen != n+n*n {
-		b.Fatalf("turns printed %d figures for %d proxies:\n%s", seen, n, out)
 	}
 	return med, diff
 }

@@ -27,6 +27,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -143,15 +144,9 @@ func fetch(mode, url string, count int) int {
 	start := time.Now()
 	for range count {
 		s := time.Now()
-		resp, err := c.Get(url)
+		n, err := get(c, url, buf)
 		if err != nil {
 			fmt.Println("error:", err)
-			return 1
-		}
-		n, err := drain(resp.Body, buf)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			fmt.Println("error:", resp.Status, err)
 			return 1
 		}
 		total += n
@@ -170,15 +165,12 @@ func fetch(mode, url string, count int) int {
 // the one the environment names.
 func transport(mode, proxy string) *http.Transport {
 	t := &http.Transport{MaxIdleConnsPerHost: 1}
-	switch {
-	case mode == "proxy" && proxy == "":
-		t.Proxy = http.ProxyFromEnvironment
-	case mode == "proxy":
-		t.Proxy = http.ProxyURL(&neturl.URL{Scheme: "http", Host: proxy})
-	case proxy == "":
+	if proxy == "" {
 		proxy = strings.TrimPrefix(os.Getenv("http_proxy"), "http://")
 	}
 	switch mode {
+	case "proxy":
+		t.Proxy = http.ProxyURL(&neturl.URL{Scheme: "http", Host: proxy})
 	case "connect":
 		t.DisableKeepAlives = true
 		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -209,11 +201,10 @@ func transport(mode, proxy string) *http.Transport {
 
 // turns GETs url count times through each of proxies ("env" for the one
 // the environment names, else an address) in turn, in mode (as fetch's:
-// proxy or connect), so that a slow moment falls on each alike. It prints each proxy's
-// median request time ("median I MS") and, for each pair, the median of
-// the differences between their requests of the same turn ("diff I J
-// MS"): a figure for one proxy against another that the machine's drift
-// between two runs does not blur.
+// proxy or connect), so that a slow moment falls on each alike. It prints
+// a line for each proxy: "median I MS DIFF MS", its median request and the
+// median of its requests' differences from the first proxy's of the same
+// turn, a figure that the machine's drift between two runs does not blur.
 func turns(mode, url string, count int, proxies []string) int {
 	clients := make([]*http.Client, len(proxies))
 	for i, p := range proxies {
@@ -236,31 +227,36 @@ func turns(mode, url string, count int, proxies []string) int {
 		rnd.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 		for _, i := range order {
 			s := time.Now()
-			resp, err := clients[i].Get(url)
-			if err != nil {
+			if _, err := get(clients[i], url, buf); err != nil {
 				fmt.Println("error:", err)
-				return 1
-			}
-			_, err = drain(resp.Body, buf)
-			resp.Body.Close()
-			if err != nil || resp.StatusCode != http.StatusOK {
-				fmt.Println("error:", resp.Status, err)
 				return 1
 			}
 			times[i] = append(times[i], float64(time.Since(s).Microseconds())/1000)
 		}
 	}
 	for i := range proxies {
-		fmt.Printf("median %d %.4f\n", i, medianOf(times[i]))
-		for j := range proxies {
-			d := make([]float64, count)
-			for k := range d {
-				d[k] = times[i][k] - times[j][k]
-			}
-			fmt.Printf("diff %d %d %.4f\n", i, j, medianOf(d))
+		d := make([]float64, count)
+		for k := range d {
+			d[k] = times[i][k] - times[0][k]
 		}
+		fmt.Printf("median %d %.4f diff %.4f\n", i, medianOf(times[i]), medianOf(d))
 	}
 	return 0
+}
+
+// get GETs url with c and reads the whole answer, which must be a 200;
+// it returns the bytes read.
+func get(c *http.Client, url string, buf []byte) (int64, error) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	n, err := drain(resp.Body, buf)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = errors.New(resp.Status)
+	}
+	return n, err
 }
 
 func medianOf(v []float64) float64 {

@@ -38,55 +38,28 @@ func (c *relayConn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	var n int
-	var errno syscall.Errno
-	err := c.raw.Read(func(fd uintptr) bool {
-		read := func() (uintptr, syscall.Errno) {
-			r, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-			return r, e
-		}
-		r, e := read()
-		for e == unix.EINTR {
-			r, e = read()
-		}
-		n, errno = int(r), e
-		return e != unix.EAGAIN // else wait until the socket is readable
+	n, err := c.call("read", c.raw.Read, func(fd uintptr) (uintptr, syscall.Errno) {
+		r, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		return r, e
 	})
-	switch {
-	case err != nil:
-		return 0, c.opErr("read", err)
-	case errno != 0:
-		return 0, c.opErr("read", errno)
-	case n == 0:
+	if err == nil && n == 0 {
 		return 0, io.EOF
 	}
-	return n, nil
+	return n, err
 }
 
 func (c *relayConn) Write(b []byte) (int, error) {
-	var done int
+	done := 0
 	for done < len(b) {
-		var n int
-		var errno syscall.Errno
-		err := c.raw.Write(func(fd uintptr) bool {
-			p := b[done:]
-			// send with MSG_NOSIGNAL: a peer gone is EPIPE, not a signal.
-			send := func() (uintptr, syscall.Errno) {
-				r, _, e := unix.RawSyscall6(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), unix.MSG_NOSIGNAL, 0, 0)
-				return r, e
-			}
-			r, e := send()
-			for e == unix.EINTR {
-				r, e = send()
-			}
-			n, errno = int(r), e
-			return e != unix.EAGAIN // else wait until the socket is writable
+		p := b[done:]
+		// send with MSG_NOSIGNAL: a peer gone is EPIPE, not a signal.
+		n, err := c.call("write", c.raw.Write, func(fd uintptr) (uintptr, syscall.Errno) {
+			r, _, e := unix.RawSyscall6(unix.SYS_SENDTO, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), unix.MSG_NOSIGNAL, 0, 0)
+			return r, e
 		})
 		switch {
 		case err != nil:
-			return done, c.opErr("write", err)
-		case errno != 0:
-			return done, c.opErr("write", errno)
+			return done, err
 		case n <= 0:
 			return done, c.opErr("write", io.ErrShortWrite)
 		}
@@ -95,8 +68,29 @@ func (c *relayConn) Write(b []byte) (int, error) {
 	return done, nil
 }
 
+// call makes sys on c's socket through wait (c.raw.Read or c.raw.Write):
+// again at once when it is interrupted, and after the poller says the
+// socket is ready when it would block.
+func (c *relayConn) call(op string, wait func(func(uintptr) bool) error, sys func(fd uintptr) (uintptr, syscall.Errno)) (int, error) {
+	var n int
+	var errno syscall.Errno
+	err := wait(func(fd uintptr) bool {
+		r, e := sys(fd)
+		for e == unix.EINTR {
+			r, e = sys(fd)
+		}
+		n, errno = int(r), e
+		return e != unix.EAGAIN
+	})
+	switch {
+	case err != nil:
+		return 0, c.opErr(op, err)
+	case errno != 0:
+		return 0, c.opErr(op, errno)
+	}
+	return n, nil
+}
+
 func (c *relayConn) opErr(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
-
-func (c *relayConn) CloseWrite() error { return c.Conn.(*net.TCPConn).CloseWrite() }

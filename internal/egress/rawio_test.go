@@ -24,7 +24,7 @@ func TestRelayConnIsAConn(t *testing.T) {
 	}
 	want := make([]byte, 8<<20) // well past a socket's buffers
 	rand.Read(want)
-	go func() { ra.Write(want); ra.(closeWriter).CloseWrite() }()
+	go func() { ra.Write(want); a.(*net.TCPConn).CloseWrite() }()
 	got, err := io.ReadAll(rb)
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("read %d of %d bytes (equal %v), %v", len(got), len(want), bytes.Equal(got, want), err)
