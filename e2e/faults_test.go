@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -272,19 +271,8 @@ func (e *Env) sandboxDiag(branch string) string {
 // supervisorOf returns the pid of the test's supervisor of branch (0 when
 // none runs), found by its command line and HOME.
 func (e *Env) supervisorOf(branch string) int {
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
-		if !slices.Contains(args, "__supervise") || args[len(args)-1] != branch {
-			continue
-		}
-		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if slices.Contains(strings.Split(string(env), "\x00"), "HOME="+e.Home) {
+	for pid, b := range supervisors(e.Home) {
+		if b == branch {
 			return pid
 		}
 	}

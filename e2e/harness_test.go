@@ -27,7 +27,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,6 +37,7 @@ import (
 	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/worktree"
 )
 
@@ -341,12 +344,59 @@ func newEnvAt(t testing.TB, root string, cred *userCred) *Env {
 	e.Git("add", "README.md")
 	e.Git("commit", "-q", "-m", "initial commit")
 	t.Cleanup(func() {
+		// First the supervisors, so that none makes a container or
+		// writes into the test's directory after this.
+		stopSupervisors(t, e.Home)
 		if id := e.RepoID(); id != "" {
 			removeContainers(id)
 			removeWarmImages(id)
 		}
 	})
 	return e
+}
+
+// stopSupervisors kills the supervisors the test's commands spawned. A
+// supervisor outlives the command that spawned it (an exit snapshot waiting
+// for a command's lock, a copy-mode agent still running on the second
+// engine), and one still writing when the test ends makes the removal of
+// the test's directory fail.
+func stopSupervisors(t testing.TB, home string) {
+	pids := supervisors(home)
+	for pid, branch := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Logf("killed %s's supervisor (%d), still running at the end", branch, pid)
+	}
+	// Gone, or a zombie: either way it holds no file open.
+	for pid := range pids {
+		Eventually(t, 10*time.Second, fmt.Sprintf("the killed supervisor %d to end", pid), func() bool {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			_, rest, _ := bytes.Cut(stat, []byte(") "))
+			return err != nil || bytes.HasPrefix(rest, []byte("Z"))
+		})
+	}
+}
+
+// supervisors finds the supervisors run with home as their HOME: each
+// process's pid, and the branch it supervises.
+func supervisors(home string) map[int]string {
+	found := map[int]string{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
+		if !slices.Contains(args, sandbox.SupervisorCommand) {
+			continue
+		}
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if slices.Contains(strings.Split(string(env), "\x00"), "HOME="+home) {
+			found[pid] = args[len(args)-1]
+		}
+	}
+	return found
 }
 
 // removeWarmImages removes the warm images (setup's kept results) a test

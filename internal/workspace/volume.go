@@ -446,11 +446,12 @@ func (v *Volume) helper(ctx context.Context) (Engine, error) {
 
 // staleTask reports whether a start failed on what an engine that
 // stopped mid-start kept of the container's old task: the task itself
-// ("task … already exists"), or its shim's directory ("failed to start
-// shim: mkdir …: file exists").
+// ("task … already exists"), its runtime's state ("id already in use"), or
+// its shim's directory ("failed to start shim: mkdir …: file exists").
 func staleTask(err error) bool {
 	msg := err.Error()
-	return strings.Contains(msg, "already exists") || strings.Contains(msg, "failed to start shim") && strings.Contains(msg, "file exists")
+	return strings.Contains(msg, "already exists") || strings.Contains(msg, "id already in use") ||
+		strings.Contains(msg, "failed to start shim") && strings.Contains(msg, "file exists")
 }
 
 // replaceHelper removes the helper container and starts a new one of the

@@ -3,13 +3,13 @@ package workspace
 import (
 	"context"
 	"errors"
-	"github.com/git-sandbox/git-sandbox/internal/usererr"
 	"strings"
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
 // stoppedHelper is a copy-mode sandbox whose helper exists but does not
@@ -30,10 +30,11 @@ func stoppedHelper(t *testing.T) (*Volume, *enginefake.Engine, string) {
 // An engine that keeps a task of the helper it no longer knows refuses
 // to start it ("task … already exists"): a new helper of the same name
 // and spec replaces it, and runs.
-// So does one that kept the old task's shim directory.
+// So does one that kept the old task's runtime state or shim directory.
 func TestHelperMadeAgainWhenTheEngineKeepsAStaleTask(t *testing.T) {
 	for _, msg := range []string{
 		"Error response from daemon: task 0123: already exists",
+		"Error response from daemon: id already in use",
 		"Error response from daemon: failed to start shim: mkdir /run/exec/containerd/daemon/io.containerd.runtime.v2.task/moby/0123: file exists: unknown",
 	} {
 		v, f, old := stoppedHelper(t)
