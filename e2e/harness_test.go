@@ -456,20 +456,33 @@ func (r Result) String() string {
 	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 }
 
-// Run runs a command in dir with the test's environment.
+// runTimeout bounds one command of a test.
+const runTimeout = 5 * time.Minute
+
+// Run runs a command in dir with the test's environment. A command still
+// running after runTimeout fails the test with what it printed: its
+// process group (git and the git sandbox it runs) gets SIGQUIT, so a Go
+// program ends with the stacks of its goroutines, which say where it hung.
 func (e *Env) Run(dir string, extraEnv []string, name string, args ...string) Result {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(append([]string{}, e.vars...), extraEnv...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if e.Cred != nil {
 		setCred(cmd, e.Cred)
 	}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGQUIT) }
+	cmd.WaitDelay = 15 * time.Second
 	err := cmd.Run()
+	if ctx.Err() != nil && cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		e.t.Fatalf("%s %q still ran after %s (%v)\nstdout:\n%s\nstderr:\n%s", name, args, runTimeout, err, &stdout, &stderr)
+	}
 	code := 0
 	if err != nil {
 		if ee, ok := err.(*exec.ExitError); ok {

@@ -10,9 +10,10 @@ import (
 )
 
 func setCred(cmd *exec.Cmd, c *userCred) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{
-		Uid: c.uid, Gid: c.gid, Groups: []uint32{c.dockerGid},
-	}}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: c.uid, Gid: c.gid, Groups: []uint32{c.dockerGid}}
 }
 
 func chownTree(t testing.TB, root string, c *userCred) {
