@@ -428,7 +428,7 @@ func (v *Volume) helper(ctx context.Context) (Engine, error) {
 			return d, nil
 		}
 		if !staleTask(err) || v.rec.Spec == nil {
-			return nil, err
+			return nil, helperWontStart(v.rec, err)
 		}
 		// An engine that stopped while it started the helper (a snapshot
 		// when the engine's shutdown stopped the agent) can keep a task of
@@ -442,6 +442,14 @@ func (v *Volume) helper(ctx context.Context) (Engine, error) {
 		}
 	}
 	return d, nil
+}
+
+// helperWontStart is the error of a helper its engine refused to start
+// (one that is stopping or restarting refuses with what its store says).
+func helperWontStart(r *record.Record, err error) error {
+	branch := termsafe.String(r.Branch)
+	return usererr.Wrap(err, "the git helper of sandbox %s did not start on engine %s: %v", branch, termsafe.String(engineName(r)), err).
+		Hint("if the engine is stopping or restarting, try again once it answers; the snapshots on this machine keep the work: git sandbox rescue list %s", branch)
 }
 
 // staleTask reports whether a start failed on what an engine that

@@ -56,8 +56,14 @@ func TestHelperLeftAloneWhenItCannotStart(t *testing.T) {
 	v, f, old := stoppedHelper(t)
 	ctx := context.Background()
 	f.FailOnce("Start", errors.New("no such volume"))
-	if _, err := v.helper(ctx); err == nil {
+	_, err := v.helper(ctx)
+	if err == nil {
 		t.Fatal("helper: no error")
+	}
+	ue, ok := usererr.As(err)
+	if !ok || !strings.Contains(err.Error(), "the git helper of sandbox sb did not start") || !strings.Contains(err.Error(), "no such volume") ||
+		len(ue.Hints) == 0 || !strings.Contains(ue.Hints[0], "rescue list sb") {
+		t.Errorf("the error says %q (%+v), want what failed, why, and where the work is", err, ue)
 	}
 	if st, err := f.Inspect(ctx, v.rec.Copy.Helper); err != nil || st.ID != old || st.Running {
 		t.Errorf("the helper after a failed start: %+v (%v), want %s as it was", st, err, old)
