@@ -380,21 +380,36 @@ func stopSupervisors(t testing.TB, home string) {
 // process's pid, and the branch it supervises.
 func supervisors(home string) map[int]string {
 	found := map[int]string{}
+	for _, p := range homeProcs(home) {
+		if slices.Contains(p.args, sandbox.SupervisorCommand) {
+			found[p.pid] = p.args[len(p.args)-1]
+		}
+	}
+	return found
+}
+
+// homeProc is a process of this machine, with its command line.
+type homeProc struct {
+	pid  int
+	args []string
+}
+
+// homeProcs lists the processes run with home as their HOME (each test's
+// commands have a HOME of their own), by pid.
+func homeProcs(home string) []homeProc {
+	var found []homeProc
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
 			continue
 		}
-		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
-		if !slices.Contains(args, sandbox.SupervisorCommand) {
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if !slices.Contains(strings.Split(string(env), "\x00"), "HOME="+home) {
 			continue
 		}
-		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if slices.Contains(strings.Split(string(env), "\x00"), "HOME="+home) {
-			found[pid] = args[len(args)-1]
-		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		found = append(found, homeProc{pid, strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")})
 	}
 	return found
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 )
 
 // soakDuration is how long TestSoak runs its fleet: GIT_SANDBOX_SOAK (a
@@ -191,24 +193,14 @@ func soakLook(t *testing.T, e *Env, logs map[string]string, at time.Duration) so
 // its command and pid.
 func (e *Env) gitSandboxProcs() []soakProc {
 	var out []soakProc
-	dirs, _ := os.ReadDir("/proc")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
+	for _, p := range homeProcs(e.Home) {
+		pid, args := p.pid, p.args
 		if len(args) < 2 || filepath.Base(args[0]) != "git-sandbox" {
-			continue
-		}
-		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		if !slices.Contains(strings.Split(string(env), "\x00"), "HOME="+e.Home) {
 			continue
 		}
 		name := fmt.Sprintf("command %s (%d)", args[1], pid)
 		switch args[1] {
-		case "__supervise":
+		case sandbox.SupervisorCommand:
 			name = "supervisor " + args[len(args)-1]
 		case "__fleet-run":
 			name = "fleet runner"
