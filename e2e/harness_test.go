@@ -36,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/git-sandbox/git-sandbox/internal/record"
 	"github.com/git-sandbox/git-sandbox/internal/sandbox"
 	"github.com/git-sandbox/git-sandbox/worktree"
@@ -270,21 +271,40 @@ func cleanupLeftovers() {
 	})
 }
 
-func removeContainers(repoID string) {
-	out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=git-sandbox.repo="+repoID).Output()
-	ids := strings.Fields(string(out))
-	if len(ids) > 0 {
-		_ = exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
+func removeContainers(repoID string) { removeContainersAt("", repoID) }
+
+// removeContainersAt removes what git sandbox made for a test repository
+// on the engine at host ("": the default one): its containers, networks
+// and volumes (copy mode's worktree, repositories, home, the proxy's).
+func removeContainersAt(host, repoID string) {
+	filter := "label=git-sandbox.repo=" + repoID
+	for _, kind := range [][2][]string{
+		{{"ps", "-aq"}, {"rm", "-f"}},
+		{{"network", "ls", "-q"}, {"network", "rm"}},
+		{{"volume", "ls", "-q"}, {"volume", "rm", "-f"}},
+	} {
+		out, _ := dockerAtErr(host, append(kind[0], "--filter", filter)...)
+		if ids := strings.Fields(out); len(ids) > 0 {
+			_, _ = dockerAtErr(host, append(kind[1], ids...)...)
+		}
 	}
-	out, _ = exec.Command("docker", "network", "ls", "-q", "--filter", "label=git-sandbox.repo="+repoID).Output()
-	if ids := strings.Fields(string(out)); len(ids) > 0 {
-		_ = exec.Command("docker", append([]string{"network", "rm"}, ids...)...).Run()
+}
+
+// localEngines lists the engines on this machine's sockets that the
+// test's config names (the second engine's), where its sandboxes ran
+// besides the default engine.
+func (e *Env) localEngines() []string {
+	var cfg struct{ Engine []struct{ Host string } }
+	if _, err := toml.DecodeFile(filepath.Join(e.Home, ".config", "git-sandbox", "config.toml"), &cfg); err != nil {
+		return nil
 	}
-	// Copy mode's volumes (worktree, repositories, home, the proxy's).
-	out, _ = exec.Command("docker", "volume", "ls", "-q", "--filter", "label=git-sandbox.repo="+repoID).Output()
-	if names := strings.Fields(string(out)); len(names) > 0 {
-		_ = exec.Command("docker", append([]string{"volume", "rm", "-f"}, names...)...).Run()
+	var hosts []string
+	for _, en := range cfg.Engine {
+		if strings.HasPrefix(en.Host, "unix://") {
+			hosts = append(hosts, en.Host)
+		}
 	}
+	return hosts
 }
 
 // Env is one test's world: a home, config and state directories, and a
@@ -350,6 +370,11 @@ func newEnvAt(t testing.TB, root string, cred *userCred) *Env {
 		if id := e.RepoID(); id != "" {
 			removeContainers(id)
 			removeWarmImages(id)
+			// A copy-mode agent on the shared second engine would
+			// run on, and load every test after, until the run ends.
+			for _, host := range e.localEngines() {
+				removeContainersAt(host, id)
+			}
 		}
 	})
 	return e
