@@ -290,17 +290,17 @@ func removeContainersAt(host, repoID string) {
 	}
 }
 
-// localEngines lists the engines on this machine's sockets that the
-// test's config names (the second engine's), where its sandboxes ran
-// besides the default engine.
+// localEngines lists the engines on this machine's sockets, besides the
+// default one, that the test's config names (the second engine's): where
+// its sandboxes ran besides the default engine.
 func (e *Env) localEngines() []string {
 	var cfg struct{ Engine []struct{ Host string } }
-	if _, err := toml.DecodeFile(filepath.Join(e.Home, ".config", "git-sandbox", "config.toml"), &cfg); err != nil {
+	if _, err := toml.DecodeFile(e.configPath(), &cfg); err != nil {
 		return nil
 	}
 	var hosts []string
 	for _, en := range cfg.Engine {
-		if strings.HasPrefix(en.Host, "unix://") {
+		if strings.HasPrefix(en.Host, "unix://") && en.Host != mainDockerHost() {
 			hosts = append(hosts, en.Host)
 		}
 	}
@@ -448,9 +448,14 @@ func removeWarmImages(repoID string) {
 	}
 }
 
+// configPath is the user's config file.
+func (e *Env) configPath() string {
+	return filepath.Join(e.Home, ".config", "git-sandbox", "config.toml")
+}
+
 // WriteConfig replaces the user's config file.
 func (e *Env) WriteConfig(format string, args ...any) {
-	p := filepath.Join(e.Home, ".config", "git-sandbox", "config.toml")
+	p := e.configPath()
 	must(e.t, os.WriteFile(p, []byte(fmt.Sprintf(format, args...)), 0o644))
 	if e.Cred != nil {
 		must(e.t, os.Chown(p, int(e.Cred.uid), int(e.Cred.gid)))
