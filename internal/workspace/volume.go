@@ -435,7 +435,7 @@ func (v *Volume) helper(ctx context.Context) (Engine, error) {
 		// it that it no longer knows, and refuses every start after: a new
 		// helper on the same volumes replaces it (all it keeps is in them).
 		if rerr := v.replaceHelper(ctx, d); rerr != nil {
-			return nil, fmt.Errorf("%w; making the helper again: %v", err, rerr)
+			return nil, helperWontStart(v.rec, fmt.Errorf("%w; making the helper again: %v", err, rerr))
 		}
 		if v.env.UI != nil {
 			v.env.UI.Infof("made the git helper of %s again: its engine kept a task of the old one that it no longer knew", termsafe.String(v.rec.Branch))

@@ -50,6 +50,20 @@ func TestHelperMadeAgainWhenTheEngineKeepsAStaleTask(t *testing.T) {
 	}
 }
 
+// A stale helper that cannot be made again says so, with the start's
+// refusal and where the work is.
+func TestHelperNotMadeAgainSaysWhy(t *testing.T) {
+	v, f, _ := stoppedHelper(t)
+	f.FailOnce("Start", errors.New("Error response from daemon: id already in use"))
+	f.FailOnce("Remove", errors.New("engine going away"))
+	_, err := v.helper(context.Background())
+	ue, ok := usererr.As(err)
+	if !ok || !strings.Contains(err.Error(), "did not start") || !strings.Contains(err.Error(), "id already in use") ||
+		!strings.Contains(err.Error(), "making the helper again: engine going away") || len(ue.Hints) == 0 {
+		t.Errorf("the error says %v (%+v), want the refusal, the failed remake and a hint", err, ue)
+	}
+}
+
 // Any other refusal to start is returned, and the helper is left as it
 // was.
 func TestHelperLeftAloneWhenItCannotStart(t *testing.T) {
