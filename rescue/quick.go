@@ -4,8 +4,8 @@ package rescue
 // the last watched snapshot's tree with the reported paths changed. The
 // files that changed are hashed (git hash-object, the same conversions
 // update-index applies), the trees along their paths are read from the
-// last tree (git cat-file --batch) and written anew (git mktree --batch);
-// nothing else is read. git update-index and write-tree each read and
+// last tree (git cat-file --batch) and written anew, with the new blobs,
+// as one pack (git index-pack, quickpack.go); nothing else is read. git update-index and write-tree each read and
 // write the whole private index (100,000 entries: most of what a
 // snapshot of 200 changed files cost); this reads none of it.
 //
@@ -20,11 +20,13 @@ package rescue
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -88,11 +90,15 @@ func (s *Local) quickTree(ctx context.Context, g *gitcmd.Runner, v *agentView, b
 	}
 	// What the change count needs of the baseline is read meanwhile.
 	look := s.counting.start(ctx, s.host(), base, editedPaths(stage, ed))
-	if err := s.quickHash(ctx, g, stage, ed); err != nil {
+	blobs, err := s.quickHash(ctx, g, stage, ed)
+	if err != nil {
 		return quickResult{}, err
 	}
-	tree, err := writeEdits(ctx, g, tr, ed)
+	tree, trees, err := editedTrees(tr, ed)
 	if err != nil {
+		return quickResult{}, err
+	}
+	if err := writePack(ctx, g, s.Worktree, append(blobs, trees...), tr.hexLen); err != nil {
 		return quickResult{}, err
 	}
 	d, err := quickDelta(tr, ed, stage)
@@ -259,13 +265,53 @@ func (s *Local) underRepo(p string) bool {
 	return false
 }
 
-// quickHash writes the files' blobs (hashFiles) and sets them in ed.
-func (s *Local) quickHash(ctx context.Context, g *gitcmd.Runner, files []quickFile, ed *quickEdits) error {
+// quickHash finds the files' blob ids as git add would store them and
+// sets them in ed; it returns the blobs the pack carries as they are
+// (quickpack.go). The others, stored otherwise than they are in the
+// worktree, are written here by git hash-object -w.
+func (s *Local) quickHash(ctx context.Context, g *gitcmd.Runner, files []quickFile, ed *quickEdits) ([]packObject, error) {
 	if len(files) == 0 {
-		return nil
+		return nil, nil
 	}
-	// Two processes for many files, one on each core: the agent is paused
-	// while they read.
+	ids, err := s.hashParts(ctx, g, files, false)
+	if err != nil {
+		return nil, err
+	}
+	var blobs []packObject
+	var loose []quickFile
+	var looseIDs []string
+	for i, f := range files {
+		size, ok, err := rawBlob(s.Worktree, f.path, ids[i])
+		if err != nil {
+			return nil, errNotQuick
+		}
+		raw, _ := hex.DecodeString(ids[i])
+		if ok {
+			blobs = append(blobs, packObject{kind: packBlob, id: raw, path: f.path, size: size})
+		} else {
+			loose, looseIDs = append(loose, f), append(looseIDs, ids[i])
+		}
+	}
+	if len(loose) > 0 {
+		written, err := s.hashFiles(ctx, g, loose, true)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Equal(written, looseIDs) {
+			return nil, errChanged
+		}
+	}
+	for i, f := range files {
+		ed.set[f.path] = [2]string{f.mode, ids[i]}
+		delete(ed.remove, f.path)
+	}
+	return blobs, nil
+}
+
+// hashParts gives the files' blob ids (and with write, writes the blobs)
+// with git hash-object: two processes for many files, one on each core,
+// as the agent is paused while they read.
+func (s *Local) hashParts(ctx context.Context, g *gitcmd.Runner, files []quickFile, write bool) ([]string, error) {
 	parts := [][]quickFile{files}
 	if len(files) >= 64 {
 		parts = [][]quickFile{files[:len(files)/2], files[len(files)/2:]}
@@ -277,37 +323,37 @@ func (s *Local) quickHash(ctx context.Context, g *gitcmd.Runner, files []quickFi
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hashed[i], errs[i] = s.hashFiles(ctx, g, part)
+			hashed[i], errs[i] = s.hashFiles(ctx, g, part, write)
 		}()
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	var ids []string
 	for i := range parts {
 		if errs[i] != nil {
-			return errs[i]
+			return nil, errs[i]
 		}
 		ids = append(ids, hashed[i]...)
 	}
-	for i, f := range files {
-		ed.set[f.path] = [2]string{f.mode, ids[i]}
-		delete(ed.remove, f.path)
-	}
-	return nil
+	return ids, nil
 }
 
-// hashFiles writes the blobs of files with one git hash-object, run in
-// the worktree so each path's attributes apply as update-index applies
-// them; errNotQuick when it cannot read one (the index's way skips it and
-// says so).
-func (s *Local) hashFiles(ctx context.Context, g *gitcmd.Runner, files []quickFile) ([]string, error) {
+// hashFiles gives the blob ids of files with one git hash-object (with
+// write, writing the blobs), run in the worktree so each path's
+// attributes apply as update-index applies them; errNotQuick when it
+// cannot read one (the index's way skips it and says so).
+func (s *Local) hashFiles(ctx context.Context, g *gitcmd.Runner, files []quickFile, write bool) ([]string, error) {
 	var in bytes.Buffer
 	for _, f := range files {
 		in.WriteString(f.path + "\n")
 	}
-	cmd := g.Command(ctx, "hash-object", "-w", "--stdin-paths")
+	args := []string{"hash-object", "--stdin-paths"}
+	if write {
+		args = append(args, "-w")
+	}
+	cmd := g.Command(ctx, args...)
 	cmd.Dir = s.Worktree
 	cmd.Stdin = &in
 	out, err := cmd.Output()

@@ -1,27 +1,16 @@
 package rescue
 
 import (
-	"bytes"
-	"context"
-	"crypto/sha1"
-	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
-	"hash"
 	"path"
-	"slices"
 	"sort"
-	"strconv"
 	"strings"
-
-	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 )
 
-// writeEdits writes the trees along the edited paths, deepest first, and
-// returns the new root tree. Each tree's id is computed here (a child's
-// is needed before its parent is written) and the trees are written by
-// one git mktree --batch, whose answers must be the same ids.
-func writeEdits(ctx context.Context, g *gitcmd.Runner, tr *treeReader, ed *quickEdits) (string, error) {
+// editedTrees makes the trees along the edited paths, deepest first, and
+// returns the new root tree's id and the trees to write (each tree's id
+// is computed here: a child's is needed before its parent is made).
+func editedTrees(tr *treeReader, ed *quickEdits) (string, []packObject, error) {
 	touched := map[string][]string{} // directory → edited names in it
 	children := map[string][]string{}
 	mark := func(p string) {
@@ -49,29 +38,24 @@ func writeEdits(ctx context.Context, g *gitcmd.Runner, tr *treeReader, ed *quick
 	}
 	sort.Slice(dirs, func(i, j int) bool { return depth(dirs[i]) > depth(dirs[j]) })
 	made := map[string][]byte{} // directory → its new tree (nil: empty)
-	var batch bytes.Buffer
-	var want []string
-	enc := &treeEncoder{hexLen: tr.hexLen}
+	var trees []packObject
 	for _, d := range dirs {
 		entries, err := editedDir(tr, ed, d, touched[d], children[d], made)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if len(entries) == 0 {
 			if d == "." {
-				return "", errNotQuick // an empty worktree: the index's way
+				return "", nil, errNotQuick // an empty worktree: the index's way
 			}
 			made[d] = nil
 			continue
 		}
-		id := enc.encode(entries, &batch)
-		made[d] = id
-		want = append(want, hex.EncodeToString(id))
+		t := encodeTree(entries, tr.hexLen)
+		made[d] = t.id
+		trees = append(trees, t)
 	}
-	if err := mktree(ctx, g, &batch, want); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(made["."]), nil
+	return hex.EncodeToString(made["."]), trees, nil
 }
 
 // setPaths are the paths ed sets.
@@ -176,61 +160,17 @@ func sortedNames(entries map[string]quickEntry) []string {
 	return names
 }
 
-// treeEncoder turns entries into a tree object, reusing its buffer.
-type treeEncoder struct {
-	hexLen int
-	body   []byte
-}
-
-// encode returns the raw id git gives the tree of entries, and adds the
-// tree to a git mktree -z --batch input.
-func (t *treeEncoder) encode(entries map[string]quickEntry, batch *bytes.Buffer) []byte {
-	t.body = t.body[:0]
+// encodeTree returns the tree object of entries, with the id git gives
+// it.
+func encodeTree(entries map[string]quickEntry, hexLen int) packObject {
+	var body []byte
 	for _, n := range sortedNames(entries) {
 		e := entries[n]
-		t.body = append(append(append(append(t.body, e.mode...), ' '), n...), 0)
-		t.body = append(t.body, e.id...)
-		kind := "blob"
-		switch e.mode {
-		case "40000":
-			kind = "tree"
-		case "160000":
-			kind = "commit"
-		}
-		batch.WriteString(e.mode)
-		batch.WriteByte(' ')
-		batch.WriteString(kind)
-		batch.WriteByte(' ')
-		batch.Write(hex.AppendEncode(nil, e.id))
-		batch.WriteByte('\t')
-		batch.WriteString(n)
-		batch.WriteByte(0)
+		body = append(append(append(append(body, e.mode...), ' '), n...), 0)
+		body = append(body, e.id...)
 	}
-	batch.WriteByte(0)
-	var h hash.Hash = sha1.New()
-	if t.hexLen == 64 {
-		h = sha256.New()
-	}
-	h.Write([]byte("tree " + strconv.Itoa(len(t.body)) + "\x00"))
-	h.Write(t.body)
-	return h.Sum(nil)
-}
-
-// mktree writes the trees of batch and checks they are the ids wanted.
-func mktree(ctx context.Context, g *gitcmd.Runner, batch *bytes.Buffer, want []string) error {
-	if len(want) == 0 {
-		return nil
-	}
-	// --missing: every entry is an id just hashed or one of the last
-	// tree's, and the answers are checked against the ids computed here.
-	out, err := g.Run(ctx, batch, "mktree", "-z", "--batch", "--missing")
-	if err != nil {
-		return fmt.Errorf("snapshot: %w", err)
-	}
-	got := strings.Fields(string(out))
-	if !slices.Equal(got, want) {
-		// Not what was computed: the index's way writes the tree.
-		return errNotQuick
-	}
-	return nil
+	h := newObjectHash(hexLen)
+	h.Write(objectHeader("tree", int64(len(body))))
+	h.Write(body)
+	return packObject{kind: packTree, id: h.Sum(nil), body: body, size: int64(len(body))}
 }

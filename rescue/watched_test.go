@@ -229,10 +229,10 @@ func (f *fixture) takeTraced() (*Taken, []string) {
 	return taken, cmds
 }
 
-// quickly reports whether a snapshot took the fast way: trees written by
-// mktree, no git reading the private index.
+// quickly reports whether a snapshot took the fast way: objects written
+// by index-pack, no git reading the private index.
 func quickly(cmds []string) bool {
-	return slices.ContainsFunc(cmds, func(c string) bool { return strings.HasPrefix(c, "mktree") }) &&
+	return slices.ContainsFunc(cmds, func(c string) bool { return strings.HasPrefix(c, "index-pack") }) &&
 		!slices.ContainsFunc(cmds, func(c string) bool {
 			return strings.HasPrefix(c, "update-index") || strings.HasPrefix(c, "write-tree") ||
 				strings.HasPrefix(c, "diff-files") || strings.HasPrefix(c, "ls-files")
