@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +24,20 @@ func benchPod(name, claim, image string, uid uint32, cmd string) []byte {
 "volumeMounts":[{"name":"w","mountPath":"/workspace"}]}]}}`, name, uid, uid, uid, claim, image, cmd))
 }
 
+// waitQuiet waits until the test's namespace holds no Pod and no claim,
+// and no volume of a claim of it is left.
+func (k *k8sTest) waitQuiet(tb testing.TB) {
+	tb.Helper()
+	Eventually(tb, 2*time.Minute, "the round's Pods, claims and volumes gone", func() bool {
+		out, err := k.c.Kubectl(tb, nil, "get", "pods,pvc", "-n", k.ns, "-o", "name")
+		if err != nil || strings.TrimSpace(out) != "" {
+			return false
+		}
+		pvs, err := k.c.Kubectl(tb, nil, "get", "pv", "-o", "jsonpath={range .items[*]}{.spec.claimRef.namespace}{\"\\n\"}{end}")
+		return err == nil && !slices.Contains(strings.Fields(pvs), k.ns)
+	})
+}
+
 func benchClaim(name string) []byte {
 	return []byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":%q},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Gi"}}}}`, name))
 }
@@ -30,7 +45,10 @@ func benchClaim(name string) []byte {
 // BenchmarkKubernetesStart: `git sandbox start -d --engine k8s` of a
 // 5,000-file repository until the agent's Pod runs, against doing it by
 // hand with kubectl: a claim, a Pod on it, `git archive | kubectl exec -i
-// … tar x` into it, and the agent's Pod on the claim, running.
+// … tar x` into it, and the agent's Pod on the claim, running. The sides
+// take turns going first, and each round starts once the last one's Pods,
+// claims and volumes are gone (before, each start of ours ran while both
+// sides of the round before were torn down).
 func BenchmarkKubernetesStart(b *testing.B) { kubernetesStartBench(b, 0) }
 
 // BenchmarkKubernetesStartWarm: the same start, from the engine's warm pool
@@ -63,35 +81,53 @@ func kubernetesStartBench(b *testing.B, warm int) {
 	var ours, raw []time.Duration
 	for i := 0; i < benchRounds; i++ {
 		branch := "bk-" + strconv.Itoa(i)
-		if warm > 0 {
-			k.waitPoolReady(b, warm)
-		}
-		ours = append(ours, timeIt(b, func() {
-			k.MustSandbox("start", "-d", branch, "--engine", "k8s", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sleep", "600")
-		}))
 		claim, helper, agent := fmt.Sprintf("raw-%d", i), fmt.Sprintf("raw-helper-%d", i), fmt.Sprintf("raw-agent-%d", i)
-		if warm > 0 {
-			k.waitPoolReady(b, warm)
-		}
-		raw = append(raw, timeIt(b, func() {
-			kubectl(benchClaim(claim), "create", "-f", "-")
-			kubectl(benchPod(helper, claim, baseImage, k.Cred.uid, "sleep 600"), "create", "-f", "-")
-			kubectl(nil, "wait", "pod/"+helper, "--for=condition=Ready", "--timeout=120s")
-			// git archive as the repository's owner (git refuses root in
-			// another user's repository), kubectl as root.
-			tarball := filepath.Join(k.Root, claim+".tar")
-			if r := k.Run(k.Repo, nil, "git", "archive", "-o", tarball, "HEAD"); r.Code != 0 {
-				b.Fatalf("git archive: %s", r)
+		oursSide := func() {
+			if warm > 0 {
+				k.waitPoolReady(b, warm)
 			}
-			runOK(b, k.Repo, nil, "sh", "-c", fmt.Sprintf("%s --kubeconfig %s -n %s exec -i %s -- tar -x -C /workspace <%s", k.c.KubectlPath, k.c.Kubeconfig, k.ns, helper, tarball))
-			kubectl(benchPod(agent, claim, baseImage, k.Cred.uid, "sleep 600"), "create", "-f", "-")
-			kubectl(nil, "wait", "pod/"+agent, "--for=condition=Ready", "--timeout=120s")
-		}))
+			ours = append(ours, timeIt(b, func() {
+				benchSandbox(b, k.Env, "start", "-d", branch, "--engine", "k8s", "--agent", "shell", "--image", baseImage, "--network", "none", "--", "sleep", "600")
+			}))
+		}
+		rawSide := func() {
+			if warm > 0 {
+				k.waitPoolReady(b, warm)
+			}
+			raw = append(raw, timeIt(b, func() {
+				kubectl(benchClaim(claim), "create", "-f", "-")
+				kubectl(benchPod(helper, claim, baseImage, k.Cred.uid, "sleep 600"), "create", "-f", "-")
+				kubectl(nil, "wait", "pod/"+helper, "--for=condition=Ready", "--timeout=120s")
+				// git archive as the repository's owner (git refuses root in
+				// another user's repository), kubectl as root.
+				tarball := filepath.Join(k.Root, claim+".tar")
+				if r := k.Run(k.Repo, nil, "git", "archive", "-o", tarball, "HEAD"); r.Code != 0 {
+					b.Fatalf("git archive: %s", r)
+				}
+				runOK(b, k.Repo, nil, "sh", "-c", fmt.Sprintf("%s --kubeconfig %s -n %s exec -i %s -- tar -x -C /workspace <%s", k.c.KubectlPath, k.c.Kubeconfig, k.ns, helper, tarball))
+				kubectl(benchPod(agent, claim, baseImage, k.Cred.uid, "sleep 600"), "create", "-f", "-")
+				kubectl(nil, "wait", "pod/"+agent, "--for=condition=Ready", "--timeout=120s")
+			}))
+		}
+		// The sides take turns going first: the second runs beside the
+		// first one's running Pods.
+		if i%2 == 0 {
+			oursSide()
+			rawSide()
+		} else {
+			rawSide()
+			oursSide()
+		}
 		// One round's Pods at a time: the node's memory is requested in
 		// full by each.
 		k.MustSandbox("rm", "--force", branch)
 		kubectl(nil, "delete", "pod", helper, agent, "--grace-period=0", "--force", "--wait=false")
 		kubectl(nil, "delete", "pvc", claim, "--wait=false")
+		if warm == 0 {
+			// The next round starts on a quiet cluster: not while this
+			// one's Pods are torn down and its volumes deleted.
+			k.waitQuiet(b)
+		}
 	}
 	what := "kubernetes start, 5k files"
 	if warm > 0 {

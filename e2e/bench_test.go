@@ -294,6 +294,23 @@ func snapshotRoundsAfter(tb testing.TB, e *Env, rounds int, ready func()) snapsh
 	return r
 }
 
+// benchSandbox runs git sandbox for a benchmark; with BENCH_TRACE set
+// (to GIT_SANDBOX_TRACE=1), traced, and what it printed is shown.
+func benchSandbox(tb testing.TB, e *Env, args ...string) {
+	tb.Helper()
+	var extra []string
+	if v := os.Getenv("BENCH_TRACE"); v != "" {
+		extra = []string{v}
+	}
+	r := e.Run(e.Repo, extra, "git", append([]string{"sandbox"}, args...)...)
+	if r.Code != 0 {
+		tb.Fatalf("git sandbox %s: %s", strings.Join(args, " "), r)
+	}
+	if extra != nil {
+		fmt.Print(r.Stderr)
+	}
+}
+
 // reportTime prints a figure whose target is a time, with the same work
 // by hand beside it for scale.
 func reportTime(b *testing.B, what string, ours, raw, target time.Duration) {

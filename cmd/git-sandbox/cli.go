@@ -15,6 +15,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/cliapp"
 	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/fleetcmd"
 	"github.com/git-sandbox/git-sandbox/cmd/git-sandbox/internal/netcmd"
+	"github.com/git-sandbox/git-sandbox/container/kube"
 	"github.com/git-sandbox/git-sandbox/internal/agent"
 	"github.com/git-sandbox/git-sandbox/internal/cliparse"
 	"github.com/git-sandbox/git-sandbox/internal/config"
@@ -100,7 +101,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	p := ui.FromEnv(stderr)
 	if p.Tracing() {
 		gitcmd.SetTrace(p.Tracef)
+		kube.SetTrace(p.Tracef)
 		defer gitcmd.SetTrace(nil)
+		defer kube.SetTrace(nil)
 	}
 	// Termination cancels what runs; handlers pushed further in (verify,
 	// an attached agent, a paused snapshot) decide first while they run.

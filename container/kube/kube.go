@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -140,6 +141,9 @@ func Connect(ctx context.Context, o Options) (*Engine, error) {
 	}
 	rc.QPS, rc.Burst = 50, 100
 	rc.UserAgent = "git-sandbox"
+	if f := tracef; f != nil {
+		rc.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return traced{rt, f} }
+	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("engine %s: %w", o.Name, err)

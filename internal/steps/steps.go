@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/git-sandbox/git-sandbox/internal/dieat"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
@@ -56,6 +57,7 @@ type Options struct {
 // drop them).
 func Run(ctx context.Context, u *Undo, o Options, steps ...Step) error {
 	for _, s := range steps {
+		start := time.Now()
 		err := s.Do(ctx, u)
 		if err == nil && o.Flow != "" {
 			dieat.Point(o.Flow + ": " + s.Name)
@@ -64,7 +66,7 @@ func Run(ctx context.Context, u *Undo, o Options, steps ...Step) error {
 			err = o.Inject(s.Name)
 		}
 		if o.Trace != nil {
-			o.Trace("step %s: %v", s.Name, err)
+			o.Trace("step %s: %v (%.1f ms)", s.Name, err, float64(time.Since(start).Microseconds())/1000)
 		}
 		if err != nil {
 			u.Run()

@@ -19,7 +19,8 @@
 //   - Colour only on a terminal, and never when NO_COLOR is set
 //     (https://no-color.org).
 //   - GIT_SANDBOX_TRACE turns on trace lines ("trace: …"): the git commands
-//     run and how long they took, the pauses of an agent during snapshots.
+//     run and a Kubernetes engine's API requests, and how long they took;
+//     the steps of a start; the pauses of an agent during snapshots.
 //
 // The environment is read once, by FromEnv.
 package ui

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
@@ -210,11 +211,8 @@ func (v *Volume) Create(ctx context.Context, u *steps.Undo, o CreateOptions) err
 	}
 	v.pooled = took
 	if !took {
-		for _, name := range []string{c.Workspace, c.GitDir, c.Home, c.State} {
-			if _, err := d.CreateVolume(ctx, container.VolumeSpec{Name: name, Labels: labels}); err != nil {
-				return err
-			}
-			u.Add(func() { _ = d.RemoveVolume(cctx, name) })
+		if err := createVolumes(ctx, u, d, labels, c.Workspace, c.GitDir, c.Home, c.State); err != nil {
+			return err
 		}
 		if err := v.startHelper(ctx, u, d, HelperSpec(c, r.Branch, o.Agent)); err != nil {
 			return err
@@ -233,6 +231,32 @@ func (v *Volume) Create(ctx context.Context, u *steps.Undo, o CreateOptions) err
 		return nil
 	}
 	return rescue.WriteSeed(v.seedMarker(), r.Start)
+}
+
+// createVolumes makes the volumes at once: on a cluster each is a claim,
+// one API request and a volume to provision, and the helper's Pod is
+// scheduled only once all are bound. Each one made is undone on failure.
+func createVolumes(ctx context.Context, u *steps.Undo, d Engine, labels map[string]string, names ...string) error {
+	cctx := context.WithoutCancel(ctx)
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			_, errs[i] = d.CreateVolume(ctx, container.VolumeSpec{Name: name, Labels: labels})
+		})
+	}
+	wg.Wait()
+	for i, name := range names {
+		if errs[i] == nil {
+			u.Add(func() { _ = d.RemoveVolume(cctx, name) })
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err // the same reason for each, as a rule: said once
+		}
+	}
+	return nil
 }
 
 // seedMarker is where Create writes down that the worktree holds the

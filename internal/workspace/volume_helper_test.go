@@ -9,6 +9,7 @@ import (
 	"github.com/git-sandbox/git-sandbox/container"
 	enginefake "github.com/git-sandbox/git-sandbox/container/fake"
 	"github.com/git-sandbox/git-sandbox/internal/record"
+	"github.com/git-sandbox/git-sandbox/internal/steps"
 	"github.com/git-sandbox/git-sandbox/internal/usererr"
 )
 
@@ -109,5 +110,24 @@ func TestHelperFailedSaysWhy(t *testing.T) {
 		if (hint == "") != (c.hint == "") || !strings.HasPrefix(hint, c.hint) {
 			t.Errorf("exit %d: hint %q, want one that begins %q", c.code, hint, c.hint)
 		}
+	}
+}
+
+// The volumes are made at once; when one cannot be, the others made are
+// removed with the rest of the start.
+func TestVolumesMadeTogetherAndUndone(t *testing.T) {
+	f := enginefake.New("img")
+	f.FailOnce("CreateVolume", errors.New("quota exceeded"))
+	var u steps.Undo
+	err := createVolumes(context.Background(), &u, f, map[string]string{"l": "1"}, "a", "b", "c", "d")
+	if err == nil || !strings.Contains(err.Error(), "quota exceeded") {
+		t.Fatalf("want the engine's reason, got %v", err)
+	}
+	if vs, _ := f.ListVolumes(context.Background()); len(vs) != 3 {
+		t.Fatalf("%d volumes made, want the three that could be", len(vs))
+	}
+	u.Run()
+	if vs, _ := f.ListVolumes(context.Background()); len(vs) != 0 {
+		t.Fatalf("left after the undo: %v", vs)
 	}
 }
