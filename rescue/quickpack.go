@@ -30,6 +30,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -93,8 +94,16 @@ func rawBlob(worktree, p, wantHex string) (int64, bool, error) {
 	return n, n == fi.Size() && hex.EncodeToString(h.Sum(nil)) == wantHex, nil
 }
 
-// writePack writes objs into the store with one git index-pack.
+// writePack writes objs into the store with one git index-pack, each
+// object once (two files of the same content are one blob, two
+// directories of the same files one tree).
 func writePack(ctx context.Context, g *gitcmd.Runner, worktree string, objs []packObject, hexLen int) error {
+	seen := make(map[string]bool, len(objs))
+	objs = slices.DeleteFunc(slices.Clone(objs), func(o packObject) bool {
+		dup := seen[string(o.id)]
+		seen[string(o.id)] = true
+		return dup
+	})
 	if len(objs) == 0 {
 		return nil
 	}

@@ -74,6 +74,7 @@ func TestQuickBlobsAreWhatGitStores(t *testing.T) {
 			"big":            strings.Repeat("0123456789abcdef", 20_000),
 			"win.crlf":       "one\r\ntwo\r\n",
 			"empty":          "",
+			"twin":           "s\n",
 		}
 		var stage []quickFile
 		for name, content := range files {
@@ -88,8 +89,8 @@ func TestQuickBlobsAreWhatGitStores(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(blobs) != 3 {
-			t.Fatalf("%s: %d blobs go as they are, want 3 (all but the converted one)", format, len(blobs))
+		if len(blobs) != 4 {
+			t.Fatalf("%s: %d blobs go as they are, want 4 (all but the converted one)", format, len(blobs))
 		}
 		hexLen := len(ed.set["small"][1])
 		if err := writePack(ctx, g, dir, blobs, hexLen); err != nil {
