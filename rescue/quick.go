@@ -20,7 +20,6 @@ package rescue
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -98,7 +97,7 @@ func (s *Local) quickTree(ctx context.Context, g *gitcmd.Runner, v *agentView, b
 	if err != nil {
 		return quickResult{}, err
 	}
-	if err := writePack(ctx, g, s.Worktree, append(blobs, trees...), tr.hexLen); err != nil {
+	if err := writePack(ctx, g, append(blobs, trees...), tr.hexLen); err != nil {
 		return quickResult{}, err
 	}
 	d, err := quickDelta(tr, ed, stage)
@@ -265,6 +264,9 @@ func (s *Local) underRepo(p string) bool {
 	return false
 }
 
+// errChanged: a file was not what it was a moment before.
+var errChanged = fmt.Errorf("a file changed while the snapshot read it: %w", errNotQuick)
+
 // quickHash finds the files' blob ids as git add would store them and
 // sets them in ed; it returns the blobs the pack carries as they are
 // (quickpack.go). The others, stored otherwise than they are in the
@@ -280,14 +282,17 @@ func (s *Local) quickHash(ctx context.Context, g *gitcmd.Runner, files []quickFi
 	var blobs []packObject
 	var loose []quickFile
 	var looseIDs []string
+	budget := int64(packBudget)
 	for i, f := range files {
-		size, ok, err := rawBlob(s.Worktree, f.path, ids[i])
-		if err != nil {
-			return nil, errNotQuick
+		var b *packObject
+		if f.size <= min(packFileMax, budget) {
+			if b, err = packable(s.Worktree, f.path, ids[i], min(packFileMax, budget)); err != nil {
+				return nil, errNotQuick
+			}
 		}
-		raw, _ := hex.DecodeString(ids[i])
-		if ok {
-			blobs = append(blobs, packObject{kind: packBlob, id: raw, path: f.path, size: size})
+		if b != nil {
+			budget -= int64(len(b.body))
+			blobs = append(blobs, *b)
 		} else {
 			loose, looseIDs = append(loose, f), append(looseIDs, ids[i])
 		}

@@ -9,15 +9,17 @@ package rescue
 //
 // git stays the judge of what a file is stored as: git hash-object (no
 // -w) gives each file's blob id, with the attributes and filters that
-// apply to its path. A file whose bytes as they are hash to that id goes
-// into the pack as it is; any other (an eol conversion, a clean filter)
-// is written by git hash-object -w, as before. The agent is frozen while
-// this reads; a file that changes anyway between the two reads fails the
-// pack (its hash is checked as it is sent), and the index's way takes
-// the snapshot.
+// apply to its path. A file read here whose bytes hash to that id goes
+// into the pack as read; any other (an eol conversion, a clean filter, a
+// file that changed between the two reads) is written by git hash-object
+// -w, as before, and must then get the id git gave first. The pack holds
+// what was read and hashed, so it cannot differ from the ids in the
+// trees. Files over packFileMax, or past packBudget in all, are written
+// by hash-object -w too: the pack's blobs are held in memory.
 
 import (
 	"bufio"
+	"bytes"
 	"compress/zlib"
 	"context"
 	"crypto/sha1"
@@ -43,14 +45,18 @@ const (
 	packBlob = 3
 )
 
-// packObject is one object of the fast way's pack: a tree (its body) or
-// a blob (a file of the worktree, read when the pack is sent).
+// What of the changed files the pack carries: each file up to
+// packFileMax, up to packBudget in all.
+const (
+	packFileMax = 1 << 20
+	packBudget  = 32 << 20
+)
+
+// packObject is one object of the fast way's pack.
 type packObject struct {
 	kind int
 	id   []byte // raw
-	body []byte // a tree's
-	path string // a blob's, relative to the worktree
-	size int64
+	body []byte
 }
 
 // newObjectHash is the hash of the store's object format, by the length
@@ -62,42 +68,38 @@ func newObjectHash(hexLen int) hash.Hash {
 	return sha1.New()
 }
 
-// objectHeader is what git hashes before an object's content.
-func objectHeader(kind string, size int64) []byte {
-	return []byte(kind + " " + strconv.FormatInt(size, 10) + "\x00")
+// objectID is the raw id of an object of that kind and body.
+func objectID(kind string, body []byte, hexLen int) []byte {
+	h := newObjectHash(hexLen)
+	h.Write([]byte(kind + " " + strconv.Itoa(len(body)) + "\x00"))
+	h.Write(body)
+	return h.Sum(nil)
 }
 
-// openFile opens a file of the worktree, not through a symlink at its
-// last component.
-func openFile(worktree, p string) (*os.File, error) {
-	return os.OpenFile(filepath.Join(worktree, p), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-}
-
-// rawBlob reports whether the file at p, as it is, hashes to wantHex (the
-// id git gave it), and its size.
-func rawBlob(worktree, p, wantHex string) (int64, bool, error) {
-	f, err := openFile(worktree, p)
+// packable reads the file at p (not through a symlink at its last
+// component) and returns it as a blob when its bytes hash to wantHex,
+// the id git gave it; nil when they do not, or when it is over max.
+func packable(worktree, p, wantHex string, max int64) (*packObject, error) {
+	f, err := os.OpenFile(filepath.Join(worktree, p), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return 0, false, err
+		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return 0, false, errNotQuick
+	body, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil || int64(len(body)) > max {
+		return nil, err
 	}
-	h := newObjectHash(len(wantHex))
-	h.Write(objectHeader("blob", fi.Size()))
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return 0, false, err
+	id := objectID("blob", body, len(wantHex))
+	if hex.EncodeToString(id) != wantHex {
+		return nil, nil
 	}
-	return n, n == fi.Size() && hex.EncodeToString(h.Sum(nil)) == wantHex, nil
+	return &packObject{kind: packBlob, id: id, body: body}, nil
 }
 
 // writePack writes objs into the store with one git index-pack, each
 // object once (two files of the same content are one blob, two
 // directories of the same files one tree).
-func writePack(ctx context.Context, g *gitcmd.Runner, worktree string, objs []packObject, hexLen int) error {
+func writePack(ctx context.Context, g *gitcmd.Runner, objs []packObject, hexLen int) error {
 	seen := make(map[string]bool, len(objs))
 	objs = slices.DeleteFunc(slices.Clone(objs), func(o packObject) bool {
 		dup := seen[string(o.id)]
@@ -110,7 +112,7 @@ func writePack(ctx context.Context, g *gitcmd.Runner, worktree string, objs []pa
 	pr, pw := io.Pipe()
 	sent := make(chan error, 1)
 	go func() {
-		err := streamPack(pw, worktree, objs, hexLen)
+		err := streamPack(pw, objs, hexLen)
 		pw.CloseWithError(err)
 		sent <- err
 	}()
@@ -118,23 +120,18 @@ func writePack(ctx context.Context, g *gitcmd.Runner, worktree string, objs []pa
 	// A git that stopped reading leaves the writer blocked: let it go.
 	pr.CloseWithError(errors.New("git index-pack stopped reading"))
 	serr := <-sent
-	switch {
-	case errors.Is(serr, errNotQuick):
-		return serr
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
-	case serr != nil:
+	}
+	if serr != nil {
 		return fmt.Errorf("snapshot: %w", serr)
 	}
 	return nil
 }
 
-// errChanged: a file was not what it was a moment before.
-var errChanged = fmt.Errorf("a file changed while the snapshot read it: %w", errNotQuick)
-
 // streamPack writes a version 2 pack of objs (whole objects, no deltas)
 // and its trailer.
-func streamPack(w io.Writer, worktree string, objs []packObject, hexLen int) error {
+func streamPack(w io.Writer, objs []packObject, hexLen int) error {
 	trailer := newObjectHash(hexLen)
 	bw := bufio.NewWriterSize(io.MultiWriter(w, trailer), 64<<10)
 	head := []byte("PACK\x00\x00\x00\x02\x00\x00\x00\x00")
@@ -142,18 +139,12 @@ func streamPack(w io.Writer, worktree string, objs []packObject, hexLen int) err
 	bw.Write(head)
 	zw, _ := zlib.NewWriterLevel(bw, zlib.BestSpeed)
 	for _, o := range objs {
-		bw.Write(entryHeader(o.kind, o.size))
+		bw.Write(entryHeader(o.kind, int64(len(o.body))))
 		zw.Reset(bw)
-		var err error
-		if o.kind == packBlob {
-			err = sendBlob(zw, worktree, o, hexLen)
-		} else {
-			_, err = zw.Write(o.body)
+		if _, err := io.Copy(zw, bytes.NewReader(o.body)); err != nil {
+			return err
 		}
-		if err == nil {
-			err = zw.Close()
-		}
-		if err != nil {
+		if err := zw.Close(); err != nil {
 			return err
 		}
 	}
@@ -174,24 +165,4 @@ func entryHeader(kind int, size int64) []byte {
 		b = append(b, byte(size&0x7f))
 	}
 	return b
-}
-
-// sendBlob sends the file of o, hashing it as it goes: not the size or
-// id it had when it was looked at, it fails the pack.
-func sendBlob(w io.Writer, worktree string, o packObject, hexLen int) error {
-	f, err := openFile(worktree, o.path)
-	if err != nil {
-		return errChanged
-	}
-	defer f.Close()
-	h := newObjectHash(hexLen)
-	h.Write(objectHeader("blob", o.size))
-	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(f, o.size+1))
-	if err != nil {
-		return err
-	}
-	if n != o.size || string(h.Sum(nil)) != string(o.id) {
-		return errChanged
-	}
-	return nil
 }

@@ -169,8 +169,5 @@ func encodeTree(entries map[string]quickEntry, hexLen int) packObject {
 		body = append(append(append(append(body, e.mode...), ' '), n...), 0)
 		body = append(body, e.id...)
 	}
-	h := newObjectHash(hexLen)
-	h.Write(objectHeader("tree", int64(len(body))))
-	h.Write(body)
-	return packObject{kind: packTree, id: h.Sum(nil), body: body, size: int64(len(body))}
+	return packObject{kind: packTree, id: objectID("tree", body, hexLen), body: body}
 }

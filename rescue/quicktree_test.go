@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,7 +42,7 @@ func TestTreeIDIsGits(t *testing.T) {
 		top := encodeTree(map[string]quickEntry{
 			"a": {"40000", sub.id}, "a.b": {"100644", raw}, "a-c": {"120000", raw}, "a0": {"100644", raw},
 		}, len(id))
-		if err := writePack(ctx, g, t.TempDir(), []packObject{sub, top}, len(id)); err != nil {
+		if err := writePack(ctx, g, []packObject{sub, top}, len(id)); err != nil {
 			t.Fatalf("%s: %v", format, err)
 		}
 		mk := "100755 blob " + id + "\tf\n"
@@ -61,9 +60,9 @@ func TestTreeIDIsGits(t *testing.T) {
 	}
 }
 
-// A file is stored as git add stores it: as it is when nothing converts
-// it (in the pack, any size), and through git hash-object -w when an
-// attribute does (here CRLF made LF).
+// A file is stored as git add stores it: in the pack when nothing
+// converts it, and through git hash-object -w when an attribute does
+// (here CRLF made LF) or it is too large to hold.
 func TestQuickBlobsAreWhatGitStores(t *testing.T) {
 	for _, format := range []string{"sha1", "sha256"} {
 		dir, g := packRepo(t, format)
@@ -75,6 +74,7 @@ func TestQuickBlobsAreWhatGitStores(t *testing.T) {
 			"win.crlf":       "one\r\ntwo\r\n",
 			"empty":          "",
 			"twin":           "s\n",
+			"huge":           strings.Repeat("z", packFileMax+1),
 		}
 		var stage []quickFile
 		for name, content := range files {
@@ -90,10 +90,10 @@ func TestQuickBlobsAreWhatGitStores(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(blobs) != 4 {
-			t.Fatalf("%s: %d blobs go as they are, want 4 (all but the converted one)", format, len(blobs))
+			t.Fatalf("%s: %d blobs go in the pack, want 4 (not the converted one, nor one over %d bytes)", format, len(blobs), packFileMax)
 		}
 		hexLen := len(ed.set["small"][1])
-		if err := writePack(ctx, g, dir, blobs, hexLen); err != nil {
+		if err := writePack(ctx, g, blobs, hexLen); err != nil {
 			t.Fatalf("%s: %v", format, err)
 		}
 		stored := map[string]string{"win.crlf": "one\ntwo\n"}
@@ -119,30 +119,25 @@ func TestQuickBlobsAreWhatGitStores(t *testing.T) {
 	}
 }
 
-// A file that changes between its look and the pack fails the pack,
-// which writes nothing: the index's way takes the snapshot.
-func TestQuickPackRefusesAFileThatChanged(t *testing.T) {
-	dir, g := packRepo(t, "sha1")
-	ctx := context.Background()
-	must(t, os.WriteFile(filepath.Join(dir, "f"), []byte("before\n"), 0o644))
-	s := &Local{Worktree: dir}
-	ed := &quickEdits{set: map[string][2]string{}, remove: map[string]bool{}}
-	blobs, err := s.quickHash(ctx, g, []quickFile{{path: "f", mode: "100644"}}, ed)
-	if err != nil || len(blobs) != 1 {
-		t.Fatalf("%d blobs, %v", len(blobs), err)
+// A file goes into the pack only when what is read of it is what git
+// hashed, within the size asked, and not through a symlink.
+func TestPackableOnlyWhatGitHashed(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "f"), []byte("now\n"), 0o644))
+	must(t, os.Symlink("f", filepath.Join(dir, "link")))
+	then := hex.EncodeToString(objectID("blob", []byte("then\n"), 40))
+	now := hex.EncodeToString(objectID("blob", []byte("now\n"), 40))
+	if b, err := packable(dir, "f", then, 100); b != nil || err != nil {
+		t.Fatalf("a file that changed since git hashed it: %v, %v", b, err)
 	}
-	for i, change := range []string{"after!\n", "longer than before\n"} {
-		must(t, os.WriteFile(filepath.Join(dir, "f"), []byte(change), 0o644))
-		if err := writePack(ctx, g, dir, blobs, 40); !errors.Is(err, errNotQuick) {
-			t.Fatalf("change %d: %v, want the index's way", i, err)
-		}
+	if b, err := packable(dir, "f", now, 3); b != nil || err != nil {
+		t.Fatalf("a file over the size asked: %v, %v", b, err)
 	}
-	if _, err := g.Run(ctx, nil, "cat-file", "-e", ed.set["f"][1]); err == nil {
-		t.Fatal("the blob was written from a changed file")
+	if b, err := packable(dir, "f", now, 100); b == nil || err != nil || string(b.body) != "now\n" {
+		t.Fatalf("the file as git hashed it: %v, %v", b, err)
 	}
-	packs, _ := filepath.Glob(filepath.Join(dir, ".git", "objects", "pack", "*.idx"))
-	if len(packs) != 0 {
-		t.Fatalf("a failed pack left %v", packs)
+	if _, err := packable(dir, "link", now, 100); err == nil {
+		t.Fatal("read through a symlink")
 	}
 }
 
