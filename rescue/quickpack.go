@@ -77,14 +77,18 @@ func objectID(kind string, body []byte, hexLen int) []byte {
 }
 
 // packable reads the file at p (not through a symlink at its last
-// component) and returns it as a blob when its bytes hash to wantHex,
-// the id git gave it; nil when they do not, or when it is over max.
+// component, and never waiting on a FIFO put in its place) and returns it
+// as a blob when its bytes hash to wantHex, the id git gave it; nil when
+// they do not, or when it is over max.
 func packable(worktree, p, wantHex string, max int64) (*packObject, error) {
-	f, err := os.OpenFile(filepath.Join(worktree, p), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(filepath.Join(worktree, p), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errNotQuick
+	}
 	body, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil || int64(len(body)) > max {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
@@ -138,6 +139,10 @@ func TestPackableOnlyWhatGitHashed(t *testing.T) {
 	}
 	if _, err := packable(dir, "link", now, 100); err == nil {
 		t.Fatal("read through a symlink")
+	}
+	must(t, syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644))
+	if b, err := packable(dir, "fifo", now, 100); b != nil || err == nil {
+		t.Fatalf("a FIFO: %v, %v", b, err)
 	}
 }
 
