@@ -5,9 +5,10 @@ package rescue
 // files that changed are hashed (git hash-object, the same conversions
 // update-index applies), the trees along their paths are read from the
 // last tree (git cat-file --batch) and written anew, with the new blobs,
-// as one pack (git index-pack, quickpack.go); nothing else is read. git update-index and write-tree each read and
-// write the whole private index (100,000 entries: most of what a
-// snapshot of 200 changed files cost); this reads none of it.
+// as one pack (git index-pack, quickpack.go); nothing else is read. git
+// update-index and write-tree each read and write the whole private index
+// (100,000 entries: most of what a snapshot of 200 changed files cost);
+// this reads none of it.
 //
 // The private index then lags behind the snapshots: the watch state says
 // so, and the next snapshot that goes through the index (another reason,
@@ -268,9 +269,10 @@ func (s *Local) underRepo(p string) bool {
 var errChanged = fmt.Errorf("a file changed while the snapshot read it: %w", errNotQuick)
 
 // quickHash finds the files' blob ids as git add would store them and
-// sets them in ed; it returns the blobs the pack carries as they are
-// (quickpack.go). The others, stored otherwise than they are in the
-// worktree, are written here by git hash-object -w.
+// sets them in ed; it returns the blobs the pack carries, as read
+// (quickpack.go). The others (stored otherwise than they are in the
+// worktree, too large to hold, or changed since git read them) are
+// written here by git hash-object -w, which must give the same ids.
 func (s *Local) quickHash(ctx context.Context, g *gitcmd.Runner, files []quickFile, ed *quickEdits) ([]packObject, error) {
 	if len(files) == 0 {
 		return nil, nil
