@@ -18,7 +18,6 @@ package rescue
 // by hash-object -w too: the pack's blobs are held in memory.
 
 import (
-	"bufio"
 	"bytes"
 	"compress/zlib"
 	"context"
@@ -26,7 +25,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -113,50 +111,30 @@ func writePack(ctx context.Context, g *gitcmd.Runner, objs []packObject, hexLen 
 	if len(objs) == 0 {
 		return nil
 	}
-	pr, pw := io.Pipe()
-	sent := make(chan error, 1)
-	go func() {
-		err := streamPack(pw, objs, hexLen)
-		pw.CloseWithError(err)
-		sent <- err
-	}()
-	_, err := g.Run(ctx, pr, "index-pack", "--stdin")
-	// A git that stopped reading leaves the writer blocked: let it go.
-	pr.CloseWithError(errors.New("git index-pack stopped reading"))
-	serr := <-sent
-	if err != nil {
+	if _, err := g.Run(ctx, encodePack(objs, hexLen), "index-pack", "--stdin"); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
-	}
-	if serr != nil {
-		return fmt.Errorf("snapshot: %w", serr)
 	}
 	return nil
 }
 
-// streamPack writes a version 2 pack of objs (whole objects, no deltas)
-// and its trailer.
-func streamPack(w io.Writer, objs []packObject, hexLen int) error {
-	trailer := newObjectHash(hexLen)
-	bw := bufio.NewWriterSize(io.MultiWriter(w, trailer), 64<<10)
+// encodePack is a version 2 pack of objs (whole objects, no deltas) and
+// its trailer.
+func encodePack(objs []packObject, hexLen int) *bytes.Buffer {
+	var pack bytes.Buffer
 	head := []byte("PACK\x00\x00\x00\x02\x00\x00\x00\x00")
 	binary.BigEndian.PutUint32(head[8:], uint32(len(objs)))
-	bw.Write(head)
-	zw, _ := zlib.NewWriterLevel(bw, zlib.BestSpeed)
+	pack.Write(head)
+	zw, _ := zlib.NewWriterLevel(&pack, zlib.BestSpeed)
 	for _, o := range objs {
-		bw.Write(entryHeader(o.kind, int64(len(o.body))))
-		zw.Reset(bw)
-		if _, err := io.Copy(zw, bytes.NewReader(o.body)); err != nil {
-			return err
-		}
-		if err := zw.Close(); err != nil {
-			return err
-		}
+		pack.Write(entryHeader(o.kind, int64(len(o.body))))
+		zw.Reset(&pack)
+		zw.Write(o.body) // a bytes.Buffer's writes do not fail
+		zw.Close()
 	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	_, err := w.Write(trailer.Sum(nil))
-	return err
+	trailer := newObjectHash(hexLen)
+	trailer.Write(pack.Bytes())
+	pack.Write(trailer.Sum(nil))
+	return &pack
 }
 
 // entryHeader is a pack entry's type and size: the type and the size's
