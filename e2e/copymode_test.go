@@ -435,6 +435,18 @@ echo small >small.txt`
 	if files := e.Git("ls-tree", "-r", "--name-only", "refs/sandbox/sr/rescue"); strings.Contains(files, "small.txt") {
 		t.Errorf("small.txt grew past the limit but is still in the snapshot:\n%s", files)
 	}
+	// A tracked file made a FIFO, which git update-index refuses: the
+	// snapshot stages the whole worktree instead, names the FIFO and
+	// keeps the rest; a file in a new directory and a deletion come too.
+	e.MustSandbox("exec", "sr", "--", "sh", "-c", "rm tracked.bin && mkfifo tracked.bin && mkdir -p new/dir && echo after >new/dir/after.txt && rm .gitignore")
+	e.MustSandbox("rescue", "snapshot", "sr")
+	files = e.Git("ls-tree", "-r", "--name-only", "refs/sandbox/sr/rescue")
+	if !strings.Contains(files, "new/dir/after.txt") || strings.Contains(files, ".gitignore") {
+		t.Errorf("the snapshot after a FIFO lacks new/dir/after.txt or holds .gitignore:\n%s", files)
+	}
+	if d := e.Sandbox("diff", "sr"); !strings.Contains(d.Stderr, "tracked.bin cannot be stored") {
+		t.Errorf("diff does not name the FIFO it could not store: %s", d)
+	}
 }
 
 // Snapshots after the first look up only the paths the helper's index

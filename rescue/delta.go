@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"strings"
 
+	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
 	"github.com/git-sandbox/git-sandbox/internal/gitcmd"
 )
 
@@ -94,6 +95,19 @@ func quickDelta(tr *treeReader, ed *quickEdits, stage []quickFile) (*delta, erro
 		}
 	}
 	return d, nil
+}
+
+// listedDelta is the delta from tree base that changes list (nil without
+// a base).
+func listedDelta(base string, changes []agentrepo.TreeChange) *delta {
+	if base == "" {
+		return nil
+	}
+	d := &delta{base: base, edits: make([]pathEdit, len(changes))}
+	for i, c := range changes {
+		d.edits[i] = pathEdit{path: c.Path, old: entryID{c.OldMode, c.OldID}, new: entryID{c.NewMode, c.NewID}, size: c.Size}
+	}
+	return d
 }
 
 // cost is what the files a delta adds or changes hold: their sizes in
@@ -178,10 +192,12 @@ func readBaseline(ctx context.Context, g *gitcmd.Runner, c counting, base string
 	entries = make(map[string]entryID, len(paths))
 	for _, p := range paths {
 		b, found, err := tr.entry(p)
-		if err != nil || found && b.isTree() {
+		if err != nil {
 			return 0, nil, false
 		}
-		entries[p] = entryOf(b, found)
+		// A directory of the baseline where the delta has a file: the
+		// baseline has no file at that path (the count is of files).
+		entries[p] = entryOf(b, found && !b.isTree())
 	}
 	return snap.Changes, entries, true
 }

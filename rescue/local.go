@@ -785,6 +785,11 @@ type Elsewhere struct {
 	// Submodules are the paths of the agent's own gitlinks (a gitlink
 	// whose directory is a repository counts as nested all the same).
 	Submodules []string
+	// Changes are what differs from tree Base, file by file, when the
+	// read listed that (a checked import does): the snapshot's cost and
+	// change count come from them instead of diffs of the whole tree.
+	Base    string
+	Changes []agentrepo.TreeChange
 }
 
 // TreeOf is the Tree of a worktree read elsewhere, by the same rules as
@@ -799,5 +804,5 @@ func TreeOf(id string, x Elsewhere) *Tree {
 		}
 	}
 	nested := NestedRepos(x.AddErrors, x.Quarantined, x.NotIgnored)
-	return &Tree{ID: id, Skipped: skipped, TooLarge: large, Nested: nested}
+	return &Tree{ID: id, Skipped: skipped, TooLarge: large, Nested: nested, delta: listedDelta(x.Base, x.Changes)}
 }

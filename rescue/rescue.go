@@ -417,6 +417,9 @@ func (s *Snapshotter) cost(ctx context.Context, before string, read *Tree) int64
 	if read.delta != nil && before != "" && read.delta.base == before {
 		return read.delta.cost()
 	}
+	if before == read.ID {
+		return 0 // the same tree: nothing new
+	}
 	tree := read.ID
 	if before == "" {
 		if s.Start == "" {

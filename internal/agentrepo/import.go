@@ -40,19 +40,23 @@ type ImportOptions struct {
 // budget). The pack is indexed in a quarantine directory next to the
 // store (borrowing the store as an alternate) and moved in at the end;
 // a refused pack leaves nothing behind.
-func ImportTree(ctx context.Context, o ImportOptions) error {
+//
+// With a known tree, it returns what differs from it, file by file, as
+// the checks listed it: the snapshot counts its cost and changes from
+// that, not from diffs of its own.
+func ImportTree(ctx context.Context, o ImportOptions) ([]TreeChange, error) {
 	if !hexID.MatchString(o.Tree) {
-		return fmt.Errorf("%q is not an object id", termsafe.String(o.Tree))
+		return nil, fmt.Errorf("%q is not an object id", termsafe.String(o.Tree))
 	}
 	objects := filepath.Join(o.CommonDir, "objects")
 	removeStaleQuarantines(objects)
 	quarantine, err := os.MkdirTemp(objects, quarantinePrefix)
 	if err != nil {
-		return fmt.Errorf("import snapshot: %w", err)
+		return nil, fmt.Errorf("import snapshot: %w", err)
 	}
 	defer os.RemoveAll(quarantine)
 	if err := os.MkdirAll(filepath.Join(quarantine, "pack"), 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	q := &gitcmd.Runner{
 		GitDir: o.CommonDir, ObjectDir: quarantine, Isolated: true,
@@ -60,24 +64,38 @@ func ImportTree(ctx context.Context, o ImportOptions) error {
 		Config: []string{"core.bigFileThreshold=16m"},
 	}
 	if err := IndexGuarded(ctx, q, o.Pack, o.Budget, "the snapshot's new files"); err != nil {
-		return refuseTree(err)
+		return nil, refuseTree(err)
 	}
-	if err := checkImportedTree(ctx, q, o); err != nil {
+	changes, err := checkImportedTree(ctx, q, o)
+	if err != nil {
 		var ue *usererr.Error
 		if errors.As(err, &ue) {
-			return err
+			return nil, err
 		}
-		return refuseTree(err)
+		return nil, refuseTree(err)
 	}
-	return migrate(quarantine, objects)
+	if err := migrate(quarantine, objects); err != nil {
+		return nil, err
+	}
+	return changes, nil
+}
+
+// TreeChange is one file or gitlink that differs between the known tree
+// and an imported one: its mode and id in each (empty where it is not)
+// and, for a blob the imported tree has, its size.
+type TreeChange struct {
+	Path           string
+	OldMode, OldID string
+	NewMode, NewID string
+	Size           int64
 }
 
 // checkImportedTree checks the tree in the quarantined store: what differs
 // from the known tree (the whole tree without one), which is all the pack
-// can have added.
-func checkImportedTree(ctx context.Context, q *gitcmd.Runner, o ImportOptions) error {
+// can have added. With a known tree, it returns what differs.
+func checkImportedTree(ctx context.Context, q *gitcmd.Runner, o ImportOptions) ([]TreeChange, error) {
 	if t, err := q.Output(ctx, "cat-file", "-t", o.Tree); err != nil || t != "tree" {
-		return fmt.Errorf("%s is not a tree the snapshot brought (%v)", o.Tree, err)
+		return nil, fmt.Errorf("%s is not a tree the snapshot brought (%v)", o.Tree, err)
 	}
 	// Every object reachable from the tree is there (gitlinks excepted);
 	// below the known tree the user's store has them all. Checked while
@@ -92,14 +110,21 @@ func checkImportedTree(ctx context.Context, q *gitcmd.Runner, o ImportOptions) e
 		_, err := q.Run(ctx, nil, args...)
 		complete <- err
 	}()
-	entries, err := treeEntries(ctx, q, o)
+	entries, changes, err := treeEntries(ctx, q, o)
 	if cerr := <-complete; cerr != nil {
-		return fmt.Errorf("the snapshot's tree is incomplete: %w", cerr)
+		return nil, fmt.Errorf("the snapshot's tree is incomplete: %w", cerr)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return checkEntries(ctx, q, o, entries)
+	sizes, err := checkEntries(ctx, q, o, entries)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range changes {
+		changes[i].Size = sizes[c.NewID]
+	}
+	return changes, nil
 }
 
 // treeEntry is an entry of a snapshot's tree.
@@ -107,73 +132,86 @@ type treeEntry struct{ mode, id, path string }
 
 // treeEntries lists what the pack can have added: the entries that differ
 // from the known tree (deletions left out), or the whole tree without one.
-func treeEntries(ctx context.Context, q *gitcmd.Runner, o ImportOptions) ([]treeEntry, error) {
+// With a known tree, it also returns the files and gitlinks that differ.
+func treeEntries(ctx context.Context, q *gitcmd.Runner, o ImportOptions) ([]treeEntry, []TreeChange, error) {
+	if o.Known == "" {
+		entries, err := wholeTree(ctx, q, o.Tree)
+		return entries, nil, err
+	}
+	out, err := q.Run(ctx, nil, "diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", "--full-index", o.Known, o.Tree)
+	if err != nil {
+		return nil, nil, err
+	}
 	var entries []treeEntry
-	if o.Known != "" {
-		out, err := q.Run(ctx, nil, "diff-tree", "-r", "-t", "-z", "--no-renames", "--raw", "--full-index", o.Known, o.Tree)
-		if err != nil {
-			return nil, err
+	var changes []TreeChange
+	// ":oldmode newmode oldid newid status\0path\0" per change.
+	recs := gitcmd.SplitLines(out)
+	for i := 0; i+1 < len(recs); i += 2 {
+		f := strings.Fields(strings.TrimPrefix(recs[i], ":"))
+		if len(f) != 5 {
+			return nil, nil, fmt.Errorf("unreadable tree change %q", termsafe.String(recs[i]))
 		}
-		// ":oldmode newmode oldid newid status\0path\0" per change.
-		recs := gitcmd.SplitLines(out)
-		for i := 0; i+1 < len(recs); i += 2 {
-			f := strings.Fields(strings.TrimPrefix(recs[i], ":"))
-			if len(f) != 5 {
-				return nil, fmt.Errorf("unreadable tree change %q", termsafe.String(recs[i]))
-			}
-			if f[4] == "D" {
-				continue
-			}
-			entries = append(entries, treeEntry{mode: f[1], id: f[3], path: recs[i+1]})
+		p := recs[i+1]
+		if f[4] != "D" {
+			entries = append(entries, treeEntry{mode: f[1], id: f[3], path: p})
 		}
-	} else {
-		out, err := q.Run(ctx, nil, "ls-tree", "-r", "-t", "-z", "--full-tree", o.Tree)
-		if err != nil {
-			return nil, err
+		c := TreeChange{Path: p}
+		if f[0] != "000000" && f[0] != "040000" {
+			c.OldMode, c.OldID = f[0], f[2]
 		}
-		for _, rec := range gitcmd.SplitLines(out) {
-			meta, p, ok := strings.Cut(rec, "\t")
-			f := strings.Fields(meta)
-			if !ok || len(f) != 3 {
-				return nil, fmt.Errorf("unreadable tree entry %q", termsafe.String(rec))
-			}
-			entries = append(entries, treeEntry{mode: f[0], id: f[2], path: p})
+		if f[1] != "000000" && f[1] != "040000" {
+			c.NewMode, c.NewID = f[1], f[3]
 		}
+		if c.OldMode != "" || c.NewMode != "" {
+			changes = append(changes, c)
+		}
+	}
+	return entries, changes, nil
+}
+
+// wholeTree lists every entry of tree.
+func wholeTree(ctx context.Context, q *gitcmd.Runner, tree string) ([]treeEntry, error) {
+	out, err := q.Run(ctx, nil, "ls-tree", "-r", "-t", "-z", "--full-tree", tree)
+	if err != nil {
+		return nil, err
+	}
+	var entries []treeEntry
+	for _, rec := range gitcmd.SplitLines(out) {
+		meta, p, ok := strings.Cut(rec, "\t")
+		f := strings.Fields(meta)
+		if !ok || len(f) != 3 {
+			return nil, fmt.Errorf("unreadable tree entry %q", termsafe.String(rec))
+		}
+		entries = append(entries, treeEntry{mode: f[0], id: f[2], path: p})
 	}
 	return entries, nil
 }
 
 // checkEntries checks the paths, modes, .gitmodules files and sizes of a
-// snapshot's new entries.
-func checkEntries(ctx context.Context, q *gitcmd.Runner, o ImportOptions, entries []treeEntry) error {
+// snapshot's new entries. It returns the size of each blob among them.
+func checkEntries(ctx context.Context, q *gitcmd.Runner, o ImportOptions, entries []treeEntry) (map[string]int64, error) {
 	var blobs []treeEntry
 	for _, e := range entries {
 		if err := CheckPath(e.path); err != nil {
-			return fmt.Errorf("tree %w", err)
+			return nil, fmt.Errorf("tree %w", err)
 		}
 		switch e.mode {
 		case "040000", "160000":
 			continue
 		case "100644", "100755", "120000":
 		default:
-			return fmt.Errorf("%s has mode %s", termsafe.String(e.path), e.mode)
+			return nil, fmt.Errorf("%s has mode %s", termsafe.String(e.path), e.mode)
 		}
 		blobs = append(blobs, e)
 		if IsGitmodules(filepath.Base(e.path)) {
-			if filepath.Base(e.path) != ".gitmodules" || e.mode != "100644" {
-				return fmt.Errorf("%q is not a plain .gitmodules file", termsafe.String(e.path))
-			}
-			b, err := q.Run(ctx, nil, "cat-file", "blob", e.id)
-			if err != nil {
-				return err
-			}
-			if err := CheckGitmodules(b); err != nil {
-				return fmt.Errorf("%s: %w", termsafe.String(e.path), err)
+			if err := checkGitmodulesEntry(ctx, q, e); err != nil {
+				return nil, err
 			}
 		}
 	}
-	if o.Budget.MaxObject <= 0 || len(blobs) == 0 {
-		return nil
+	if len(blobs) == 0 || o.Budget.MaxObject <= 0 && o.Known == "" {
+		// No size is asked for.
+		return nil, nil
 	}
 	ids := make([]string, len(blobs))
 	for i, b := range blobs {
@@ -181,12 +219,30 @@ func checkEntries(ctx context.Context, q *gitcmd.Runner, o ImportOptions, entrie
 	}
 	sizes, err := q.ObjectSizes(ctx, ids)
 	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]int64, len(ids))
+	for i, n := range sizes {
+		if o.Budget.MaxObject > 0 && n > o.Budget.MaxObject {
+			return nil, &budgetError{msg: fmt.Sprintf("the file %s is %d bytes, more than %d", termsafe.String(blobs[i].path), n, o.Budget.MaxObject), setting: o.Budget.ObjectSetting}
+		}
+		byID[ids[i]] = n
+	}
+	return byID, nil
+}
+
+// checkGitmodulesEntry checks a .gitmodules entry: a plain file whose
+// content is one git takes safely.
+func checkGitmodulesEntry(ctx context.Context, q *gitcmd.Runner, e treeEntry) error {
+	if filepath.Base(e.path) != ".gitmodules" || e.mode != "100644" {
+		return fmt.Errorf("%q is not a plain .gitmodules file", termsafe.String(e.path))
+	}
+	b, err := q.Run(ctx, nil, "cat-file", "blob", e.id)
+	if err != nil {
 		return err
 	}
-	for i, n := range sizes {
-		if n > o.Budget.MaxObject {
-			return &budgetError{msg: fmt.Sprintf("the file %s is %d bytes, more than %d", termsafe.String(blobs[i].path), n, o.Budget.MaxObject), setting: o.Budget.ObjectSetting}
-		}
+	if err := CheckGitmodules(b); err != nil {
+		return fmt.Errorf("%s: %w", termsafe.String(e.path), err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -85,7 +86,7 @@ func quarantinesLeft(t *testing.T, common string) []string {
 func TestImportTreeTakesACheckedTree(t *testing.T) {
 	common := userRepo(t)
 	tree, pack := packOf(t, map[string]string{"a.txt": "a\n", "run.sh": "#!/bin/sh\n"}, map[string]string{"run.sh": "100755"})
-	err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree, Budget: DefaultBudget})
+	_, err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree, Budget: DefaultBudget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestImportTreeRefuses(t *testing.T) {
 			if tc.claim != "" {
 				claim = tc.claim
 			}
-			err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: claim, Budget: tc.budget})
+			_, err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: claim, Budget: tc.budget})
 			if err == nil {
 				t.Fatalf("accepted")
 			}
@@ -144,22 +145,22 @@ func TestImportTreeIncremental(t *testing.T) {
 	common := userRepo(t)
 	base := map[string]string{"a.txt": "a\n", "b.txt": "b\n"}
 	known, pack := packOf(t, base, nil)
-	if err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: known, Budget: DefaultBudget}); err != nil {
+	if _, err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: known, Budget: DefaultBudget}); err != nil {
 		t.Fatal(err)
 	}
 	good := map[string]string{"a.txt": "a2\n", "b.txt": "b\n", "c.txt": "c\n"}
 	tree, pack := packOf(t, good, nil)
-	if err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree, Known: known, Budget: DefaultBudget}); err != nil {
+	if _, err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree, Known: known, Budget: DefaultBudget}); err != nil {
 		t.Fatalf("a good change was refused: %v", err)
 	}
 	bad := map[string]string{"a.txt": "a\n", "b.txt": "b\n", ".GIT": "x\n"}
 	tree, pack = packOf(t, bad, nil)
-	if err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree, Known: known, Budget: DefaultBudget}); err == nil {
+	if _, err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree, Known: known, Budget: DefaultBudget}); err == nil {
 		t.Fatal("a .GIT entry next to known files was taken")
 	}
 	big := map[string]string{"a.txt": "a\n", "b.txt": strings.Repeat("b", 5000)}
 	tree, pack = packOf(t, big, nil)
-	err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree, Known: known, Budget: Budget{MaxObject: 1000}})
+	_, err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree, Known: known, Budget: Budget{MaxObject: 1000}})
 	var be *budgetError
 	if !errors.As(err, &be) {
 		t.Fatalf("a changed file over the budget: %v", err)
@@ -182,7 +183,7 @@ func TestImportTreeRemovesStaleQuarantines(t *testing.T) {
 		t.Fatal(err)
 	}
 	tree, pack := packOf(t, map[string]string{"a": "a\n"}, nil)
-	if err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree}); err != nil {
+	if _, err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
@@ -190,5 +191,37 @@ func TestImportTreeRemovesStaleQuarantines(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); err != nil {
 		t.Errorf("a fresh quarantine was removed: %v", err)
+	}
+}
+
+// An incremental import says what differs from the known tree, file by
+// file, with the size of each blob it now has; a first import (no known
+// tree) says nothing.
+func TestImportTreeSaysWhatChanged(t *testing.T) {
+	common := userRepo(t)
+	known, pack := packOf(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n", "same.txt": "s\n"}, nil)
+	changes, err := ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: known, Budget: DefaultBudget})
+	if err != nil || changes != nil {
+		t.Fatalf("a first import: %v, %v", changes, err)
+	}
+	tree, pack := packOf(t, map[string]string{"a.txt": "a two\n", "c.txt": "c\n", "same.txt": "s\n"}, map[string]string{"a.txt": "100755"})
+	changes, err = ImportTree(context.Background(), ImportOptions{CommonDir: common, Pack: bytes.NewReader(pack), Tree: tree, Known: known, Budget: DefaultBudget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(content string) string {
+		f := filepath.Join(t.TempDir(), "f")
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return git(t, filepath.Dir(f), nil, "hash-object", f)
+	}
+	want := []TreeChange{
+		{Path: "a.txt", OldMode: "100644", OldID: id("a\n"), NewMode: "100755", NewID: id("a two\n"), Size: 6},
+		{Path: "b.txt", OldMode: "100644", OldID: id("b\n")},
+		{Path: "c.txt", NewMode: "100644", NewID: id("c\n"), Size: 2},
+	}
+	if !slices.Equal(changes, want) {
+		t.Errorf("changes:\n%+v\nwant\n%+v", changes, want)
 	}
 }

@@ -79,11 +79,11 @@ fi
 rm -f "$C/index.sum"
 [ ! -s "$T/gitlinks" ] || ` + helperGit + ` update-index --force-remove -z --stdin <"$T/gitlinks"
 : >"$T/agent"
-if [ -f ` + CopyGitDir + `/index ] && [ ! -L ` + CopyGitDir + `/index ] && cp ` + CopyGitDir + `/index "$T/agent.index"; then
-	if [ -f "$C/agent" ] && [ -f "$C/agentlinks" ] && cmp -s "$T/agent.index" "$C/agent.index"; then
+if [ -f ` + CopyGitDir + `/index ] && [ ! -L ` + CopyGitDir + `/index ]; then
+	if [ -f "$C/agent" ] && [ -f "$C/agentlinks" ] && cmp -s ` + CopyGitDir + `/index "$C/agent.index"; then
 		cp "$C/agent" "$T/agent"
 		cp "$C/agentlinks" "$T/agentlinks"
-	else
+	elif cp ` + CopyGitDir + `/index "$T/agent.index"; then
 		full=1
 		rm -f "$C/agent" "$C/agent.index" "$C/agentlinks"
 		{ GIT_INDEX_FILE="$T/agent.index" ` + helperGit + ` ls-files -z --cached 2>/dev/null || : ; } | sort -z >"$T/agent"
@@ -93,20 +93,54 @@ if [ -f ` + CopyGitDir + `/index ] && [ ! -L ` + CopyGitDir + `/index ] && cp ` 
 fi
 [ -f "$T/agentlinks" ] || : >"$T/agentlinks"
 : >"$T/excl"
-if [ "$max" -gt 0 ]; then
-	find . -path ./.git -prune -o -type f -size +"$max"c -printf '%P\0' >"$T/big"
-	{
-		GIT_LITERAL_PATHSPECS=1 xargs -0 -r $HG ls-files -z --others --exclude-standard -- <"$T/big"
-		GIT_LITERAL_PATHSPECS=1 xargs -0 -r ` + helperGit + ` ls-files -z --cached -- <"$T/big"
-	} | sort -z -u >"$T/large"
-	comm -z -23 "$T/large" "$T/agent" >"$T/excl"
-	` + helperGit + ` update-index --force-remove -z --stdin <"$T/excl"
+: >"$T/add.out"
+: >"$T/add.err"
+removed=1
+quick() {
+	[ ! -s "$T/quar" ] || return 1
+	$HG diff-files -z --name-status --ignore-submodules=all >"$T/diff" &
+	d=$!
+	o=0
+	$HG ls-files -z --others --exclude-standard >"$T/others" || o=1
+	wait "$d" || return 1
+	[ "$o" = 0 ] || return 1
+	{ sed -z -n 'n;p' "$T/diff"; grep -z -v '/$' "$T/others" || true; } | sort -z -u >"$T/cand" || return 1
+	{ grep -z '/$' "$T/others" || true; } >"$T/repos"
+	if [ "$max" -gt 0 ]; then
+		{ sed -z 's|^|./|' "$T/cand" | xargs -0 -r sh -c 'find "$@" -maxdepth 0 -type f -size +'"$max"'c -printf "%p\0"' sh 2>/dev/null || true; } | sed -z 's|^\./||' | sort -z | comm -z -23 - "$T/agent" >"$T/excl" || return 1
+		[ ! -s "$T/excl" ] || ` + helperGit + ` update-index --force-remove -z --stdin <"$T/excl" || return 1
+	fi
+	comm -z -23 "$T/cand" "$T/excl" >"$T/stage" || return 1
+	if [ -s "$T/stage" ]; then
+		` + helperGit + ` update-index --add --remove --replace -z --stdin <"$T/stage" >/dev/null 2>"$T/add.err" || return 1
+		[ ! -s "$T/add.err" ] || return 1
+	fi
+	if [ -s "$T/repos" ]; then
+		rc=0
+		sed -z 's/^/:(literal)/' "$T/repos" | $HG add --all --verbose --ignore-errors --pathspec-from-file=- --pathspec-file-nul >"$T/add.out" 2>"$T/add.err" || rc=$?
+		[ "$rc" = 0 ] || [ "$rc" = 1 ] || return 1
+		! grep -q "^remove '" "$T/add.out" || return 0
+	fi
+	sed -z -n 'p;n' "$T/diff" | grep -z -q -x D || removed=0
+}
+if ! quick; then
+	removed=1
+	: >"$T/excl"
+	if [ "$max" -gt 0 ]; then
+		find . -path ./.git -prune -o -type f -size +"$max"c -printf '%P\0' >"$T/big"
+		{
+			GIT_LITERAL_PATHSPECS=1 xargs -0 -r $HG ls-files -z --others --exclude-standard -- <"$T/big"
+			GIT_LITERAL_PATHSPECS=1 xargs -0 -r ` + helperGit + ` ls-files -z --cached -- <"$T/big"
+		} | sort -z -u >"$T/large"
+		comm -z -23 "$T/large" "$T/agent" >"$T/excl"
+		` + helperGit + ` update-index --force-remove -z --stdin <"$T/excl"
+	fi
+	rc=0
+	{ printf '.\0'; cat "$T/excl" "$T/qkeep" | sed -z 's/^/:(exclude,literal)/'; } | $HG add --all --verbose --ignore-errors --pathspec-from-file=- --pathspec-file-nul >"$T/add.out" 2>"$T/add.err" || rc=$?
+	[ "$rc" = 0 ] || [ "$rc" = 1 ]
 fi
-rc=0
-{ printf '.\0'; cat "$T/excl" "$T/qkeep" | sed -z 's/^/:(exclude,literal)/'; } | $HG add --all --verbose --ignore-errors --pathspec-from-file=- --pathspec-file-nul >"$T/add.out" 2>"$T/add.err" || rc=$?
-[ "$rc" = 0 ] || [ "$rc" = 1 ]
 [ ! -s "$T/qlinks" ] || ` + helperGit + ` update-index -z --index-info <"$T/qlinks"
-if [ "$full" = 0 ] && [ ! -s "$T/gitlinks" ] && [ ! -s "$T/quar" ] && ! grep -q "^remove '" "$T/add.out" && ! grep -q "embedded git repository" "$T/add.err"; then
+if [ "$full" = 0 ] && [ "$removed" = 0 ] && [ ! -s "$T/gitlinks" ] && [ ! -s "$T/quar" ] && ! grep -q "embedded git repository" "$T/add.err"; then
 	if [ -s "$C/missing" ]; then
 		GIT_LITERAL_PATHSPECS=1 xargs -0 -r ` + helperGit + ` ls-files -z --cached -- <"$C/missing" | sort -z -u >"$T/have"
 		comm -z -23 "$C/missing" "$T/have" >"$T/missing"
@@ -283,8 +317,12 @@ func (s *volumeSource) remoteTree(ctx context.Context, prevTree string) (*rescue
 	tree = strings.TrimSpace(tree)
 	added := parseAdded(rest)
 	added.Quarantined = quarantined
-	if err := s.v.bringTree(ctx, x, br, tree, prevTree); err != nil {
+	changes, err := s.v.bringTree(ctx, x, br, tree, prevTree)
+	if err != nil {
 		return nil, err
+	}
+	if changes != nil {
+		added.Base, added.Changes = prevTree, changes
 	}
 	return rescue.TreeOf(tree, added), nil
 }
@@ -356,30 +394,32 @@ func (x *snapExec) staged(t *thawer) (*bufio.Reader, string, error) {
 }
 
 // bringTree imports the pack that follows the header, checked, unless the
-// user's store has the tree already.
-func (v *Volume) bringTree(ctx context.Context, x *snapExec, br *bufio.Reader, tree, prevTree string) error {
+// user's store has the tree already. It returns what the tree changed
+// from prevTree, file by file, when the import listed that (nil
+// otherwise).
+func (v *Volume) bringTree(ctx context.Context, x *snapExec, br *bufio.Reader, tree, prevTree string) ([]agentrepo.TreeChange, error) {
 	if _, err := v.env.Repo.Git().Run(ctx, nil, "cat-file", "-e", tree+"^{tree}"); err == nil && tree != "" {
 		// The user's store has it (and what it holds): the pack is not
 		// needed.
 		if _, err := io.Copy(io.Discard, br); err != nil {
-			return x.fail("bring the snapshot back", err)
+			return nil, x.fail("bring the snapshot back", err)
 		}
 		if err := <-x.xerr; err != nil {
-			return fmt.Errorf("bring the snapshot back: %w", err)
+			return nil, fmt.Errorf("bring the snapshot back: %w", err)
 		}
-		return nil
+		return nil, nil
 	}
-	ierr := agentrepo.ImportTree(ctx, agentrepo.ImportOptions{
+	changes, ierr := agentrepo.ImportTree(ctx, agentrepo.ImportOptions{
 		CommonDir: v.env.Repo.CommonDir, Pack: br, Tree: tree, Known: prevTree, Budget: v.env.SyncBudget,
 	})
 	x.pr.CloseWithError(errors.New("import ended"))
 	if err := <-x.xerr; err != nil && ierr == nil {
-		return fmt.Errorf("bring the snapshot back: %w", err)
+		return nil, fmt.Errorf("bring the snapshot back: %w", err)
 	}
 	if ierr != nil {
-		return fmt.Errorf("bring the snapshot back: %w", ierr)
+		return nil, fmt.Errorf("bring the snapshot back: %w", ierr)
 	}
-	return nil
+	return changes, nil
 }
 
 // thawer lets a frozen agent go on in the background, once.
