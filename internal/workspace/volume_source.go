@@ -27,22 +27,33 @@ import (
 // and then a pack of the tree without what tree $2 (the host's newest
 // snapshot, when the helper has it) already holds. One exec does both:
 // the host thaws the agent as soon as the header has come (the files are
-// read by then), while the pack streams. The same rules as a local snapshot: gitlinks leave the
-// index first (for one already there, git add would run git status inside
-// that nested repository, whose configuration the agent wrote); untracked
-// files over $1 bytes (0: no limit) that the agent does not track stay out
-// and leave the index; ignored files the agent tracks (its git add -f) are
-// added. What the agent tracks is read from a copy of its index by this
-// git: the agent's configuration plays no part. Two listings of the
-// index are kept in $C for the next snapshot, since each is a pass over
-// every file of the repository: what the agent's index tracks, good while
-// that index is byte for byte the same; and, good while the helper's index
-// ends in the checksum this snapshot left (written last, removed before
-// the index changes), its gitlinks and what the agent tracks that it
-// lacks. When the agent's index is the same, nothing left the helper's
-// (git add --verbose says "remove" for each that does) and no gitlink is
-// in it or came in, what it lacks now is among what it lacked then: only
-// those paths are looked up, not every path of the index.
+// read by then), while the pack streams.
+//
+// The same rules as a local snapshot: gitlinks leave the index first (for
+// one already there, git add would run git status inside that nested
+// repository, whose configuration the agent wrote); untracked files over
+// $1 bytes (0: no limit) that the agent does not track stay out and leave
+// the index; ignored files the agent tracks (its git add -f) are added.
+// And the same way: git lists the files changed since the helper's index
+// took them (diff-files) and those it lacks (ls-files --others), side by
+// side; sizes are taken of those only, and only those are staged
+// (update-index, and git add for a nested repository). When update-index
+// refuses a path (a FIFO, a path beyond a symlink) or a repository is
+// quarantined, the whole worktree is staged by git add --all instead
+// (after a find of the files too large), which skips what it cannot store
+// and says so.
+//
+// What the agent tracks is read from a copy of its index by this git: the
+// agent's configuration plays no part. Two listings of the index are kept
+// in $C for the next snapshot, since each is a pass over every file of
+// the repository: what the agent's index tracks, good while that index is
+// byte for byte the same; and, good while the helper's index ends in the
+// checksum this snapshot left (written last, removed before the index
+// changes), its gitlinks and what the agent tracks that it lacks. When the
+// agent's index is the same, nothing left the helper's (no file gone, and
+// git add --verbose said no "remove") and no gitlink is in it or came in,
+// what it lacks now is among what it lacked then: only those paths are
+// looked up, not every path of the index.
 // git lists an index in the order of its bytes, which is sort's in the C
 // locale of helperGitEnv: the helper's own listing is compared unsorted.
 const snapScript = `set -eu
