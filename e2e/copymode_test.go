@@ -484,6 +484,12 @@ echo started; sleep 600`
 		{"back", "echo two >keep.log", "two"},
 		{"changed", "echo three >keep.log", "three"},
 		{"other files change", "echo b >a.txt; echo c >c.txt", "three"},
+		// A file the agent does not track going leaves the shortcut on;
+		// one it tracks going with it turns it off until the next full
+		// listing, which must find it missing.
+		{"an untracked file deleted", "rm c.txt", "three"},
+		{"gone with an untracked one", "rm keep.log a.txt", "<absent>"},
+		{"back after that", "echo 3b >keep.log && echo b >a.txt && echo c >c.txt", "3b"},
 		{"nested repository", "mkdir -p sub && cd sub && git init -q && echo x >x && git add x && git -c user.name=a -c user.email=a@b commit -qm x && cd .. && rm keep.log", "<absent>"},
 		{"back again", "echo four >keep.log", "four"},
 		{"agent index rewritten", "echo z >>a.txt && git add a.txt && rm -rf sub && echo five >keep.log", "five"},

@@ -50,10 +50,10 @@ import (
 // byte for byte the same; and, good while the helper's index ends in the
 // checksum this snapshot left (written last, removed before the index
 // changes), its gitlinks and what the agent tracks that it lacks. When the
-// agent's index is the same, nothing left the helper's (no file gone, and
-// git add --verbose said no "remove") and no gitlink is in it or came in,
-// what it lacks now is among what it lacked then: only those paths are
-// looked up, not every path of the index.
+// agent's index is the same, nothing it tracks left the helper's (no such
+// file gone, and git add --verbose said no "remove") and no gitlink is in
+// it or came in, what it lacks now is among what it lacked then: only
+// those paths are looked up, not every path of the index.
 // git lists an index in the order of its bytes, which is sort's in the C
 // locale of helperGitEnv: the helper's own listing is compared unsorted.
 const snapScript = `set -eu
@@ -132,7 +132,7 @@ quick() {
 		[ "$rc" = 0 ] || [ "$rc" = 1 ] || return 1
 		! grep -q "^remove '" "$T/add.out" || return 0
 	fi
-	sed -z -n 'p;n' "$T/diff" | grep -z -q -x D || removed=0
+	sed -z -n '/^D$/{n;p;b};n' "$T/diff" | sort -z | comm -z -12 - "$T/agent" | grep -z -q . || removed=0
 }
 if ! quick; then
 	removed=1
