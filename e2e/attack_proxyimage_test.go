@@ -66,16 +66,21 @@ func hostileImage(t *testing.T, base string) string {
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "steal"), []byte(stealScript), 0o755))
 	must(t, os.WriteFile(filepath.Join(dir, "tar"), []byte("#!/bin/sh\nexec /usr/local/bin/steal tar \"$@\"\n"), 0o755))
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	nonce := hex.EncodeToString(b)
+	// The label makes this run's image its own: a devcontainer naming it
+	// is tagged by its id, and a run killed before its cleanup leaves
+	// that tag behind, which the next run must not find "unchanged".
 	must(t, os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM "+base+`
+LABEL git-sandbox-e2e.nonce=`+nonce+`
 COPY steal /usr/local/bin/steal
 COPY tar /opt/evil/bin/tar
 ENV GODEBUG=http2debug=2 PATH=/opt/evil/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 HEALTHCHECK --interval=1s --timeout=5s --retries=1 CMD ["/usr/local/bin/steal", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/steal", "entrypoint"]
 `), 0o644))
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	tag := fmt.Sprintf("git-sandbox-e2e-hostile:%d-%s", os.Getpid(), hex.EncodeToString(b))
+	tag := fmt.Sprintf("git-sandbox-e2e-hostile:%d-%s", os.Getpid(), nonce)
 	if out, err := exec.Command("docker", "build", "-q", "-t", tag, dir).CombinedOutput(); err != nil {
 		t.Fatalf("docker build %s: %v\n%s", tag, err, out)
 	}

@@ -434,6 +434,28 @@ halt() {
 	rm -f "$run/pids/$name.pid"
 }
 
+# gone tells whether a daemon has exited, and sets gone_status to how
+# (" with status N") when it was this script's child. It does not go by
+# the command line as ours does: while a daemon execs (setsid, then env,
+# then the daemon), its command line reads empty for a moment, and that
+# moment is no exit. A live process is in /proc and is no zombie; a child
+# of this script keeps its PID until the script waits for it.
+gone() {
+	local f=$run/pids/$1.pid pid state
+	gone_status=
+	pid=$(cat "$f" 2>/dev/null) || return 0
+	[[ $pid =~ ^[0-9]+$ ]] || return 0
+	state=$(sed -E 's/^.*\) ([A-Za-z]).*$/\1/' "/proc/$pid/stat" 2>/dev/null) || state=
+	case $state in
+	'' | Z | X | x) ;;
+	*) return 1 ;;
+	esac
+	wait "$pid" 2>/dev/null
+	local st=$?
+	[ "$st" -eq 127 ] || gone_status=" with status $st"
+	return 0
+}
+
 # wait_for polls a command until it succeeds; on timeout it shows the end
 # of the named daemon's log and fails.
 wait_for() {
@@ -444,12 +466,12 @@ wait_for() {
 			log "$what: ready at $((SECONDS - started)) s"
 			return 0
 		fi
-		if [ -n "$name" ] && ! ours "$name" >/dev/null; then
+		if [ -n "$name" ] && gone "$name"; then
 			if [ -s "$run/logs/$name.log" ]; then
 				tail -n 30 "$run/logs/$name.log" >&2 || true
-				die "$name exited while waiting for $what (its log above)"
+				die "$name exited$gone_status while waiting for $what (its log above)"
 			fi
-			die "$name exited while waiting for $what, without a word in its log"
+			die "$name exited$gone_status while waiting for $what, without a word in its log"
 		fi
 		sleep 0.25
 	done
