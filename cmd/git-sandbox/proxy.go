@@ -31,11 +31,13 @@ type ProxyCmd struct {
 // two from a CPU limit; the kernel moves a tunnel's bulk bytes; and with
 // a second core the runtime wakes a sleeping thread for every goroutine
 // it starts or readies, which cost each new tunnel some 60 us, more than
-// all that squid adds to one.
+// all that squid adds to one. The runtime's monitor thread does not
+// preempt the proxy's when it wakes (egress.QuietMonitor).
 func (c *ProxyCmd) Run(app *App) error {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
+	egress.QuietMonitor()
 	cfg, err := egress.LoadConfig(c.Config)
 	if err != nil {
 		return err

@@ -82,9 +82,11 @@ func (f *frontListener) hand(c net.Conn) {
 }
 
 // accept takes the real listener's connections until it fails for good,
-// each read by sniff in a goroutine of its own.
+// each read by sniff in a goroutine of its own: a worker that served one
+// before and waits for another, when there is one.
 func (p *Proxy) accept(ctx context.Context, f *frontListener) {
 	var wait time.Duration
+	idle := make(chan net.Conn) // a send succeeds only if a worker waits
 	for {
 		c, err := f.Listener.Accept()
 		if err != nil {
@@ -100,7 +102,38 @@ func (p *Proxy) accept(ctx context.Context, f *frontListener) {
 			continue
 		}
 		wait = 0
-		go p.sniff(ctx, c, f)
+		select {
+		case idle <- c:
+		default:
+			go p.work(ctx, c, f, idle)
+		}
+	}
+}
+
+// workerIdle is how long a worker waits for another connection before it
+// ends.
+const workerIdle = 30 * time.Second
+
+// work serves c, then each connection accept hands it, until none came for
+// p.workerIdle or the listener is gone. Serving a new tunnel goes deeper than
+// a new goroutine's first stack (the request's parsing, the checks, the
+// dial): a fresh goroutine for each connection grew its stack twice, each
+// time copying it and walking its frames, some 7 us a tunnel. A worker
+// keeps its stack from one connection to the next (when it idles through
+// a collection, the collector halves it, and it may grow once again).
+func (p *Proxy) work(ctx context.Context, c net.Conn, f *frontListener, idle <-chan net.Conn) {
+	t := time.NewTimer(p.workerIdle)
+	defer t.Stop()
+	for {
+		p.sniff(ctx, c, f)
+		t.Reset(p.workerIdle)
+		select {
+		case c = <-idle:
+		case <-t.C:
+			return
+		case <-f.done:
+			return
+		}
 	}
 }
 

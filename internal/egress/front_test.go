@@ -2,9 +2,11 @@ package egress
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -77,4 +79,82 @@ func TestFrontServesConnect(t *testing.T) {
 			t.Errorf("%q: the tunnel echoed %q, %v", pieces, got, err)
 		}
 	}
+}
+
+// workers counts the front's workers, and of them those waiting for a
+// connection (serving none).
+func workers() (all, idle int) {
+	buf := make([]byte, 1<<20)
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "egress.(*Proxy).work(") {
+			all++
+			if !strings.Contains(g, "egress.(*Proxy).sniff(") {
+				idle++
+			}
+		}
+	}
+	return all, idle
+}
+
+// waitWorkers waits until there are n workers, all of them idle.
+func waitWorkers(t *testing.T, n int) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		all, idle := workers()
+		if all == n && idle == n {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d workers, %d of them idle; want %d, all idle", all, idle, n)
+		}
+	}
+}
+
+// A connection goes to a worker that served one before and waits for
+// another; there are as many workers as connections at once, and an idle
+// worker ends after p.workerIdle.
+func TestFrontReusesWorkers(t *testing.T) {
+	port := echoServer(t)
+	p, err := New(Options{
+		Policy:   &Policy{Allow: MustParseEntries(FromUser, "up.test:"+port, "127.0.0.1:"+port)},
+		Resolver: newResolver("up.test", "127.0.0.1"),
+		Log:      NewLog(io.Discard, nil),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.workerIdle = 300 * time.Millisecond
+	addr := serve(t, p)
+	open := func() net.Conn {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "CONNECT up.test:%s HTTP/1.1\r\nHost: up.test:%s\r\n\r\n", port, port)
+		buf := make([]byte, 64)
+		const ok = "HTTP/1.1 200 Connection established\r\n\r\nx"
+		c.Write([]byte("x"))
+		if _, err := io.ReadFull(c, buf[:len(ok)]); err != nil || string(buf[:len(ok)]) != ok {
+			t.Fatalf("through the tunnel: %q, %v", buf, err)
+		}
+		return c
+	}
+	waitWorkers(t, 0)
+	for range 5 {
+		open().Close()
+		waitWorkers(t, 1)
+	}
+	var cs []net.Conn
+	for range 3 {
+		cs = append(cs, open())
+	}
+	if all, _ := workers(); all != 3 {
+		t.Fatalf("%d workers for 3 connections at once", all)
+	}
+	for _, c := range cs {
+		c.Close()
+	}
+	waitWorkers(t, 3)
+	time.Sleep(p.workerIdle)
+	waitWorkers(t, 0)
 }

@@ -78,6 +78,9 @@ type Proxy struct {
 	idle    time.Duration
 	timeout time.Duration
 	meter   *meter.Meter
+	// workerIdle is how long a worker of the front waits for another
+	// connection before it ends (work).
+	workerIdle time.Duration
 
 	buffers    *bufferPool
 	pool       connPool               // plain HTTP's upstream connections
@@ -98,12 +101,13 @@ func New(o Options) (*Proxy, error) {
 		return nil, errors.New("egress proxy: no policy")
 	}
 	p := &Proxy{
-		ca:      o.CA,
-		log:     o.Log,
-		idle:    o.IdleTimeout,
-		timeout: o.DialTimeout,
-		meter:   o.Meter,
-		conns:   map[net.Conn]struct{}{},
+		ca:         o.CA,
+		log:        o.Log,
+		idle:       o.IdleTimeout,
+		workerIdle: workerIdle,
+		timeout:    o.DialTimeout,
+		meter:      o.Meter,
+		conns:      map[net.Conn]struct{}{},
 	}
 	if p.idle <= 0 {
 		p.idle = DefaultIdleTimeout
@@ -138,6 +142,7 @@ func New(o Options) (*Proxy, error) {
 	}
 	p.dialer = &dialer{policy: p.policy.get, resolver: dnscache.Or(o.Resolver), timeout: p.timeout}
 	p.dialer.net.KeepAlive = -1 // set by dial, or by a tunnel once open
+	p.dialer.net.ControlContext = rawConnect
 
 	p.buffers = &bufferPool{}
 	plainT := p.newTransport(HTTP, nil)
@@ -442,7 +447,7 @@ func (p *Proxy) hijack(w http.ResponseWriter, up net.Conn) (net.Conn, bool) {
 		}
 		return nil, false
 	}
-	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+	if _, err := relay(c).Write(connectEstablished); err != nil {
 		p.untrack(agent, up)
 		c.Close()
 		if up != nil {
@@ -452,6 +457,10 @@ func (p *Proxy) hijack(w http.ResponseWriter, up net.Conn) (net.Conn, bool) {
 	}
 	return agent, true
 }
+
+// connectEstablished is a tunnel's answer, written by a raw call as the
+// tunnel's bytes are (relay): the agent is waiting for it.
+var connectEstablished = []byte("HTTP/1.1 200 Connection established\r\n\r\n")
 
 // reqState is what the reverse proxies need to know of one request.
 type reqState struct {

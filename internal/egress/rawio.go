@@ -1,8 +1,11 @@
 package egress
 
 import (
+	"context"
 	"io"
 	"net"
+	"net/netip"
+	"os"
 	"syscall"
 	"unsafe"
 
@@ -93,4 +96,65 @@ func (c *relayConn) call(op string, wait func(func(uintptr) bool) error, sys fun
 
 func (c *relayConn) opErr(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
+
+// closeWrite half-closes c by a raw shutdown when it is a relayConn; the
+// FIN it sends is delivered to the peer within the call, which on a
+// bridge can take long enough for the runtime to hand the proxy's only P
+// to another thread meanwhile.
+func (c *relayConn) CloseWrite() error {
+	var errno syscall.Errno
+	err := c.raw.Control(func(fd uintptr) {
+		_, _, errno = unix.RawSyscall(unix.SYS_SHUTDOWN, fd, unix.SHUT_WR, 0)
+	})
+	switch {
+	case err != nil:
+		return c.opErr("shutdown", err)
+	case errno != 0:
+		return c.opErr("shutdown", errno)
+	}
+	return nil
+}
+
+// rawConnect is the dialer's Control: it starts the connection to addr
+// ("ip:port") by a raw connect on the dialer's new socket. The SYN's
+// delivery runs within the call, and on a bridge the answer's too, so a
+// connect through package syscall is a call long enough for the runtime
+// to retake the proxy's only P and wake another thread to hold it (a
+// handoff and back on every new upstream connection). net's own connect
+// that follows finds the connection under way (EALREADY) or made
+// (EISCONN), and waits for it through the poller as always.
+func rawConnect(_ context.Context, _, addr string, c syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || ap.Addr().Zone() != "" {
+		return nil // net connects as it would
+	}
+	ip := ap.Addr().Unmap()
+	var errno syscall.Errno
+	cerr := c.Control(func(fd uintptr) {
+		if ip.Is4() {
+			sa := unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: ip.As4()}
+			putPort(&sa.Port, ap.Port())
+			_, _, errno = unix.RawSyscall(unix.SYS_CONNECT, fd, uintptr(unsafe.Pointer(&sa)), unix.SizeofSockaddrInet4)
+			return
+		}
+		sa := unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: ip.As16()}
+		putPort(&sa.Port, ap.Port())
+		_, _, errno = unix.RawSyscall(unix.SYS_CONNECT, fd, uintptr(unsafe.Pointer(&sa)), unix.SizeofSockaddrInet6)
+	})
+	switch {
+	case cerr != nil:
+		return cerr
+	case errno == 0, errno == unix.EINPROGRESS, errno == unix.EALREADY, errno == unix.EINTR:
+		return nil
+	case errno == unix.EAFNOSUPPORT, errno == unix.EINVAL:
+		return nil // not a socket of the address's family: net connects as it would
+	}
+	return os.NewSyscallError("connect", errno)
+}
+
+// putPort stores port in network byte order.
+func putPort(dst *uint16, port uint16) {
+	b := (*[2]byte)(unsafe.Pointer(dst))
+	b[0], b[1] = byte(port>>8), byte(port)
 }

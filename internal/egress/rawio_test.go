@@ -1,7 +1,9 @@
 package egress
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
@@ -63,5 +65,73 @@ func TestRelayConnIsAConn(t *testing.T) {
 		t.Fatal("no connection")
 	} else if _, ok := c.(*relayConn); ok {
 		t.Fatal("a connection with bytes already read is relayed raw: they would be lost")
+	}
+}
+
+// A relayed connection's half-close ends its direction alone, as
+// net.TCPConn's does; closeWrite takes that way for a TCP connection and
+// for one with bytes already read.
+func TestRelayConnCloseWrite(t *testing.T) {
+	for _, wrap := range []func(net.Conn) net.Conn{
+		func(c net.Conn) net.Conn { return c },
+		func(c net.Conn) net.Conn { return &bufferedConn{Conn: c, r: bufio.NewReader(c)} },
+	} {
+		a, b := tcpPair(t)
+		closeWrite(wrap(a))
+		if got, err := io.ReadAll(b); err != nil || len(got) != 0 {
+			t.Fatalf("after the half-close the peer read %q, %v; want the end", got, err)
+		}
+		if _, err := b.Write([]byte("back")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 8)
+		if n, err := a.Read(buf); err != nil || string(buf[:n]) != "back" {
+			t.Fatalf("the other direction after the half-close: %q, %v", buf[:n], err)
+		}
+	}
+	a, _ := tcpPair(t)
+	ra := relay(a).(*relayConn)
+	a.Close()
+	if err := ra.CloseWrite(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("a half-close of a closed connection: %v", err)
+	}
+}
+
+// The dialer's raw connect makes the connection net would, to an IPv4
+// and an IPv6 address, and fails as net would where nothing listens.
+func TestRawConnectDials(t *testing.T) {
+	d := net.Dialer{ControlContext: rawConnect, Timeout: 5 * time.Second}
+	for _, network := range []string{"tcp4", "tcp6"} {
+		l, err := net.Listen(network, map[string]string{"tcp4": "127.0.0.1:0", "tcp6": "[::1]:0"}[network])
+		if err != nil {
+			if network == "tcp6" {
+				t.Logf("no IPv6 loopback here: %v", err)
+				continue
+			}
+			t.Fatal(err)
+		}
+		go func() {
+			c, err := l.Accept()
+			if err == nil {
+				c.Write([]byte("hello"))
+				c.Close()
+			}
+		}()
+		c, err := d.DialContext(context.Background(), "tcp", l.Addr().String())
+		if err != nil {
+			t.Fatalf("%s: %v", network, err)
+		}
+		if c.RemoteAddr().String() != l.Addr().String() {
+			t.Errorf("%s: connected to %v, want %v", network, c.RemoteAddr(), l.Addr())
+		}
+		if got, err := io.ReadAll(c); err != nil || string(got) != "hello" {
+			t.Errorf("%s: read %q, %v", network, got, err)
+		}
+		c.Close()
+		addr := l.Addr().String()
+		l.Close()
+		if _, err := d.DialContext(context.Background(), "tcp", addr); !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("%s: a port nobody listens on: %v, want connection refused", network, err)
+		}
 	}
 }

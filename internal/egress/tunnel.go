@@ -130,6 +130,9 @@ type closeWriter interface{ CloseWrite() error }
 // closeWrite half-closes c when it can, so the far side sees the end of
 // this direction while the other goes on.
 func closeWrite(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		c = relay(tc)
+	}
 	if cw, ok := c.(closeWriter); ok {
 		cw.CloseWrite()
 		return
@@ -148,10 +151,8 @@ type bufferedConn struct {
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 func (c *bufferedConn) CloseWrite() error {
-	if cw, ok := c.Conn.(closeWriter); ok {
-		return cw.CloseWrite()
-	}
-	return c.Conn.Close()
+	closeWrite(c.Conn)
+	return nil
 }
 
 // oneConnListener hands one connection to an http.Server, then blocks
