@@ -475,4 +475,4 @@ stop) stop ;;
 restart) restart ;;
 status) status ;;
 *) usage ;;
-esac
+esac; exit # on esac's line: bash reads a script as it runs it

@@ -1401,4 +1401,6 @@ main() {
 	esac
 }
 
-main "$@"
+# One line with its exit: bash reads a script as it runs it, so a script
+# edited while it runs would go on with whatever bytes now follow main.
+main "$@"; exit
