@@ -15,6 +15,7 @@ package workspace
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/git-sandbox/git-sandbox/container"
 	"github.com/git-sandbox/git-sandbox/internal/agentrepo"
@@ -150,6 +152,9 @@ type Volume struct {
 	rec *record.Record
 	// pooled says Create took the volumes from the engine's warm pool.
 	pooled bool
+	// remake says the helper could not run a command though its engine
+	// calls it running (errCannotExec): helper makes it again first.
+	remake atomic.Bool
 }
 
 var _ Workspace = (*Volume)(nil)
@@ -343,6 +348,8 @@ func helperFailed(code int, stderr string) error {
 	switch {
 	case stderr != "":
 		return fmt.Errorf("helper exited with %d: %s", code, termsafe.String(stderr))
+	case code == 126:
+		return fmt.Errorf("helper exited with 126: %w", errCannotExec)
 	case code > 128 && code < 160:
 		return usererr.New("the git helper was killed by signal %d (exit %d) before it was done: its engine stopped it, as when the engine stops or restarts", code-128, code).
 			Hint("try again once the engine answers: git sandbox starts the helper again, and the snapshots already taken keep the work")
@@ -350,6 +357,12 @@ func helperFailed(code int, stderr string) error {
 		return fmt.Errorf("helper exited with %d", code)
 	}
 }
+
+// errCannotExec is an exec in the helper that ended with 126 and said
+// nothing: the runtime could not run the command in the container, which
+// its engine still calls running (an engine that went down while it
+// started the helper). The next use makes the helper again.
+var errCannotExec = errors.New("the engine could not run a command in the git helper")
 
 // packTo is what packToHelper packs: the objects named in Input, one per
 // line, or with Revs the objects of the revisions Input names (rev-list
@@ -441,6 +454,15 @@ func (v *Volume) helper(ctx context.Context) (Engine, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if st.Running && v.remake.CompareAndSwap(true, false) && v.rec.Spec != nil {
+		if err := v.replaceHelper(ctx, d); err != nil {
+			return nil, helperWontStart(v.rec, fmt.Errorf("making the helper again: %w", err))
+		}
+		if v.env.UI != nil {
+			v.env.UI.Infof("made the git helper of %s again: its engine could not run a command in it", termsafe.String(v.rec.Branch))
+		}
+		return d, nil
 	}
 	if st.Running {
 		return d, nil

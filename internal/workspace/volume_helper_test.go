@@ -131,3 +131,41 @@ func TestVolumesMadeTogetherAndUndone(t *testing.T) {
 		t.Fatalf("left after the undo: %v", vs)
 	}
 }
+
+// An exec that ended with 126 and said nothing is one the runtime could
+// not run in a helper its engine calls running: it marks the helper, and
+// the next use makes it again (once), as for a stale task.
+func TestHelperMadeAgainWhenItCannotRunACommand(t *testing.T) {
+	v, f, _ := stoppedHelper(t)
+	ctx := context.Background()
+	if _, err := v.helper(ctx); err != nil {
+		t.Fatal(err)
+	}
+	running, _ := f.Inspect(ctx, v.rec.Copy.Helper)
+	if err := helperFailed(126, ""); !errors.Is(err, errCannotExec) || !strings.HasPrefix(err.Error(), "helper exited with 126") {
+		t.Fatalf("exit 126 without a word: %v", err)
+	}
+	if _, err := v.helper(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := f.Inspect(ctx, v.rec.Copy.Helper); st.ID != running.ID {
+		t.Fatalf("a running helper nobody marked was made again: %s, was %s", st.ID, running.ID)
+	}
+	v.remake.Store(true)
+	if _, err := v.helper(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.Inspect(ctx, v.rec.Copy.Helper)
+	if err != nil || !st.Running || st.ID == running.ID || v.remake.Load() {
+		t.Fatalf("the marked helper: %+v (%v), mark %v; want a new one, running, unmarked", st, err, v.remake.Load())
+	}
+	if _, err := v.helper(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := f.Inspect(ctx, v.rec.Copy.Helper); again.ID != st.ID {
+		t.Fatalf("the helper was made again twice")
+	}
+	if err := helperFailed(126, "sh: 1: ./x: Permission denied"); errors.Is(err, errCannotExec) {
+		t.Fatal("a script's own 126, which says why, marks the helper")
+	}
+}

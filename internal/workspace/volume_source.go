@@ -321,6 +321,9 @@ func (s *volumeSource) remoteTree(ctx context.Context, prevTree string) (*rescue
 	defer t.wait()
 	br, head, err := x.staged(t)
 	if err != nil {
+		if errors.Is(err, errCannotExec) {
+			s.v.remake.Store(true)
+		}
 		return nil, err
 	}
 	s.v.env.UI.Tracef("copy snapshot of %s: staged on the engine after %s", s.v.rec.Branch, time.Since(began).Round(time.Millisecond))
